@@ -1,0 +1,149 @@
+//! Typed errors of the library. Every error that concerns a file names it;
+//! the messages say what to do next.
+
+use std::io;
+use std::path::PathBuf;
+
+/// The library's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O operation on a named path failed.
+    #[error("cannot {op} {}: {source}", path.display())]
+    Io {
+        /// What was being done ("read", "create", "fsync", ...).
+        op: &'static str,
+        /// The path it was done to.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// A path given by the caller or found in the log is not acceptable.
+    #[error("refusing path {path:?}: {reason}")]
+    BadPath {
+        /// The path as given.
+        path: String,
+        /// Why it is refused.
+        reason: PathProblem,
+    },
+    /// A turn id or label is not acceptable.
+    #[error("invalid turn id {id:?}: {reason}")]
+    BadTurnId {
+        /// The id as given.
+        id: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// A line of the log (other than a torn final one) cannot be read.
+    #[error(
+        "{}: line {line} is damaged ({reason}); run `turnback verify` to see what can still be rewound",
+        path.display()
+    )]
+    LogDamaged {
+        /// The log file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// No live turn has this id.
+    #[error("unknown turn {turn:?}; `turnback list` shows the turns that can be rewound")]
+    UnknownTurn {
+        /// The turn asked for.
+        turn: String,
+    },
+    /// The turn existed but has already been rewound.
+    #[error("nothing to rewind: turn {turn:?} was already rewound (log record {seq})")]
+    AlreadyRewound {
+        /// The turn asked for.
+        turn: String,
+        /// Sequence number of the rewind record that removed it.
+        seq: u64,
+    },
+    /// Another process holds the store lock for longer than we wait.
+    #[error(
+        "{} is held by another turnback process; it is released when that process ends (no file needs to be removed by hand)",
+        path.display()
+    )]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// A blob referenced by the log is missing or does not match its name.
+    #[error("blob {id} is damaged: {reason}")]
+    BlobDamaged {
+        /// The blob id (SHA-256 of the original bytes).
+        id: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The path names something that cannot be captured as a file.
+    #[error("{path:?} is a directory; capture the files in it instead")]
+    IsDirectory {
+        /// The path.
+        path: String,
+    },
+}
+
+/// Why a path is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PathProblem {
+    /// The path is empty.
+    #[error("the path is empty")]
+    Empty,
+    /// The path (after resolving `..` and symlinks) lies outside the project root.
+    #[error("it lies outside the project root")]
+    OutsideRoot,
+    /// The path lies inside the store itself.
+    #[error("it lies inside the store (.turnback/)")]
+    InsideStore,
+    /// The path lies inside a `.git` directory.
+    #[error("it lies inside .git/, which turnback never touches")]
+    InsideGit,
+    /// The path contains a NUL byte.
+    #[error("it contains a NUL byte")]
+    Nul,
+    /// The path contains a backslash.
+    #[error("it contains a backslash; use / as the separator")]
+    Backslash,
+    /// A stored path is not in normal form (absolute, `.`/`..`/empty components).
+    #[error("it is not a normalized relative path")]
+    NotNormal,
+    /// The path is not valid UTF-8.
+    #[error("it is not valid UTF-8")]
+    NotUtf8,
+    /// The path or one of its components is too long.
+    #[error("it is too long")]
+    TooLong,
+    /// Resolving symlinks took too many steps.
+    #[error("it goes through too many symlinks")]
+    SymlinkLoop,
+}
+
+/// Adds path context to `io::Result`s.
+pub(crate) trait IoResultExt<T> {
+    /// Wraps the error with the operation and path it concerns.
+    fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T>;
+}
+
+impl<T> IoResultExt<T> for io::Result<T> {
+    fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T> {
+        self.map_err(|source| Error::Io {
+            op,
+            path: path.into(),
+            source,
+        })
+    }
+}
+
+impl<T> IoResultExt<T> for std::result::Result<T, rustix::io::Errno> {
+    fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T> {
+        self.map_err(io::Error::from).ctx(op, path)
+    }
+}

@@ -1,0 +1,192 @@
+//! File-system operations confined beneath a directory handle.
+//!
+//! Every write into the project goes through a directory file descriptor that
+//! was reached from the root one component at a time with
+//! `openat(O_DIRECTORY | O_NOFOLLOW)`, so no symlink is ever followed and no
+//! `..` is ever taken: a directory swapped for a symlink between a check and a
+//! write makes the write fail instead of sending it outside the root. Files
+//! are replaced by creating a temporary file in the same directory
+//! (`O_CREAT | O_EXCL`) and renaming it over the target, never by truncating
+//! an existing entry, which may be a hard link to a file elsewhere.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStringExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+/// What a directory entry is, looked at without following symlinks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Node {
+    /// Nothing is there.
+    Missing,
+    /// A regular file with its size and permission bits.
+    File { size: u64, mode: u32 },
+    /// A symlink.
+    Symlink,
+    /// A directory.
+    Dir,
+    /// A FIFO, socket or device.
+    Other,
+}
+
+/// Opens a directory by absolute path (used once, for the root).
+pub(crate) fn open_dir_path(path: &Path) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// Opens the subdirectory `name` of `dir` without following a symlink.
+/// `Ok(None)` when it does not exist; `ENOTDIR`/`ELOOP` when it is not a
+/// real directory.
+pub(crate) fn open_subdir(dir: &OwnedFd, name: &str) -> io::Result<Option<OwnedFd>> {
+    match rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(Errno::NOENT) => Ok(None),
+        Err(Errno::LOOP) => Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            "it is a symlink, which turnback does not follow",
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Creates (if missing) and opens the subdirectory `name` of `dir`.
+/// Returns whether it was created.
+pub(crate) fn ensure_subdir(dir: &OwnedFd, name: &str) -> io::Result<(OwnedFd, bool)> {
+    if let Some(fd) = open_subdir(dir, name)? {
+        return Ok((fd, false));
+    }
+    let created = match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o777)) {
+        Ok(()) => true,
+        Err(Errno::EXIST) => false,
+        Err(e) => return Err(e.into()),
+    };
+    let fd = open_subdir(dir, name)?
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "directory vanished"))?;
+    Ok((fd, created))
+}
+
+/// Looks at `name` in `dir` without following a symlink.
+pub(crate) fn node_at(dir: &OwnedFd, name: &str) -> io::Result<Node> {
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(node_of(&st)),
+        Err(Errno::NOENT) | Err(Errno::NOTDIR) => Ok(Node::Missing),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub(crate) fn node_of(st: &rustix::fs::Stat) -> Node {
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => Node::File {
+            size: st.st_size as u64,
+            mode: st.st_mode & 0o7777,
+        },
+        FileType::Symlink => Node::Symlink,
+        FileType::Directory => Node::Dir,
+        _ => Node::Other,
+    }
+}
+
+/// Opens the regular file `name` in `dir` for reading, never through a
+/// symlink. Returns the file with its size and mode as seen by `fstat`.
+pub(crate) fn open_file(dir: &OwnedFd, name: &str) -> io::Result<(File, Node)> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
+        Mode::empty(),
+    )?;
+    let st = rustix::fs::fstat(&fd)?;
+    Ok((File::from(fd), node_of(&st)))
+}
+
+/// Reads the target of the symlink `name` in `dir`.
+pub(crate) fn read_link(dir: &OwnedFd, name: &str) -> io::Result<OsString> {
+    let target = rustix::fs::readlinkat(dir, name, Vec::new())?;
+    Ok(OsString::from_vec(target.into_bytes()))
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Marker in the names of temporary files turnback creates.
+pub(crate) const TEMP_MARK: &str = ".turnback-tmp-";
+
+/// A fresh temporary name for a file beside `name`.
+pub(crate) fn temp_name(name: &str) -> String {
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let short: String = name.chars().take(40).collect();
+    format!(".{short}{TEMP_MARK}{}-{n}", std::process::id())
+}
+
+/// Creates a new temporary file beside `name` in `dir` (`O_EXCL`), with
+/// permission bits `mode` set exactly (not reduced by the umask).
+pub(crate) fn create_temp(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<(File, String)> {
+    loop {
+        let tmp = temp_name(name);
+        match rustix::fs::openat(
+            dir,
+            tmp.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        ) {
+            Ok(fd) => {
+                rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777))?;
+                return Ok((File::from(fd), tmp));
+            }
+            Err(Errno::EXIST) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Renames `from` to `to`, both in `dir`.
+pub(crate) fn rename(dir: &OwnedFd, from: &str, to: &str) -> io::Result<()> {
+    Ok(rustix::fs::renameat(dir, from, dir, to)?)
+}
+
+/// Removes the file or symlink `name` in `dir`.
+pub(crate) fn unlink(dir: &OwnedFd, name: &str) -> io::Result<()> {
+    Ok(rustix::fs::unlinkat(dir, name, AtFlags::empty())?)
+}
+
+/// Removes the empty directory `name` in `dir`.
+pub(crate) fn rmdir(dir: &OwnedFd, name: &str) -> io::Result<()> {
+    Ok(rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?)
+}
+
+/// Creates a symlink `name` in `dir` pointing to `target`.
+pub(crate) fn symlink(dir: &OwnedFd, target: &str, name: &str) -> io::Result<()> {
+    Ok(rustix::fs::symlinkat(target, dir, name)?)
+}
+
+/// Flushes a file or directory to stable storage. An error here is fatal to
+/// the operation: after a failed fsync, Linux may report later ones as
+/// successful with the data gone, so it is never retried.
+pub(crate) fn fsync(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
+    Ok(rustix::fs::fsync(fd)?)
+}
+
+/// Flushes the data (and the size) of a file.
+pub(crate) fn fdatasync(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
+    Ok(rustix::fs::fdatasync(fd)?)
+}
+
+/// Flushes the whole file system holding `fd`: one call that makes a batch of
+/// writes durable instead of one fsync per file.
+pub(crate) fn syncfs(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
+    Ok(rustix::fs::syncfs(fd)?)
+}

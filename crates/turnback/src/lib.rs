@@ -1,0 +1,55 @@
+//! turnback: a checkpoint store for AI coding agents.
+//!
+//! Before an agent's write reaches a file, the file's current bytes (its
+//! pre-image) are saved in a content-addressed store inside the project,
+//! `<root>/.turnback/`; [`Store::rewind`] writes them back, undoing that turn
+//! and every later one. Unlike `git checkout` or `git stash`, a rewind
+//! returns the folder exactly as it was before the turn: uncommitted and
+//! git-ignored files included, files the agent created deleted, nothing else
+//! touched.
+//!
+//! ```
+//! use turnback::{RewindOptions, Store, TurnId};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let project = tempfile::tempdir()?;
+//! std::fs::write(project.path().join("app.js"), "console.log('v1');\n")?;
+//!
+//! let mut store = Store::open(project.path())?;
+//! let turn = TurnId::new("turn-1")?;
+//! // An agent's write tool: capture first, then write.
+//! store.write(&turn, Some("rewrite app.js"), "app.js", b"broken();\n")?;
+//! store.write(&turn, None, "new.js", b"created by the agent\n")?;
+//!
+//! let report = store.rewind(&turn, &RewindOptions::default())?;
+//! assert!(report.complete());
+//! assert_eq!(std::fs::read_to_string(project.path().join("app.js"))?, "console.log('v1');\n");
+//! assert!(!project.path().join("new.js").exists());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The on-disk format is described module by module: [`log`] (the
+//! append-only index), [`pack`] (the blobs), [`lock`] (the one lock for all
+//! mutations), [`path`] (which paths may be stored).
+
+#![deny(missing_docs)]
+
+mod error;
+mod fsx;
+mod id;
+pub mod lock;
+pub mod log;
+pub mod pack;
+pub mod path;
+mod rewind;
+mod store;
+
+pub use error::{Error, PathProblem, Result};
+pub use id::{BadBlobId, BlobId, TurnId, cut_label};
+pub use log::{FailedPath, FileEntry, Pre};
+pub use path::RelPath;
+pub use rewind::{Action, Report, RewindOptions, Step};
+pub use store::{
+    CaptureReport, Captured, DEFAULT_MAX_FILE_SIZE, Options, Store, Turn, discover_root,
+};

@@ -1,0 +1,372 @@
+//! The log: `.turnback/log.jsonl`, the store's only index.
+//!
+//! Format: one JSON object per line, appended, never rewritten in place.
+//! Every record has `seq` (strictly increasing from 1, the order of turns:
+//! wall-clock time is informational only), `at` (Unix time in nanoseconds)
+//! and `type`. Its last field is `"crc"`: the CRC-32 (IEEE), as 8 lowercase
+//! hex digits, of the line's bytes with `,"crc":"…"` removed, so a flipped
+//! byte inside a string (a path, a blob id) is detected, not trusted.
+//!
+//! ```text
+//! {"seq":1,"at":1700000000000000000,"type":"capture","turn":"t1","label":"fix","pack":"000000000001.pack","blobs":[{"id":"<64 hex>","offset":8,"len":41,"size":52}],"files":[{"path":"src/a.rs","pre":{"kind":"file","blob":"<64 hex>","size":52,"mode":420}}],"crc":"1a2b3c4d"}
+//! {"seq":2,"at":1700000000000000001,"type":"rewind","turn":"t1","from_seq":1,"crc":"…"}
+//! ```
+//!
+//! Invariants:
+//! - A record is appended with one `write` to an `O_APPEND` descriptor and
+//!   `fdatasync`ed before the operation reports success; everything a record
+//!   names (packs) is durable before it.
+//! - A final line without its newline is a torn append from a crash: it is
+//!   ignored and reported, and cut off before the next append. Any other
+//!   damaged line is an error naming its line number.
+//! - A `capture` record's `files` list, per path, the state before the turn's
+//!   first write; a `rewind` record ends every turn whose first record has
+//!   `seq >= from_seq`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::{BlobId, TurnId};
+use crate::path::RelPath;
+
+/// The log's file name inside the store.
+pub const LOG_FILE: &str = "log.jsonl";
+
+/// One line of the log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Strictly increasing sequence number.
+    pub seq: u64,
+    /// Unix time in nanoseconds (informational).
+    pub at: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub op: Op,
+}
+
+/// The kinds of record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Op {
+    /// Pre-images saved for a turn.
+    Capture {
+        /// The turn.
+        turn: TurnId,
+        /// The turn's label, when the caller gave one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        label: Option<String>,
+        /// The pack written for this record, if it stored new blobs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pack: Option<String>,
+        /// The blobs stored in that pack.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        blobs: Vec<StoredBlob>,
+        /// The paths captured, each with its pre-image.
+        files: Vec<FileEntry>,
+    },
+    /// Turns undone by a rewind.
+    Rewind {
+        /// The turn named by the rewind.
+        turn: TurnId,
+        /// Every turn whose first record has `seq >= from_seq` is ended.
+        from_seq: u64,
+        /// Paths that could not be restored, with the reason.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        failed: Vec<FailedPath>,
+    },
+}
+
+/// A blob introduced by a capture record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredBlob {
+    /// SHA-256 of the uncompressed bytes.
+    pub id: BlobId,
+    /// Offset of its zstd frame in the record's pack.
+    pub offset: u64,
+    /// Compressed length.
+    pub len: u64,
+    /// Uncompressed size.
+    pub size: u64,
+}
+
+/// One captured path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Relative to the root.
+    pub path: RelPath,
+    /// Its state before the turn.
+    pub pre: Pre,
+}
+
+/// A path's state before a turn's first write to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Pre {
+    /// A regular file.
+    File {
+        /// Its bytes.
+        blob: BlobId,
+        /// Its size.
+        size: u64,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// A symlink (never followed).
+    Symlink {
+        /// Where it pointed.
+        target: String,
+    },
+    /// Nothing was there (a file the agent created, or a directory its
+    /// write had to create); a rewind removes it.
+    Absent,
+    /// Not saved; a rewind reports it as not restored.
+    Skipped {
+        /// Why.
+        reason: String,
+        /// Its size, when known.
+        size: u64,
+    },
+}
+
+/// A path a rewind could not restore.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedPath {
+    /// The path.
+    pub path: RelPath,
+    /// Why.
+    pub reason: String,
+}
+
+const CRC_SUFFIX_LEN: usize = r#","crc":"00000000"}"#.len();
+
+/// Serializes a record as one log line, newline included.
+pub fn encode(record: &Record) -> Vec<u8> {
+    let mut body = serde_json::to_vec(record).expect("records always serialize");
+    let crc = crc32fast::hash(&body);
+    debug_assert_eq!(body.last(), Some(&b'}'));
+    body.pop();
+    body.extend_from_slice(format!(r#","crc":"{crc:08x}"}}"#).as_bytes());
+    body.push(b'\n');
+    body
+}
+
+/// Parses one line (without its newline).
+pub fn decode(line: &[u8]) -> Result<Record, String> {
+    if line.len() < CRC_SUFFIX_LEN + 2 {
+        return Err("too short to be a record".into());
+    }
+    let (head, tail) = line.split_at(line.len() - CRC_SUFFIX_LEN);
+    let hex = tail
+        .strip_prefix(br#","crc":""#)
+        .and_then(|t| t.strip_suffix(br#""}"#))
+        .ok_or("no checksum at the end of the line")?;
+    let want = std::str::from_utf8(hex)
+        .ok()
+        .and_then(|h| u32::from_str_radix(h, 16).ok())
+        .ok_or("checksum is not hex")?;
+    let mut body = head.to_vec();
+    body.push(b'}');
+    let got = crc32fast::hash(&body);
+    if got != want {
+        return Err(format!(
+            "checksum mismatch (line says {want:08x}, bytes give {got:08x})"
+        ));
+    }
+    serde_json::from_slice(&body).map_err(|e| e.to_string())
+}
+
+/// The result of reading a stretch of the log.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    /// Each complete line: its 1-based number and the record or what is wrong.
+    pub lines: Vec<(usize, Result<Record, String>)>,
+    /// A final line without newline: its line number and length in bytes.
+    pub torn: Option<(usize, usize)>,
+    /// Bytes of complete lines (the offset to continue from).
+    pub consumed: usize,
+}
+
+/// Splits `bytes` into records; `first_line` is the number of the first.
+pub fn parse(bytes: &[u8], first_line: usize) -> Parsed {
+    let mut out = Parsed::default();
+    let mut start = 0;
+    let mut line_no = first_line;
+    while start < bytes.len() {
+        match bytes[start..].iter().position(|&b| b == b'\n') {
+            Some(n) => {
+                let line = &bytes[start..start + n];
+                out.lines.push((line_no, decode(line)));
+                start += n + 1;
+                out.consumed = start;
+                line_no += 1;
+            }
+            None => {
+                out.torn = Some((line_no, bytes.len() - start));
+                break;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<Record> {
+        let id: BlobId = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+            .parse()
+            .expect("valid");
+        vec![
+            Record {
+                seq: 1,
+                at: 1_700_000_000_000_000_000,
+                op: Op::Capture {
+                    turn: TurnId::new("t1").expect("valid"),
+                    label: Some("fix the header".into()),
+                    pack: Some("000000000001.pack".into()),
+                    blobs: vec![StoredBlob {
+                        id,
+                        offset: 8,
+                        len: 13,
+                        size: 4,
+                    }],
+                    files: vec![
+                        FileEntry {
+                            path: RelPath::parse("src/a.rs").expect("valid"),
+                            pre: Pre::File {
+                                blob: id,
+                                size: 4,
+                                mode: 0o644,
+                            },
+                        },
+                        FileEntry {
+                            path: RelPath::parse("new").expect("valid"),
+                            pre: Pre::Absent,
+                        },
+                        FileEntry {
+                            path: RelPath::parse("link").expect("valid"),
+                            pre: Pre::Symlink {
+                                target: "src/a.rs".into(),
+                            },
+                        },
+                        FileEntry {
+                            path: RelPath::parse("big.bin").expect("valid"),
+                            pre: Pre::Skipped {
+                                reason: "larger than the 1 GiB cap".into(),
+                                size: 2 << 30,
+                            },
+                        },
+                    ],
+                },
+            },
+            Record {
+                seq: 2,
+                at: 1_700_000_000_000_000_001,
+                op: Op::Rewind {
+                    turn: TurnId::new("t1").expect("valid"),
+                    from_seq: 1,
+                    failed: vec![],
+                },
+            },
+        ]
+    }
+
+    /// Pins the on-disk record format: a change here breaks every store
+    /// already written and needs a format version bump.
+    #[test]
+    fn on_disk_record_format_is_pinned() {
+        let lines: Vec<String> = sample()
+            .iter()
+            .map(|r| String::from_utf8(encode(r)).expect("utf8"))
+            .collect();
+        assert_eq!(
+            lines[0],
+            concat!(
+                r#"{"seq":1,"at":1700000000000000000,"type":"capture","turn":"t1","label":"fix the header","#,
+                r#""pack":"000000000001.pack","blobs":[{"id":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","offset":8,"len":13,"size":4}],"#,
+                r#""files":[{"path":"src/a.rs","pre":{"kind":"file","blob":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","size":4,"mode":420}},"#,
+                r#"{"path":"new","pre":{"kind":"absent"}},{"path":"link","pre":{"kind":"symlink","target":"src/a.rs"}},"#,
+                r#"{"path":"big.bin","pre":{"kind":"skipped","reason":"larger than the 1 GiB cap","size":2147483648}}],"crc":"#,
+                "\"", "CRC0", "\"}\n"
+            )
+            .replace("CRC0", &format!("{:08x}", crc32fast::hash(&serde_json::to_vec(&sample()[0]).expect("json"))))
+        );
+        assert_eq!(
+            lines[1],
+            format!(
+                "{{\"seq\":2,\"at\":1700000000000000001,\"type\":\"rewind\",\"turn\":\"t1\",\"from_seq\":1,\"crc\":\"{:08x}\"}}\n",
+                crc32fast::hash(br#"{"seq":2,"at":1700000000000000001,"type":"rewind","turn":"t1","from_seq":1}"#)
+            )
+        );
+    }
+
+    #[test]
+    fn records_round_trip() {
+        for r in sample() {
+            let line = encode(&r);
+            assert_eq!(decode(&line[..line.len() - 1]), Ok(r));
+        }
+    }
+
+    #[test]
+    fn torn_last_line_is_reported_not_fatal() {
+        let mut bytes: Vec<u8> = sample().iter().flat_map(encode).collect();
+        let full = bytes.len();
+        bytes.extend_from_slice(br#"{"seq":3,"at":5,"ty"#);
+        let p = parse(&bytes, 1);
+        assert_eq!(p.lines.len(), 2);
+        assert!(p.lines.iter().all(|(_, r)| r.is_ok()));
+        assert_eq!(p.torn, Some((3, 19)));
+        assert_eq!(p.consumed, full);
+    }
+
+    #[test]
+    fn malformed_middle_line_is_named_by_number() {
+        let recs = sample();
+        let mut bytes = encode(&recs[0]);
+        bytes.extend_from_slice(b"not json\n");
+        bytes.extend_from_slice(&encode(&recs[1]));
+        let p = parse(&bytes, 1);
+        assert_eq!(p.lines.len(), 3);
+        assert!(p.lines[1].1.is_err());
+        assert_eq!(p.lines[1].0, 2);
+        assert!(p.torn.is_none());
+    }
+
+    #[test]
+    fn every_flipped_byte_is_detected() {
+        let line = encode(&sample()[0]);
+        let body = &line[..line.len() - 1];
+        for i in 0..body.len() {
+            for bit in [0x01u8, 0x20, 0x80] {
+                let mut m = body.to_vec();
+                m[i] ^= bit;
+                if m[i] == b'\n' {
+                    continue;
+                }
+                assert!(
+                    decode(&m).is_err(),
+                    "flip at {i} (bit {bit:#x}) went unnoticed"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_paths_in_a_record_are_refused() {
+        for bad in [
+            "../x",
+            "/etc/passwd",
+            ".git/config",
+            ".turnback/log.jsonl",
+            "a//b",
+        ] {
+            let json = format!(
+                r#"{{"seq":1,"at":0,"type":"capture","turn":"t","files":[{{"path":{bad:?},"pre":{{"kind":"absent"}}}}]}}"#
+            );
+            let crc = crc32fast::hash(json.as_bytes());
+            let line = format!("{},\"crc\":\"{crc:08x}\"}}", &json[..json.len() - 1]);
+            assert!(decode(line.as_bytes()).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,958 @@
+//! The store: `<root>/.turnback/`, holding `log.jsonl` (the index, see
+//! [`crate::log`]), `packs/` (the blobs, see [`crate::pack`]), `lock` (see
+//! [`crate::lock`]) and a `.gitignore` of `*` so git never picks the store up
+//! (the user's `.git` is never touched).
+//!
+//! [`Store`] keeps an in-memory index built from the log and, after taking
+//! the lock, reads only the lines appended since, so one capture costs the
+//! same in a store of ten records as in one of ten thousand.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rayon::prelude::*;
+use rustix::fs::{Mode, OFlags};
+use serde::Serialize;
+
+use crate::error::{Error, IoResultExt, PathProblem, Result};
+use crate::fsx::{self, Node};
+use crate::id::{BlobId, TurnId, cut_label};
+use crate::lock::{self, LockGuard};
+use crate::log::{self, FileEntry, LOG_FILE, Op, Pre, Record, StoredBlob};
+use crate::pack::{self, BlobLoc, PackWriter};
+use crate::path::{RelPath, STORE_DIR, lexical_components};
+
+/// Name of the pack directory inside the store.
+pub const PACKS_DIR: &str = "packs";
+
+/// Default cap on the size of a file whose bytes are saved: 1 GiB.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 1 << 30;
+
+/// Files up to this size are read whole and compressed in parallel; larger
+/// ones are streamed (memory stays bounded).
+const WHOLE_READ_LIMIT: u64 = 4 << 20;
+
+/// Settings of a [`Store`].
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Files larger than this are recorded as skipped, not saved.
+    pub max_file_size: u64,
+    /// zstd level for new blobs.
+    pub compression_level: i32,
+    /// How long a mutation waits for another process's lock.
+    pub lock_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+            compression_level: 3,
+            lock_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// One path captured in a turn, with the sequence number of its record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Captured {
+    /// Sequence number of the capture record.
+    pub seq: u64,
+    /// The path and its pre-image.
+    #[serde(flatten)]
+    pub entry: FileEntry,
+}
+
+/// A turn that can still be rewound.
+#[derive(Debug, Clone, Serialize)]
+pub struct Turn {
+    /// The caller's id.
+    pub id: TurnId,
+    /// The first label given for it.
+    pub label: Option<String>,
+    /// Sequence number of its first record: turns are ordered by it.
+    pub first_seq: u64,
+    /// Unix time (ns) of its first record.
+    pub started_at: u64,
+    /// The paths captured, first capture of each path only, in order.
+    pub files: Vec<Captured>,
+    #[serde(skip)]
+    paths: HashSet<RelPath>,
+}
+
+/// What the store knows after reading the log.
+#[derive(Debug, Default)]
+pub(crate) struct Index {
+    pub(crate) turns: Vec<Turn>,
+    pub(crate) ended: HashMap<TurnId, u64>,
+    pub(crate) blobs: HashMap<BlobId, BlobLoc>,
+    pub(crate) last_seq: u64,
+    lines: usize,
+    consumed: u64,
+    ident: Option<(u64, u64)>,
+}
+
+impl Index {
+    /// Applies one record; `Err` says why it does not fit.
+    pub(crate) fn apply(&mut self, rec: &Record) -> Result<(), String> {
+        if rec.seq <= self.last_seq {
+            return Err(format!(
+                "sequence number {} does not follow {}",
+                rec.seq, self.last_seq
+            ));
+        }
+        match &rec.op {
+            Op::Capture {
+                turn,
+                label,
+                pack,
+                blobs,
+                files,
+            } => {
+                match pack {
+                    Some(p) if !pack::is_pack_name(p) => {
+                        return Err(format!("bad pack name {p:?}"));
+                    }
+                    None if !blobs.is_empty() => return Err("blobs listed without a pack".into()),
+                    _ => {}
+                }
+                let mut fresh: HashMap<BlobId, BlobLoc> = HashMap::new();
+                for b in blobs {
+                    let loc = BlobLoc {
+                        pack: pack.clone().unwrap_or_default(),
+                        offset: b.offset,
+                        len: b.len,
+                        size: b.size,
+                    };
+                    fresh.insert(b.id, loc);
+                }
+                for f in files {
+                    if let Pre::File { blob, size, .. } = &f.pre {
+                        let known = fresh.get(blob).or_else(|| self.blobs.get(blob));
+                        match known {
+                            None => {
+                                return Err(format!(
+                                    "{} names blob {blob} that no record stored",
+                                    f.path
+                                ));
+                            }
+                            Some(loc) if loc.size != *size => {
+                                return Err(format!(
+                                    "{} gives size {size} for blob {blob} of {}",
+                                    f.path, loc.size
+                                ));
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                }
+                for (id, loc) in fresh {
+                    self.blobs.entry(id).or_insert(loc);
+                }
+                let idx = match self.turns.iter().position(|t| &t.id == turn) {
+                    Some(i) => i,
+                    None => {
+                        self.turns.push(Turn {
+                            id: turn.clone(),
+                            label: None,
+                            first_seq: rec.seq,
+                            started_at: rec.at,
+                            files: Vec::new(),
+                            paths: HashSet::new(),
+                        });
+                        self.turns.len() - 1
+                    }
+                };
+                let t = &mut self.turns[idx];
+                if t.label.is_none() {
+                    t.label = label.clone().filter(|l| !l.is_empty());
+                }
+                for f in files {
+                    if t.paths.insert(f.path.clone()) {
+                        t.files.push(Captured {
+                            seq: rec.seq,
+                            entry: f.clone(),
+                        });
+                    }
+                }
+            }
+            Op::Rewind { from_seq, .. } => {
+                let (gone, kept): (Vec<Turn>, Vec<Turn>) = std::mem::take(&mut self.turns)
+                    .into_iter()
+                    .partition(|t| t.first_seq >= *from_seq);
+                self.turns = kept;
+                for t in gone {
+                    self.ended.insert(t.id, rec.seq);
+                }
+            }
+        }
+        self.last_seq = rec.seq;
+        Ok(())
+    }
+
+    pub(crate) fn turn(&self, id: &TurnId) -> Option<&Turn> {
+        self.turns.iter().find(|t| &t.id == id)
+    }
+}
+
+/// What one capture call did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CaptureReport {
+    /// The turn.
+    pub turn: Option<TurnId>,
+    /// Paths recorded now, with their pre-images.
+    pub captured: Vec<FileEntry>,
+    /// Paths this turn had captured already (the first capture wins).
+    pub already_captured: Vec<RelPath>,
+    /// Symlinks that point outside the root: recorded as links, but a write
+    /// through them cannot be rewound.
+    pub links_outside: Vec<RelPath>,
+    /// Blobs written by this call.
+    pub new_blobs: usize,
+    /// Compressed bytes written by this call.
+    pub stored_bytes: u64,
+}
+
+pub(crate) struct Dirs {
+    pub(crate) store: OwnedFd,
+    pub(crate) packs: OwnedFd,
+}
+
+/// A checkpoint store for one project root.
+///
+/// Mutating methods take the store lock for their duration; several
+/// processes may use one store at once.
+pub struct Store {
+    pub(crate) root: PathBuf,
+    pub(crate) root_fd: OwnedFd,
+    pub(crate) store_path: PathBuf,
+    pub(crate) dirs: Option<Dirs>,
+    pub(crate) index: Index,
+    pub(crate) options: Options,
+    warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Finds the root for `start`: the nearest ancestor holding `.turnback/`,
+/// else `start` itself.
+pub fn discover_root(start: &Path) -> PathBuf {
+    start
+        .ancestors()
+        .find(|a| a.join(STORE_DIR).is_dir())
+        .unwrap_or(start)
+        .to_path_buf()
+}
+
+impl Store {
+    /// Opens the store of the project at `root` with default options. The
+    /// store directory is created by the first capture.
+    pub fn open(root: impl AsRef<Path>) -> Result<Store> {
+        Store::open_with(root, Options::default())
+    }
+
+    /// Opens the store with explicit options.
+    pub fn open_with(root: impl AsRef<Path>, options: Options) -> Result<Store> {
+        let given = root.as_ref();
+        let root = std::fs::canonicalize(given).ctx("open project root", given)?;
+        let root_fd = fsx::open_dir_path(&root).ctx("open project root", &root)?;
+        let store_path = root.join(STORE_DIR);
+        let mut store = Store {
+            root,
+            root_fd,
+            store_path,
+            dirs: None,
+            index: Index::default(),
+            options,
+            warnings: Vec::new(),
+        };
+        store.open_dirs(false)?;
+        if store.dirs.is_some() {
+            let _guard = store.lock_shared()?;
+            store.refresh()?;
+        }
+        Ok(store)
+    }
+
+    /// The project root (canonical).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The options in use.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// Warnings gathered while reading the log (a torn final line).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The turns that can still be rewound, oldest first.
+    pub fn turns(&self) -> &[Turn] {
+        &self.index.turns
+    }
+
+    /// One live turn.
+    pub fn turn(&self, id: &TurnId) -> Result<&Turn> {
+        self.index.turn(id).ok_or_else(|| self.unknown_turn(id))
+    }
+
+    pub(crate) fn unknown_turn(&self, id: &TurnId) -> Error {
+        match self.index.ended.get(id) {
+            Some(&seq) => Error::AlreadyRewound {
+                turn: id.to_string(),
+                seq,
+            },
+            None => Error::UnknownTurn {
+                turn: id.to_string(),
+            },
+        }
+    }
+
+    fn open_dirs(&mut self, create: bool) -> Result<()> {
+        if self.dirs.is_some() {
+            return Ok(());
+        }
+        let store = if create {
+            let (fd, created) = fsx::ensure_subdir(&self.root_fd, STORE_DIR)
+                .ctx("create store", &self.store_path)?;
+            if created {
+                let (mut f, tmp) =
+                    fsx::create_temp(&fd, ".gitignore", 0o644).ctx("create", &self.store_path)?;
+                f.write_all(b"# turnback's store: never committed\n*\n")
+                    .ctx("write", self.store_path.join(".gitignore"))?;
+                fsx::rename(&fd, &tmp, ".gitignore")
+                    .ctx("create", self.store_path.join(".gitignore"))?;
+                fsx::fsync(&self.root_fd).ctx("fsync", &self.root)?;
+            }
+            Some(fd)
+        } else {
+            fsx::open_subdir(&self.root_fd, STORE_DIR).ctx("open store", &self.store_path)?
+        };
+        let Some(store) = store else { return Ok(()) };
+        let packs_path = self.store_path.join(PACKS_DIR);
+        let packs = if create {
+            let (fd, created) = fsx::ensure_subdir(&store, PACKS_DIR).ctx("create", &packs_path)?;
+            if created {
+                fsx::fsync(&store).ctx("fsync", &self.store_path)?;
+            }
+            Some(fd)
+        } else {
+            fsx::open_subdir(&store, PACKS_DIR).ctx("open", &packs_path)?
+        };
+        match packs {
+            Some(packs) => self.dirs = Some(Dirs { store, packs }),
+            None => {
+                // A store directory without packs/ (just created by another
+                // process, or emptied): make it whole.
+                if !create {
+                    return self.open_dirs(true);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn dirs(&self) -> &Dirs {
+        self.dirs
+            .as_ref()
+            .expect("store directories are opened before use")
+    }
+
+    fn lock_shared(&self) -> Result<LockGuard> {
+        lock::acquire(
+            &self.dirs().store,
+            &self.store_path,
+            false,
+            self.options.lock_timeout,
+        )
+    }
+
+    /// Takes the exclusive lock, catches up with the log, sweeps temporary
+    /// packs left by a crash and cuts a torn final line.
+    pub(crate) fn begin_mutation(&mut self) -> Result<LockGuard> {
+        self.open_dirs(true)?;
+        let guard = lock::acquire(
+            &self.dirs().store,
+            &self.store_path,
+            true,
+            self.options.lock_timeout,
+        )?;
+        self.sweep_temp_packs()?;
+        if let Some(torn_at) = self.refresh()? {
+            let path = self.store_path.join(LOG_FILE);
+            let f = self.open_log(OFlags::WRONLY)?;
+            f.set_len(torn_at)
+                .ctx("cut the torn final line of", &path)?;
+            fsx::fdatasync(&f).ctx("fsync", &path)?;
+        }
+        Ok(guard)
+    }
+
+    fn sweep_temp_packs(&self) -> Result<()> {
+        let packs_path = self.store_path.join(PACKS_DIR);
+        let entries = std::fs::read_dir(&packs_path).ctx("list", &packs_path)?;
+        for e in entries {
+            let e = e.ctx("list", &packs_path)?;
+            if let Some(name) = e.file_name().to_str()
+                && name.contains(fsx::TEMP_MARK)
+            {
+                fsx::unlink(&self.dirs().packs, name)
+                    .ctx("remove stale temporary", packs_path.join(name))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn open_log(&self, mode: OFlags) -> Result<File> {
+        let path = self.store_path.join(LOG_FILE);
+        let fd = rustix::fs::openat(
+            &self.dirs().store,
+            LOG_FILE,
+            mode | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )
+        .ctx("open", &path)?;
+        Ok(File::from(fd))
+    }
+
+    /// Reads lines appended since the last read (or the whole log if it was
+    /// replaced). Returns the offset of a torn final line, if any.
+    fn refresh(&mut self) -> Result<Option<u64>> {
+        let path = self.store_path.join(LOG_FILE);
+        let f = self.open_log(OFlags::RDONLY)?;
+        let st = rustix::fs::fstat(&f).ctx("stat", &path)?;
+        let ident = (st.st_dev, st.st_ino);
+        let size = st.st_size as u64;
+        if self.index.ident != Some(ident) || size < self.index.consumed {
+            self.index = Index {
+                ident: Some(ident),
+                ..Index::default()
+            };
+        }
+        let start = self.index.consumed;
+        let mut bytes = Vec::with_capacity((size - start) as usize);
+        let mut reader = (&f).take(u64::MAX);
+        io::Seek::seek(&mut reader.get_mut(), io::SeekFrom::Start(start)).ctx("read", &path)?;
+        reader.read_to_end(&mut bytes).ctx("read", &path)?;
+        let parsed = log::parse(&bytes, self.index.lines + 1);
+        for (line, rec) in &parsed.lines {
+            let applied = rec
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|r| self.index.apply(r));
+            if let Err(reason) = applied {
+                return Err(Error::LogDamaged {
+                    path,
+                    line: *line,
+                    reason,
+                });
+            }
+        }
+        self.index.lines += parsed.lines.len();
+        self.index.consumed += parsed.consumed as u64;
+        Ok(parsed.torn.map(|(line, len)| {
+            self.warnings.push(format!(
+                "{}: line {line} is a torn append ({len} bytes, from an interrupted process); it is ignored",
+                path.display()
+            ));
+            self.index.consumed
+        }))
+    }
+
+    /// Appends one record durably and applies it to the index.
+    pub(crate) fn append(&mut self, op: Op) -> Result<Record> {
+        let rec = Record {
+            seq: self.index.last_seq + 1,
+            at: now_ns(),
+            op,
+        };
+        let line = log::encode(&rec);
+        let path = self.store_path.join(LOG_FILE);
+        let mut f = self.open_log(OFlags::WRONLY | OFlags::APPEND)?;
+        let written = f.write_all(&line).ctx("append to", &path);
+        let synced = written.and_then(|()| fsx::fdatasync(&f).ctx("fsync", &path));
+        if let Err(e) = synced {
+            // Not acknowledged: take the line back so no reader trusts it.
+            let _ = f.set_len(self.index.consumed);
+            return Err(e);
+        }
+        if self.index.consumed == 0 {
+            // A new log: its directory entry must be durable too.
+            fsx::fsync(&self.dirs().store).ctx("fsync", &self.store_path)?;
+        }
+        self.index.apply(&rec).map_err(|reason| Error::LogDamaged {
+            path: path.clone(),
+            line: self.index.lines + 1,
+            reason,
+        })?;
+        self.index.lines += 1;
+        self.index.consumed += line.len() as u64;
+        if self.index.ident.is_none() {
+            let st = rustix::fs::fstat(&f).ctx("stat", &path)?;
+            self.index.ident = Some((st.st_dev, st.st_ino));
+        }
+        Ok(rec)
+    }
+
+    /// Turns a caller's path (absolute, or relative to the root) into a
+    /// stored path, resolving symlinks in its directories (never outside the
+    /// root). With `follow_final`, a symlink in the last component is
+    /// resolved too.
+    pub fn resolve(&self, input: impl AsRef<Path>, follow_final: bool) -> Result<RelPath> {
+        let input = input.as_ref();
+        let shown = input.to_string_lossy().into_owned();
+        let bad = |reason| Error::BadPath {
+            path: shown.clone(),
+            reason,
+        };
+        let mut comps = lexical_components(&self.root, input)?;
+        let mut hops = 0;
+        'restart: loop {
+            for i in 0..comps.len() {
+                if i + 1 == comps.len() && !follow_final {
+                    break;
+                }
+                if comps[i] == STORE_DIR || comps[i] == ".git" {
+                    break;
+                }
+                let p = self.root.join(comps[..=i].join("/"));
+                match std::fs::symlink_metadata(&p) {
+                    Ok(m) if m.file_type().is_symlink() => {
+                        hops += 1;
+                        if hops > 40 {
+                            return Err(bad(PathProblem::SymlinkLoop));
+                        }
+                        let target = std::fs::read_link(&p).ctx("read symlink", &p)?;
+                        let joined = self.root.join(comps[..i].join("/")).join(target);
+                        let mut next = lexical_components(&self.root, &joined)
+                            .map_err(|_| bad(PathProblem::OutsideRoot))?;
+                        next.extend(comps[i + 1..].iter().cloned());
+                        comps = next;
+                        continue 'restart;
+                    }
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                        ) =>
+                    {
+                        break;
+                    }
+                    Err(e) => return Err(e).ctx("look at", &p),
+                }
+            }
+            break;
+        }
+        RelPath::from_components(&comps).map_err(bad)
+    }
+
+    /// Captures one path in `turn` (see [`Store::capture_many`]).
+    pub fn capture(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        path: impl AsRef<Path>,
+    ) -> Result<CaptureReport> {
+        self.capture_many(turn, label, &[path])
+    }
+
+    /// Saves the pre-images of `paths` in `turn`, as one durable record: one
+    /// lock, one pack, three fsyncs however many paths. Returns only after the
+    /// blobs and the record are on disk. The first capture of a path in a
+    /// turn wins; later ones are no-ops. Any invalid path fails the whole call
+    /// before anything is written.
+    pub fn capture_many<P: AsRef<Path>>(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        paths: &[P],
+    ) -> Result<CaptureReport> {
+        let rels = paths
+            .iter()
+            .map(|p| self.resolve(p, false))
+            .collect::<Result<Vec<_>>>()?;
+        let _guard = self.begin_mutation()?;
+        self.capture_locked(turn, label, &rels)
+    }
+
+    pub(crate) fn capture_locked(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        rels: &[RelPath],
+    ) -> Result<CaptureReport> {
+        let mut report = CaptureReport {
+            turn: Some(turn.clone()),
+            ..CaptureReport::default()
+        };
+        let already: HashSet<RelPath> = self
+            .index
+            .turn(turn)
+            .map(|t| t.paths.clone())
+            .unwrap_or_default();
+        let mut seen: HashSet<RelPath> = HashSet::new();
+        let mut entries: Vec<FileEntry> = Vec::new();
+        // Regular files to save: (entry index, open file, size, mode).
+        let mut files: Vec<(usize, File, u64)> = Vec::new();
+        let mut queue: Vec<RelPath> = rels.to_vec();
+        let mut qi = 0;
+        while qi < queue.len() {
+            let rel = queue[qi].clone();
+            qi += 1;
+            if already.contains(&rel) {
+                if !report.already_captured.contains(&rel) {
+                    report.already_captured.push(rel);
+                }
+                continue;
+            }
+            if !seen.insert(rel.clone()) {
+                continue;
+            }
+            // Walk to the parent; directories the write would have to
+            // create are recorded as absent, so a rewind removes them.
+            let mut dir = rustix::io::dup(&self.root_fd).ctx("open", &self.root)?;
+            let mut blocked = false;
+            let ancestors = rel.ancestors();
+            for (k, anc) in ancestors.iter().enumerate() {
+                let shown = self.root.join(anc.as_str());
+                match fsx::node_at(&dir, anc.file_name()).ctx("look at", &shown)? {
+                    Node::Dir => {
+                        dir = fsx::open_subdir(&dir, anc.file_name())
+                            .ctx("open directory", &shown)?
+                            .ok_or_else(|| Error::Io {
+                                op: "open directory",
+                                path: shown,
+                                source: io::Error::from(io::ErrorKind::NotFound),
+                            })?;
+                    }
+                    Node::Missing => {
+                        for a in &ancestors[k..] {
+                            if !already.contains(a) && seen.insert(a.clone()) {
+                                entries.push(FileEntry {
+                                    path: a.clone(),
+                                    pre: Pre::Absent,
+                                });
+                            }
+                        }
+                        blocked = true;
+                        break;
+                    }
+                    // A file or symlink where a directory would go: the
+                    // write cannot create the path.
+                    _ => {
+                        blocked = true;
+                        break;
+                    }
+                }
+            }
+            if blocked {
+                entries.push(FileEntry {
+                    path: rel,
+                    pre: Pre::Absent,
+                });
+                continue;
+            }
+            let shown = self.root.join(rel.as_str());
+            let pre = match fsx::node_at(&dir, rel.file_name()).ctx("look at", &shown)? {
+                Node::Missing => Pre::Absent,
+                Node::Dir => {
+                    return Err(Error::IsDirectory {
+                        path: rel.to_string(),
+                    });
+                }
+                Node::Other => Pre::Skipped {
+                    reason: "not a regular file (a FIFO, socket or device)".into(),
+                    size: 0,
+                },
+                Node::Symlink => {
+                    let target =
+                        fsx::read_link(&dir, rel.file_name()).ctx("read symlink", &shown)?;
+                    match target.into_string() {
+                        Ok(target) => {
+                            match self.resolve(rel.as_str(), true) {
+                                Ok(t) if t != rel => queue.push(t),
+                                Ok(_) => {}
+                                Err(Error::BadPath { .. }) => {
+                                    report.links_outside.push(rel.clone())
+                                }
+                                Err(e) => return Err(e),
+                            }
+                            Pre::Symlink { target }
+                        }
+                        Err(_) => Pre::Skipped {
+                            reason: "symlink target is not valid UTF-8".into(),
+                            size: 0,
+                        },
+                    }
+                }
+                Node::File { size, .. } if size > self.options.max_file_size => Pre::Skipped {
+                    reason: format!(
+                        "larger than the {}-byte cap (--max-file-size)",
+                        self.options.max_file_size
+                    ),
+                    size,
+                },
+                Node::File { .. } => {
+                    let (file, node) = fsx::open_file(&dir, rel.file_name()).ctx("open", &shown)?;
+                    match node {
+                        Node::File { size, mode } => {
+                            files.push((entries.len(), file, size));
+                            // Filled in once the blob is stored.
+                            Pre::File {
+                                blob: BlobId([0; 32]),
+                                size,
+                                mode,
+                            }
+                        }
+                        _ => {
+                            return Err(Error::Io {
+                                op: "capture",
+                                path: shown,
+                                source: io::Error::other(
+                                    "it changed while being captured; try again",
+                                ),
+                            });
+                        }
+                    }
+                }
+            };
+            entries.push(FileEntry { path: rel, pre });
+        }
+        if entries.is_empty() {
+            return Ok(report);
+        }
+        let seq = self.index.last_seq + 1;
+        let pack_name = pack::pack_name(seq);
+        let (blobs, stored) = self.store_blobs(&mut entries, files, &pack_name)?;
+        report.new_blobs = blobs.len();
+        report.stored_bytes = stored;
+        let op = Op::Capture {
+            turn: turn.clone(),
+            label: label.map(cut_label).filter(|l| !l.is_empty()),
+            pack: (!blobs.is_empty()).then_some(pack_name),
+            blobs,
+            files: entries.clone(),
+        };
+        self.append(op)?;
+        report.captured = entries;
+        Ok(report)
+    }
+
+    /// Hashes and compresses `files` into one new pack (small files in
+    /// parallel, large ones streamed), fills in their blob ids, and makes the
+    /// pack durable. Blobs already stored are not written again.
+    fn store_blobs(
+        &self,
+        entries: &mut [FileEntry],
+        files: Vec<(usize, File, u64)>,
+        pack_name: &str,
+    ) -> Result<(Vec<StoredBlob>, u64)> {
+        if files.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let packs_path = self.store_path.join(PACKS_DIR);
+        let packs = &self.dirs().packs;
+        let mut writer = PackWriter::create(packs, &packs_path)?;
+        let result = self.fill_pack(&mut writer, entries, files);
+        match result {
+            Ok((blobs, stored)) if !blobs.is_empty() => {
+                writer.commit(packs, pack_name)?;
+                Ok((blobs, stored))
+            }
+            Ok(done) => {
+                writer.abandon(packs);
+                Ok(done)
+            }
+            Err(e) => {
+                writer.abandon(packs);
+                Err(e)
+            }
+        }
+    }
+
+    fn fill_pack(
+        &self,
+        writer: &mut PackWriter,
+        entries: &mut [FileEntry],
+        files: Vec<(usize, File, u64)>,
+    ) -> Result<(Vec<StoredBlob>, u64)> {
+        let level = self.options.compression_level;
+        let mut blobs: Vec<StoredBlob> = Vec::new();
+        let mut fresh: HashSet<BlobId> = HashSet::new();
+        let mut stored = 0u64;
+        let (small, large): (Vec<_>, Vec<_>) = files
+            .into_iter()
+            .partition(|(_, _, size)| *size <= WHOLE_READ_LIMIT);
+        let shown = |i: usize, entries: &[FileEntry]| self.root.join(entries[i].path.as_str());
+        let set_blob = |entries: &mut [FileEntry], i: usize, id: BlobId, len: u64| {
+            if let Pre::File { blob, size, .. } = &mut entries[i].pre {
+                *blob = id;
+                *size = len;
+            }
+        };
+        for chunk in small.chunks(256) {
+            let known = &self.index.blobs;
+            let done: Vec<Result<(usize, BlobId, u64, Option<Vec<u8>>), (usize, io::Error)>> =
+                chunk
+                    .par_iter()
+                    .map(|(i, file, size)| {
+                        let mut data = Vec::with_capacity(*size as usize);
+                        (&*file)
+                            .take(WHOLE_READ_LIMIT + 1)
+                            .read_to_end(&mut data)
+                            .map_err(|e| (*i, e))?;
+                        let id = pack::hash_bytes(&data);
+                        let frame = if known.contains_key(&id) {
+                            None
+                        } else {
+                            Some(zstd::bulk::compress(&data, level).map_err(|e| (*i, e))?)
+                        };
+                        Ok((*i, id, data.len() as u64, frame))
+                    })
+                    .collect();
+            for r in done {
+                let (i, id, len, frame) = r.map_err(|(i, e)| Error::Io {
+                    op: "read",
+                    path: shown(i, entries),
+                    source: e,
+                })?;
+                set_blob(entries, i, id, len);
+                if let Some(frame) = frame
+                    && fresh.insert(id)
+                {
+                    let offset = writer.append(&frame)?;
+                    stored += frame.len() as u64;
+                    blobs.push(StoredBlob {
+                        id,
+                        offset,
+                        len: frame.len() as u64,
+                        size: len,
+                    });
+                }
+            }
+        }
+        for (i, file, _) in large {
+            let known = &self.index.blobs;
+            let (id, len, kept) = writer.append_stream(&file, level, |id| {
+                !known.contains_key(id) && !fresh.contains(id)
+            })?;
+            set_blob(entries, i, id, len);
+            if let Some((offset, clen)) = kept {
+                fresh.insert(id);
+                stored += clen;
+                blobs.push(StoredBlob {
+                    id,
+                    offset,
+                    len: clen,
+                    size: len,
+                });
+            }
+        }
+        Ok((blobs, stored))
+    }
+
+    /// Captures `path` in `turn`, then replaces its contents with `bytes`
+    /// (temporary file and rename: the file is never seen half-written). A
+    /// symlink inside the root is written through, like an editor does; one
+    /// pointing outside is refused.
+    pub fn write(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        path: impl AsRef<Path>,
+        bytes: &[u8],
+    ) -> Result<CaptureReport> {
+        let rel = self.resolve(path.as_ref(), false)?;
+        let target = self.resolve(rel.as_str(), true)?;
+        let _guard = self.begin_mutation()?;
+        let report = self.capture_locked(turn, label, std::slice::from_ref(&rel))?;
+        self.write_file(&target, bytes)?;
+        Ok(report)
+    }
+
+    fn write_file(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
+        let shown = self.root.join(rel.as_str());
+        let mut dir = rustix::io::dup(&self.root_fd).ctx("open", &self.root)?;
+        for anc in rel.ancestors() {
+            let (d, _) = fsx::ensure_subdir(&dir, anc.file_name())
+                .ctx("create directory", self.root.join(anc.as_str()))?;
+            dir = d;
+        }
+        let name = rel.file_name();
+        let mode = match fsx::node_at(&dir, name).ctx("look at", &shown)? {
+            Node::File { mode, .. } => mode,
+            Node::Dir => {
+                return Err(Error::IsDirectory {
+                    path: rel.to_string(),
+                });
+            }
+            _ => 0o644,
+        };
+        let (file, tmp) =
+            fsx::create_temp(&dir, name, mode).ctx("create a temporary file beside", &shown)?;
+        let mut w = BufWriter::new(file);
+        let res = w
+            .write_all(bytes)
+            .and_then(|()| w.flush())
+            .ctx("write", &shown)
+            .and_then(|()| {
+                let f = w.get_ref();
+                fsx::fdatasync(f).ctx("fsync", &shown)
+            })
+            .and_then(|()| fsx::rename(&dir, &tmp, name).ctx("replace", &shown));
+        if res.is_err() {
+            let _ = fsx::unlink(&dir, &tmp);
+        }
+        res
+    }
+
+    /// Reads a blob's verified bytes into memory (for diffs).
+    pub fn read_blob(&self, id: &BlobId) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.copy_blob(id, &mut out)?;
+        Ok(out)
+    }
+
+    pub(crate) fn copy_blob(&self, id: &BlobId, out: &mut impl Write) -> Result<()> {
+        let loc = self.index.blobs.get(id).ok_or_else(|| Error::BlobDamaged {
+            id: id.to_hex(),
+            reason: "no record stores it".into(),
+        })?;
+        let pack = self.open_pack(&loc.pack)?;
+        pack::read_blob(&pack, id, loc, out)
+    }
+
+    pub(crate) fn open_pack(&self, name: &str) -> Result<File> {
+        let path = self.store_path.join(PACKS_DIR).join(name);
+        let (file, node) = fsx::open_file(&self.dirs().packs, name).ctx("open pack", &path)?;
+        if !matches!(node, Node::File { .. }) {
+            return Err(Error::Io {
+                op: "open pack",
+                path,
+                source: io::Error::other("it is not a regular file"),
+            });
+        }
+        Ok(file)
+    }
+}
