@@ -1,1 +1,124 @@
-fn main() {}
+//! The `turnback` command: a thin layer over the `turnback` library that
+//! parses arguments, renders reports (human text, or JSON with `--json`) and
+//! maps outcomes to exit codes.
+
+mod commands;
+mod size;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code for a rewind that could not restore every path.
+pub const EXIT_INCOMPLETE: u8 = 3;
+
+/// Exact, crash-safe rewinds of a project folder for AI coding agents.
+///
+/// Before an agent writes a file, turnback saves the file's current bytes in
+/// `.turnback/` inside the project; `turnback rewind TURN` puts the folder
+/// back exactly as it was before that turn.
+#[derive(Parser, Debug)]
+#[command(name = "turnback", version, propagate_version = true)]
+pub struct Cli {
+    /// The project root [default: the nearest ancestor of the current
+    /// directory that has a .turnback/, else the current directory]
+    #[arg(long, global = true, value_name = "DIR")]
+    root: Option<PathBuf>,
+
+    /// Print machine-readable JSON instead of text
+    #[arg(long, global = true)]
+    json: bool,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    Write(commands::write::Args),
+    Capture(commands::capture::Args),
+    Rewind(commands::rewind::Args),
+    List(commands::list::Args),
+    Show(commands::show::Args),
+    Diff(commands::diff::Args),
+    Demo(commands::demo::Args),
+}
+
+/// What a command hands back to `main`: the exit code.
+pub type Outcome = anyhow::Result<u8>;
+
+/// Shared context of every command.
+pub struct Ctx {
+    root: Option<PathBuf>,
+    json: bool,
+}
+
+impl Ctx {
+    /// The project root per `--root` and discovery.
+    pub fn root(&self) -> anyhow::Result<PathBuf> {
+        match &self.root {
+            Some(r) => Ok(r.clone()),
+            None => {
+                let cwd = std::env::current_dir()?;
+                Ok(turnback::discover_root(&cwd))
+            }
+        }
+    }
+
+    /// Opens the store with the given options.
+    pub fn open(&self, options: turnback::Options) -> anyhow::Result<turnback::Store> {
+        let store = turnback::Store::open_with(self.root()?, options)?;
+        for w in store.warnings() {
+            eprintln!("turnback: warning: {w}");
+        }
+        Ok(store)
+    }
+
+    /// Whether `--json` was given.
+    pub fn json(&self) -> bool {
+        self.json
+    }
+
+    /// Prints `value` as one line of JSON.
+    pub fn print_json(&self, value: &impl serde::Serialize) -> anyhow::Result<()> {
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer(&mut out, value)?;
+        writeln!(out)?;
+        Ok(())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let ctx = Ctx {
+        root: cli.root,
+        json: cli.json,
+    };
+    let result = match cli.command {
+        Command::Write(a) => commands::write::run(&ctx, a),
+        Command::Capture(a) => commands::capture::run(&ctx, a),
+        Command::Rewind(a) => commands::rewind::run(&ctx, a),
+        Command::List(a) => commands::list::run(&ctx, a),
+        Command::Show(a) => commands::show::run(&ctx, a),
+        Command::Diff(a) => commands::diff::run(&ctx, a),
+        Command::Demo(a) => commands::demo::run(&ctx, a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            if let Some(io) = e.downcast_ref::<std::io::Error>()
+                && io.kind() == std::io::ErrorKind::BrokenPipe
+            {
+                return ExitCode::SUCCESS;
+            }
+            if ctx.json {
+                let msg = serde_json::json!({ "error": format!("{e:#}") });
+                println!("{msg}");
+            }
+            eprintln!("turnback: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

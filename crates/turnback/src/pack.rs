@@ -91,6 +91,16 @@ pub fn hash_bytes(data: &[u8]) -> BlobId {
     BlobId(Sha256::digest(data).into())
 }
 
+/// What [`PackWriter::append_stream`] stored.
+pub(crate) struct Streamed {
+    /// SHA-256 of the bytes read.
+    pub(crate) id: BlobId,
+    /// How many bytes were read.
+    pub(crate) size: u64,
+    /// Offset and compressed length, if the frame was kept.
+    pub(crate) kept: Option<(u64, u64)>,
+}
+
 /// A pack being written.
 pub(crate) struct PackWriter {
     file: File,
@@ -130,7 +140,7 @@ impl PackWriter {
         reader: impl Read,
         level: i32,
         keep: impl FnOnce(&BlobId) -> bool,
-    ) -> Result<(BlobId, u64, Option<(u64, u64)>)> {
+    ) -> Result<Streamed> {
         let offset = self.len;
         let mut hashing = HashingReader::new(reader);
         let counted = {
@@ -147,11 +157,19 @@ impl PackWriter {
         let (id, size) = hashing.finish();
         if keep(&id) {
             self.len += counted;
-            Ok((id, size, Some((offset, counted))))
+            Ok(Streamed {
+                id,
+                size,
+                kept: Some((offset, counted)),
+            })
         } else {
             self.file.set_len(offset).ctx("truncate", &self.shown)?;
             io::Seek::seek(&mut self.file, io::SeekFrom::Start(offset)).ctx("seek", &self.shown)?;
-            Ok((id, size, None))
+            Ok(Streamed {
+                id,
+                size,
+                kept: None,
+            })
         }
     }
 
@@ -306,11 +324,11 @@ mod tests {
         let data: Vec<u8> = (0..300_000u32)
             .flat_map(|i| (i % 251).to_le_bytes())
             .collect();
-        let (id, size, kept) = w.append_stream(&data[..], 3, |_| true)?;
+        let Streamed { id, size, kept } = w.append_stream(&data[..], 3, |_| true)?;
         let (offset, len) = kept.expect("kept");
         assert_eq!(id, hash_bytes(&data));
         // A second frame that is dropped again leaves the pack as it was.
-        let (dup, _, kept) = w.append_stream(&b"dup"[..], 3, |_| false)?;
+        let Streamed { id: dup, kept, .. } = w.append_stream(&b"dup"[..], 3, |_| false)?;
         assert_eq!(dup, hash_bytes(b"dup"));
         assert!(kept.is_none());
         w.commit(&fd, &pack_name(1))?;

@@ -217,6 +217,14 @@ pub struct CaptureReport {
     pub stored_bytes: u64,
 }
 
+/// A small file read, hashed and (if new) compressed.
+struct Hashed {
+    i: usize,
+    id: BlobId,
+    len: u64,
+    frame: Option<Vec<u8>>,
+}
+
 pub(crate) struct Dirs {
     pub(crate) store: OwnedFd,
     pub(crate) packs: OwnedFd,
@@ -813,26 +821,29 @@ impl Store {
         };
         for chunk in small.chunks(256) {
             let known = &self.index.blobs;
-            let done: Vec<Result<(usize, BlobId, u64, Option<Vec<u8>>), (usize, io::Error)>> =
-                chunk
-                    .par_iter()
-                    .map(|(i, file, size)| {
-                        let mut data = Vec::with_capacity(*size as usize);
-                        (&*file)
-                            .take(WHOLE_READ_LIMIT + 1)
-                            .read_to_end(&mut data)
-                            .map_err(|e| (*i, e))?;
-                        let id = pack::hash_bytes(&data);
-                        let frame = if known.contains_key(&id) {
-                            None
-                        } else {
-                            Some(zstd::bulk::compress(&data, level).map_err(|e| (*i, e))?)
-                        };
-                        Ok((*i, id, data.len() as u64, frame))
+            let done: Vec<Result<Hashed, (usize, io::Error)>> = chunk
+                .par_iter()
+                .map(|(i, file, size)| {
+                    let mut data = Vec::with_capacity(*size as usize);
+                    file.take(WHOLE_READ_LIMIT + 1)
+                        .read_to_end(&mut data)
+                        .map_err(|e| (*i, e))?;
+                    let id = pack::hash_bytes(&data);
+                    let frame = if known.contains_key(&id) {
+                        None
+                    } else {
+                        Some(zstd::bulk::compress(&data, level).map_err(|e| (*i, e))?)
+                    };
+                    Ok(Hashed {
+                        i: *i,
+                        id,
+                        len: data.len() as u64,
+                        frame,
                     })
-                    .collect();
+                })
+                .collect();
             for r in done {
-                let (i, id, len, frame) = r.map_err(|(i, e)| Error::Io {
+                let Hashed { i, id, len, frame } = r.map_err(|(i, e)| Error::Io {
                     op: "read",
                     path: shown(i, entries),
                     source: e,
@@ -854,7 +865,11 @@ impl Store {
         }
         for (i, file, _) in large {
             let known = &self.index.blobs;
-            let (id, len, kept) = writer.append_stream(&file, level, |id| {
+            let pack::Streamed {
+                id,
+                size: len,
+                kept,
+            } = writer.append_stream(&file, level, |id| {
                 !known.contains_key(id) && !fresh.contains(id)
             })?;
             set_blob(entries, i, id, len);

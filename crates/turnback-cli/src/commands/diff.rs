@@ -1,0 +1,161 @@
+use std::io::Read;
+
+use serde::Serialize;
+use similar::TextDiff;
+use turnback::{Options, Pre, Store, TurnId};
+
+use crate::{Ctx, Outcome};
+
+/// Show what changed since a turn began: each captured file's pre-image
+/// against its current contents (binary files summarised)
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The turn
+    turn: String,
+}
+
+/// Larger files are summarised, not diffed.
+const DIFF_LIMIT: u64 = 8 << 20;
+
+#[derive(Serialize)]
+struct FileDiff {
+    path: String,
+    /// "unchanged", "modified", "created", "deleted", "binary", "not_saved"
+    change: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diff: Option<String>,
+}
+
+enum Side {
+    Missing,
+    Bytes(Vec<u8>),
+    Link(String),
+    TooLarge(u64),
+}
+
+fn current(store: &Store, rel: &str) -> anyhow::Result<Side> {
+    let p = store.root().join(rel);
+    let meta = match std::fs::symlink_metadata(&p) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Side::Missing),
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!("cannot look at {}", p.display())));
+        }
+    };
+    if meta.file_type().is_symlink() {
+        return Ok(Side::Link(
+            std::fs::read_link(&p)?.to_string_lossy().into_owned(),
+        ));
+    }
+    if !meta.is_file() {
+        return Ok(Side::Missing);
+    }
+    if meta.len() > DIFF_LIMIT {
+        return Ok(Side::TooLarge(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(&p)?.read_to_end(&mut bytes)?;
+    Ok(Side::Bytes(bytes))
+}
+
+fn text(b: &[u8]) -> Option<&str> {
+    if b.contains(&0) {
+        return None;
+    }
+    std::str::from_utf8(b).ok()
+}
+
+pub fn run(ctx: &Ctx, args: Args) -> Outcome {
+    let turn = TurnId::new(&args.turn)?;
+    let store = ctx.open(Options::default())?;
+    let t = store.turn(&turn)?;
+    let mut out = Vec::new();
+    for c in &t.files {
+        let path = c.entry.path.as_str();
+        let before = match &c.entry.pre {
+            Pre::File { blob, size, .. } if *size <= DIFF_LIMIT => {
+                Side::Bytes(store.read_blob(blob)?)
+            }
+            Pre::File { size, .. } => Side::TooLarge(*size),
+            Pre::Symlink { target } => Side::Link(target.clone()),
+            Pre::Absent => Side::Missing,
+            Pre::Skipped { .. } => {
+                out.push(FileDiff {
+                    path: path.to_owned(),
+                    change: "not_saved",
+                    diff: None,
+                });
+                continue;
+            }
+        };
+        let after = current(&store, path)?;
+        let empty = Vec::new();
+        let (change, diff) = match (&before, &after) {
+            (Side::Missing, Side::Missing) => ("unchanged", None),
+            (Side::Bytes(a), Side::Bytes(b)) if a == b => ("unchanged", None),
+            (Side::Link(a), Side::Link(b)) if a == b => ("unchanged", None),
+            (Side::TooLarge(n), _) | (_, Side::TooLarge(n)) => (
+                "binary",
+                Some(format!(
+                    "{path}: too large to diff ({n} bytes), summarised only\n"
+                )),
+            ),
+            (Side::Link(a), _) | (_, Side::Link(a)) => ("modified", Some(format!("symlink {a}\n"))),
+            (a, b) => {
+                let (ab, bb) = (
+                    match a {
+                        Side::Bytes(x) => x,
+                        _ => &empty,
+                    },
+                    match b {
+                        Side::Bytes(x) => x,
+                        _ => &empty,
+                    },
+                );
+                let change = match (a, b) {
+                    (Side::Missing, _) => "created",
+                    (_, Side::Missing) => "deleted",
+                    _ => "modified",
+                };
+                match (text(ab), text(bb)) {
+                    (Some(x), Some(y)) => {
+                        let d = TextDiff::from_lines(x, y)
+                            .unified_diff()
+                            .header(&format!("a/{path}"), &format!("b/{path}"))
+                            .to_string();
+                        (change, Some(d))
+                    }
+                    _ => (
+                        if change == "modified" {
+                            "binary"
+                        } else {
+                            change
+                        },
+                        Some(format!(
+                            "Binary files differ ({} bytes -> {} bytes)\n",
+                            ab.len(),
+                            bb.len()
+                        )),
+                    ),
+                }
+            }
+        };
+        out.push(FileDiff {
+            path: path.to_owned(),
+            change,
+            diff,
+        });
+    }
+    if ctx.json() {
+        ctx.print_json(&out)?;
+        return Ok(0);
+    }
+    for d in &out {
+        match &d.diff {
+            Some(text) => print!("{text}"),
+            None if d.change == "unchanged" => {}
+            None => println!("{}: {}", d.path, d.change.replace('_', " ")),
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,63 @@
+//! One module per subcommand; each has `Args` (whose doc comments are the
+//! help text) and `run`.
+
+pub mod capture;
+pub mod demo;
+pub mod diff;
+pub mod list;
+pub mod rewind;
+pub mod show;
+pub mod write;
+
+use turnback::{Options, Pre};
+
+/// Options shared by the commands that capture.
+#[derive(clap::Args, Debug)]
+pub struct CaptureOpts {
+    /// The turn to record into (any string: an agent's message id, a counter)
+    #[arg(long, value_name = "T")]
+    pub turn: String,
+
+    /// A label for the turn (cut to 120 characters)
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
+
+    /// Files larger than this are recorded as skipped, not saved
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = crate::size::parse_size)]
+    pub max_file_size: u64,
+}
+
+impl CaptureOpts {
+    /// Store options for these flags.
+    pub fn options(&self) -> Options {
+        Options {
+            max_file_size: self.max_file_size,
+            ..Options::default()
+        }
+    }
+}
+
+/// A short human description of a pre-image.
+pub fn describe_pre(pre: &Pre) -> String {
+    match pre {
+        Pre::File { size, mode, .. } => format!("file, {size} bytes, mode {mode:o}"),
+        Pre::Symlink { target } => format!("symlink -> {target}"),
+        Pre::Absent => "absent (created by the turn)".into(),
+        Pre::Skipped { reason, .. } => format!("not saved: {reason}"),
+    }
+}
+
+/// Prints what a capture did, for humans.
+pub fn print_capture(report: &turnback::CaptureReport) {
+    for e in &report.captured {
+        println!("captured {}  ({})", e.path, describe_pre(&e.pre));
+    }
+    for p in &report.already_captured {
+        println!("already captured in this turn: {p}");
+    }
+    for p in &report.links_outside {
+        eprintln!(
+            "turnback: warning: {p} is a symlink that points outside the project; a write through it cannot be rewound"
+        );
+    }
+}

@@ -1,0 +1,30 @@
+use turnback::{Options, TurnId};
+
+use super::describe_pre;
+use crate::{Ctx, Outcome};
+
+/// Show the paths a turn captured, with their pre-image kind and size
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The turn
+    turn: String,
+}
+
+pub fn run(ctx: &Ctx, args: Args) -> Outcome {
+    let turn = TurnId::new(&args.turn)?;
+    let store = ctx.open(Options::default())?;
+    let t = store.turn(&turn)?;
+    if ctx.json() {
+        ctx.print_json(t)?;
+        return Ok(0);
+    }
+    println!("turn {}  {}", t.id, t.label.as_deref().unwrap_or(""));
+    for c in &t.files {
+        println!(
+            "  {:<48} {}",
+            c.entry.path.as_str(),
+            describe_pre(&c.entry.pre)
+        );
+    }
+    Ok(0)
+}
