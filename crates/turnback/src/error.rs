@@ -58,7 +58,9 @@ pub enum Error {
         turn: String,
     },
     /// The turn existed but has already been rewound.
-    #[error("nothing to rewind: turn {turn:?} was already rewound (log record {seq})")]
+    #[error(
+        "nothing to rewind: turn {turn:?} was already rewound or reverted (log record {seq}); `turnback undo` reverses that"
+    )]
     AlreadyRewound {
         /// The turn asked for.
         turn: String,
@@ -81,6 +83,14 @@ pub enum Error {
         id: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// `undo` with no rewind in effect, or `redo` with nothing undone.
+    #[error("nothing to {what}: {why}")]
+    NothingTo {
+        /// "undo" or "redo".
+        what: &'static str,
+        /// Why.
+        why: &'static str,
     },
     /// The path names something that cannot be captured as a file.
     #[error("{path:?} is a directory; capture the files in it instead")]

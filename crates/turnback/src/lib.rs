@@ -37,7 +37,9 @@
 
 mod error;
 mod fsx;
+mod gc;
 mod id;
+mod index;
 pub mod lock;
 pub mod log;
 pub mod pack;
@@ -47,9 +49,8 @@ mod store;
 
 pub use error::{Error, PathProblem, Result};
 pub use id::{BadBlobId, BlobId, TurnId, cut_label};
-pub use log::{FailedPath, FileEntry, Pre};
+pub use index::{Captured, Turn};
+pub use log::{FailedPath, FileEntry, Post, PostEntry, Pre};
 pub use path::RelPath;
-pub use rewind::{Action, Report, RewindOptions, Step};
-pub use store::{
-    CaptureReport, Captured, DEFAULT_MAX_FILE_SIZE, Options, Store, Turn, discover_root,
-};
+pub use rewind::{Action, Conflict, Report, RevertOptions, RewindOptions, RewindPlan, Step};
+pub use store::{CaptureReport, DEFAULT_MAX_FILE_SIZE, Options, Store, discover_root};

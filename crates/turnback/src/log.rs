@@ -62,17 +62,114 @@ pub enum Op {
         blobs: Vec<StoredBlob>,
         /// The paths captured, each with its pre-image.
         files: Vec<FileEntry>,
+        /// Post-images of writes made through turnback in this record.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        posts: Vec<PostEntry>,
+    },
+    /// Post-images (hashes of what the agent left) recorded when a turn
+    /// ends: `turnback seal`, or implicitly when the next turn begins.
+    Seal {
+        /// The turn.
+        turn: TurnId,
+        /// Each path the turn touched, with its state as the turn left it.
+        posts: Vec<PostEntry>,
+    },
+    /// The state of paths just before a rewind, revert, undo or redo
+    /// changed them: what that operation overwrote or deleted. Appended, with
+    /// its blobs durable, before the operation touches the project, so
+    /// nothing it replaces is ever lost.
+    Saved {
+        /// The pack holding the new blobs, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pack: Option<String>,
+        /// Blobs stored in that pack.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        blobs: Vec<StoredBlob>,
+        /// Each path with its state before the operation.
+        files: Vec<FileEntry>,
     },
     /// Turns undone by a rewind.
     Rewind {
         /// The turn named by the rewind.
         turn: TurnId,
-        /// Every turn whose first record has `seq >= from_seq` is ended.
+        /// Every live turn whose first record has `seq >= from_seq` is ended.
         from_seq: u64,
+        /// The `saved` record holding what the rewind overwrote.
+        saved: u64,
+        /// Paths changed since the turn's post-image (kept in `saved`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        conflicts: Vec<RelPath>,
         /// Paths that could not be restored, with the reason.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         failed: Vec<FailedPath>,
     },
+    /// One turn undone alone, later turns kept.
+    Revert {
+        /// The turn reverted.
+        turn: TurnId,
+        /// Its first record's sequence number (identifies it).
+        turn_seq: u64,
+        /// The `saved` record holding what the revert overwrote.
+        saved: u64,
+        /// Paths left as they were (touched by a later turn).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        kept: Vec<RelPath>,
+        /// Paths that could not be restored.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        failed: Vec<FailedPath>,
+    },
+    /// The last rewind or revert still in effect was reversed.
+    Undo {
+        /// Sequence number of the rewind or revert undone.
+        op: u64,
+        /// The `saved` record holding what the undo overwrote.
+        saved: u64,
+        /// Paths that could not be restored.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        failed: Vec<FailedPath>,
+    },
+    /// The last undo was reversed.
+    Redo {
+        /// Sequence number of the rewind or revert redone.
+        op: u64,
+        /// The `saved` record holding what the redo overwrote.
+        saved: u64,
+        /// Paths that could not be restored.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        failed: Vec<FailedPath>,
+    },
+}
+
+/// A path's state as an agent left it: only its hash is kept, to tell
+/// whether someone changed it since.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostEntry {
+    /// The path.
+    pub path: RelPath,
+    /// Its state.
+    pub post: Post,
+}
+
+/// The hash-only state of a path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Post {
+    /// A regular file with these bytes.
+    File {
+        /// SHA-256 of its bytes.
+        sha256: BlobId,
+    },
+    /// A symlink.
+    Symlink {
+        /// Its target.
+        target: String,
+    },
+    /// Nothing (the agent deleted it).
+    Absent,
+    /// A directory.
+    Dir,
+    /// Something turnback does not compare (a FIFO, or a file over the cap).
+    Other,
 }
 
 /// A blob introduced by a capture record.
@@ -118,6 +215,11 @@ pub enum Pre {
     /// Nothing was there (a file the agent created, or a directory its
     /// write had to create); a rewind removes it.
     Absent,
+    /// A directory (recorded when a rewind or undo removed one).
+    Dir {
+        /// Its permission bits.
+        mode: u32,
+    },
     /// Not saved; a rewind reports it as not restored.
     Skipped {
         /// Why.
@@ -257,6 +359,7 @@ mod tests {
                             },
                         },
                     ],
+                    posts: vec![],
                 },
             },
             Record {
@@ -265,6 +368,8 @@ mod tests {
                 op: Op::Rewind {
                     turn: TurnId::new("t1").expect("valid"),
                     from_seq: 1,
+                    saved: 1,
+                    conflicts: vec![],
                     failed: vec![],
                 },
             },
@@ -294,8 +399,8 @@ mod tests {
         assert_eq!(
             lines[1],
             format!(
-                "{{\"seq\":2,\"at\":1700000000000000001,\"type\":\"rewind\",\"turn\":\"t1\",\"from_seq\":1,\"crc\":\"{:08x}\"}}\n",
-                crc32fast::hash(br#"{"seq":2,"at":1700000000000000001,"type":"rewind","turn":"t1","from_seq":1}"#)
+                "{{\"seq\":2,\"at\":1700000000000000001,\"type\":\"rewind\",\"turn\":\"t1\",\"from_seq\":1,\"saved\":1,\"crc\":\"{:08x}\"}}\n",
+                crc32fast::hash(br#"{"seq":2,"at":1700000000000000001,"type":"rewind","turn":"t1","from_seq":1,"saved":1}"#)
             )
         );
     }

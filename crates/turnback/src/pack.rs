@@ -31,17 +31,35 @@ use crate::id::BlobId;
 /// The first bytes of every pack.
 pub const MAGIC: &[u8; 8] = b"TBPACK1\n";
 
-/// The file name of the pack written by the record with sequence number `seq`.
+/// A fresh pack file name for a record with sequence number `seq`:
+/// `<12-digit seq>-<16 hex>.pack`. The random part keeps names unique even
+/// when gc rewrites the log and sequence numbers are reused for new packs.
 pub fn pack_name(seq: u64) -> String {
-    format!("{seq:012}.pack")
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = Sha256::new();
+    h.update(std::process::id().to_le_bytes());
+    h.update(crate::store::now_ns().to_le_bytes());
+    h.update(
+        COUNTER
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .to_le_bytes(),
+    );
+    h.update(seq.to_le_bytes());
+    let r = h.finalize();
+    format!("{seq:012}-{}.pack", hex::encode(&r[..8]))
 }
 
 /// Whether `name` has the form of a pack name (so a hostile log cannot name
 /// `../x` as a pack).
 pub fn is_pack_name(name: &str) -> bool {
-    name.len() == 17
+    let b = name.as_bytes();
+    b.len() == 34
         && name.ends_with(".pack")
-        && name.as_bytes()[..12].iter().all(u8::is_ascii_digit)
+        && b[..12].iter().all(u8::is_ascii_digit)
+        && b[12] == b'-'
+        && b[13..29]
+            .iter()
+            .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// Where one blob lives.
@@ -312,8 +330,10 @@ mod tests {
     #[test]
     fn pack_names_are_strict() {
         assert!(is_pack_name(&pack_name(42)));
-        assert!(!is_pack_name("../000000000042.pack"));
-        assert!(!is_pack_name("00000000004x.pack"));
+        assert_ne!(pack_name(42), pack_name(42), "names are unique");
+        assert!(!is_pack_name("../000000000042-0123456789abcdef.pack"));
+        assert!(!is_pack_name("00000000004x-0123456789abcdef.pack"));
+        assert!(!is_pack_name("000000000042-0123456789abcdeF.pack"));
     }
 
     #[test]
@@ -331,10 +351,11 @@ mod tests {
         let Streamed { id: dup, kept, .. } = w.append_stream(&b"dup"[..], 3, |_| false)?;
         assert_eq!(dup, hash_bytes(b"dup"));
         assert!(kept.is_none());
-        w.commit(&fd, &pack_name(1))?;
-        let path = dir.path().join(pack_name(1));
+        let name = pack_name(1);
+        w.commit(&fd, &name)?;
+        let path = dir.path().join(&name);
         let loc = BlobLoc {
-            pack: pack_name(1),
+            pack: name,
             offset,
             len,
             size,

@@ -1,27 +1,35 @@
-//! Rewinds: planning and applying the return of a folder to its state
-//! before a turn.
+//! Rewinds, reverts, undo and redo: planning and applying changes that put
+//! paths back to recorded states.
 //!
 //! `rewind T` undoes turn T and every later turn (undoing T alone would
-//! leave a combination of files that never existed). For a path captured in
-//! several of those turns the oldest pre-image wins. The plan is built and
-//! every path and blob id checked before anything is written; the
-//! application then goes, per path:
+//! leave a combination of files that never existed); for a path captured in
+//! several of those turns the oldest pre-image wins. `revert T` undoes T
+//! alone and keeps later turns; a path a later turn also touched is left as
+//! it is unless forced. `undo` reverses the last rewind or revert still in
+//! effect, `redo` the last undo.
 //!
-//! 1. each file to restore is decompressed into a temporary file beside its
-//!    target while being re-hashed; a blob that does not match its id is
-//!    never renamed into place;
-//! 2. one `syncfs` makes all of those temporary files durable;
-//! 3. paths that were absent are removed, deepest first (a directory only
-//!    when empty: nothing turnback did not capture is ever deleted);
-//! 4. the temporary files are renamed over their targets, shallowest first,
-//!    then symlinks are created, last;
-//! 5. a second `syncfs`, then the `rewind` record is appended, which ends the
-//!    rewound turns: rewinding to the same point again reports that there is
-//!    nothing to rewind.
+//! Every one of them goes the same way:
+//!
+//! 1. the plan is built, every path and blob id checked, before anything
+//!    is written;
+//! 2. the current state of every path the plan touches (and of the
+//!    directories it may create) is saved in a durable `saved` record, so
+//!    the operation can be undone and nothing it replaces is lost;
+//! 3. a path whose current bytes differ from the post-image the agent left
+//!    is a conflict: someone changed it since. By default the rewind goes on
+//!    (its bytes are in the `saved` record: `turnback undo` brings them
+//!    back); with `keep_conflicts` it is left as it is;
+//! 4. each file to restore is decompressed into a temporary file beside its
+//!    target while being re-hashed (a blob that does not match its id never
+//!    reaches the project), one `syncfs` makes them durable, paths that
+//!    must not exist are removed deepest first (a directory only when
+//!    empty), directories are made, the temporary files are renamed over
+//!    their targets shallowest first, and symlinks are created last;
+//! 5. a second `syncfs`, then the operation's record is appended.
 //!
 //! Every directory is reached from the root one component at a time without
 //! following symlinks (see [`crate::fsx`]). A crash before step 5 leaves the
-//! turns live; running the rewind again finishes it.
+//! turns live; running the operation again finishes it.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufWriter, Write};
@@ -32,18 +40,32 @@ use serde::Serialize;
 use crate::error::{Error, IoResultExt, Result};
 use crate::fsx::{self, Node};
 use crate::id::{BlobId, TurnId};
-use crate::log::{FailedPath, Op, Pre};
+use crate::index::Turn;
+use crate::log::{FailedPath, FileEntry, Op, Post, Pre};
 use crate::path::RelPath;
-use crate::store::Store;
+use crate::store::{Store, post_of};
 
 /// Options of a rewind.
 #[derive(Debug, Clone, Default)]
 pub struct RewindOptions {
     /// Only build and return the plan.
     pub dry_run: bool,
+    /// Leave files changed since the agent's turn as they are.
+    pub keep_conflicts: bool,
 }
 
-/// What a rewind does (or would do) to one path.
+/// Options of a revert.
+#[derive(Debug, Clone, Default)]
+pub struct RevertOptions {
+    /// Only build and return the plan.
+    pub dry_run: bool,
+    /// Revert paths a later turn also touched, too.
+    pub force: bool,
+    /// Leave files changed since the agent's turn as they are.
+    pub keep_conflicts: bool,
+}
+
+/// What an operation does (or would do) to one path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Action {
@@ -61,9 +83,14 @@ pub enum Action {
         /// Where it points.
         target: String,
     },
-    /// Remove what is there (it did not exist before the turn).
+    /// Make a directory (one a rewind removed).
+    MakeDir {
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// Remove what is there (it did not exist before).
     Delete,
-    /// The pre-image was not saved.
+    /// The state was not saved.
     CannotRestore {
         /// Why.
         reason: String,
@@ -80,45 +107,166 @@ pub struct Step {
     pub action: Action,
 }
 
-/// The outcome of a rewind.
+/// A path changed by someone else since the turn, or touched by a later
+/// turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Conflict {
+    /// The path.
+    pub path: RelPath,
+    /// What happened to it.
+    pub reason: String,
+    /// For a revert: what the turn changed and what came after.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// The outcome of a rewind, revert, undo or redo.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// The turn named.
+    /// "rewind", "revert", "undo" or "redo".
+    pub operation: &'static str,
+    /// The turn named (for undo/redo: the turn of the operation reversed).
     pub turn: TurnId,
-    /// Every turn undone, oldest first.
+    /// Every turn undone (or, for undo, brought back), oldest first.
     pub turns: Vec<TurnId>,
     /// Whether nothing was changed.
     pub dry_run: bool,
     /// The plan, one step per path.
     pub plan: Vec<Step>,
-    /// Files and symlinks written back.
+    /// Files, symlinks and directories written back.
     pub restored: Vec<RelPath>,
     /// Paths removed because they did not exist before.
     pub deleted: Vec<RelPath>,
     /// Paths that were to be removed but were already gone.
     pub already_absent: Vec<RelPath>,
+    /// Paths changed since the agent left them: their bytes were saved in
+    /// the store first, then replaced (`turnback undo` brings them back).
+    pub conflicts: Vec<Conflict>,
+    /// Paths left as they were.
+    pub kept: Vec<Conflict>,
     /// Paths that could not be restored, with the reason.
     pub failed: Vec<FailedPath>,
+    /// Sequence number of the record holding what this overwrote.
+    pub saved: Option<u64>,
 }
 
 impl Report {
-    /// Whether every path was restored.
+    /// Whether every planned path was restored.
     pub fn complete(&self) -> bool {
         self.failed.is_empty()
     }
+
+    fn new(
+        operation: &'static str,
+        turn: TurnId,
+        turns: Vec<TurnId>,
+        dry_run: bool,
+        plan: Vec<Step>,
+    ) -> Self {
+        Report {
+            operation,
+            turn,
+            turns,
+            dry_run,
+            plan,
+            restored: Vec::new(),
+            deleted: Vec::new(),
+            already_absent: Vec::new(),
+            conflicts: Vec::new(),
+            kept: Vec::new(),
+            failed: Vec::new(),
+            saved: None,
+        }
+    }
+}
+
+/// A rewind's plan.
+#[derive(Debug, Clone)]
+pub struct RewindPlan {
+    /// Turns with `first_seq >= from_seq` are undone.
+    pub from_seq: u64,
+    /// Those turns, oldest first.
+    pub turns: Vec<TurnId>,
+    /// The steps, by path.
+    pub steps: Vec<Step>,
+    /// The latest post-image recorded per path among those turns.
+    pub posts: HashMap<RelPath, Post>,
+}
+
+/// Turns recorded states into steps. A directory that must be removed but
+/// would hold a restored path is kept.
+fn steps_from<'a>(
+    states: impl Iterator<Item = (&'a RelPath, &'a Pre)>,
+    store: &Store,
+) -> Vec<Step> {
+    let mut steps: Vec<Step> = states
+        .map(|(path, pre)| Step {
+            path: path.clone(),
+            action: match pre {
+                Pre::File { blob, size, mode } => {
+                    if store.has_blob(blob) {
+                        Action::Restore {
+                            blob: *blob,
+                            size: *size,
+                            mode: *mode,
+                        }
+                    } else {
+                        Action::CannotRestore {
+                            reason: format!("its blob {blob} is not in the store"),
+                        }
+                    }
+                }
+                Pre::Symlink { target } => Action::RestoreSymlink {
+                    target: target.clone(),
+                },
+                Pre::Dir { mode } => Action::MakeDir { mode: *mode },
+                Pre::Absent => Action::Delete,
+                Pre::Skipped { reason, .. } => Action::CannotRestore {
+                    reason: format!("it was not saved at capture: {reason}"),
+                },
+            },
+        })
+        .collect();
+    let needed: HashSet<RelPath> = steps
+        .iter()
+        .filter(|s| !matches!(s.action, Action::Delete | Action::CannotRestore { .. }))
+        .flat_map(|s| s.path.ancestors())
+        .collect();
+    steps.retain(|s| !matches!(s.action, Action::Delete) || !needed.contains(&s.path));
+    steps.sort_by(|a, b| a.path.cmp(&b.path));
+    steps
+}
+
+/// Paths of `steps` plus their ancestors: what an operation may change.
+fn touched_paths(steps: &[Step]) -> Vec<RelPath> {
+    let mut set: HashSet<RelPath> = HashSet::new();
+    let mut out = Vec::new();
+    for s in steps {
+        for p in s
+            .path
+            .ancestors()
+            .into_iter()
+            .chain(std::iter::once(s.path.clone()))
+        {
+            if set.insert(p.clone()) {
+                out.push(p);
+            }
+        }
+    }
+    out
 }
 
 impl Store {
+    pub(crate) fn has_blob(&self, id: &BlobId) -> bool {
+        self.index.blobs.contains_key(id)
+    }
+
     /// Builds the plan for rewinding `turn` and every later turn.
-    pub fn plan_rewind(&self, turn: &TurnId) -> Result<(u64, Vec<TurnId>, Vec<Step>)> {
+    pub fn plan_rewind(&self, turn: &TurnId) -> Result<RewindPlan> {
         let first = self.turn(turn)?.first_seq;
-        let turns: Vec<_> = self
-            .index
-            .turns
-            .iter()
-            .filter(|t| t.first_seq >= first)
-            .collect();
+        let turns: Vec<&Turn> = self.index.live().filter(|t| t.first_seq >= first).collect();
         let mut oldest: HashMap<&RelPath, (u64, &Pre)> = HashMap::new();
+        let mut posts: HashMap<RelPath, (u64, Post)> = HashMap::new();
         for t in &turns {
             for c in &t.files {
                 let e = oldest.entry(&c.entry.path).or_insert((c.seq, &c.entry.pre));
@@ -126,84 +274,314 @@ impl Store {
                     *e = (c.seq, &c.entry.pre);
                 }
             }
+            for (p, (seq, post)) in &t.posts {
+                if posts.get(p).is_none_or(|(s, _)| s < seq) {
+                    posts.insert(p.clone(), (*seq, post.clone()));
+                }
+            }
         }
-        let mut steps: Vec<Step> = oldest
-            .into_iter()
-            .map(|(path, (_, pre))| Step {
-                path: path.clone(),
-                action: match pre {
-                    Pre::File { blob, size, mode } => {
-                        if self.index.blobs.contains_key(blob) {
-                            Action::Restore {
-                                blob: *blob,
-                                size: *size,
-                                mode: *mode,
-                            }
-                        } else {
-                            Action::CannotRestore {
-                                reason: format!("its blob {blob} is not in the store"),
-                            }
-                        }
-                    }
-                    Pre::Symlink { target } => Action::RestoreSymlink {
-                        target: target.clone(),
-                    },
-                    Pre::Absent => Action::Delete,
-                    Pre::Skipped { reason, .. } => Action::CannotRestore {
-                        reason: format!("it was not saved at capture: {reason}"),
-                    },
-                },
-            })
-            .collect();
-        // A directory recorded as absent that must hold a restored path is kept.
-        let needed: Vec<RelPath> = steps
-            .iter()
-            .filter(|s| !matches!(s.action, Action::Delete))
-            .map(|s| s.path.clone())
-            .collect();
-        steps.retain(|s| {
-            !matches!(s.action, Action::Delete)
-                || !needed
-                    .iter()
-                    .any(|n| n != &s.path && n.starts_with(&s.path))
-        });
-        steps.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok((first, turns.iter().map(|t| t.id.clone()).collect(), steps))
+        let steps = steps_from(oldest.into_iter().map(|(p, (_, pre))| (p, pre)), self);
+        Ok(RewindPlan {
+            from_seq: first,
+            turns: turns.iter().map(|t| t.id.clone()).collect(),
+            steps,
+            posts: posts.into_iter().map(|(p, (_, post))| (p, post)).collect(),
+        })
     }
 
     /// Rewinds the project to its state before `turn`, undoing it and every
     /// later turn.
     pub fn rewind(&mut self, turn: &TurnId, options: &RewindOptions) -> Result<Report> {
-        let guard = if options.dry_run {
+        let _guard = if options.dry_run {
             None
         } else {
             Some(self.begin_mutation()?)
         };
-        let (from_seq, turns, plan) = self.plan_rewind(turn)?;
-        let mut report = Report {
-            turn: turn.clone(),
-            turns,
-            dry_run: options.dry_run,
-            plan,
-            restored: Vec::new(),
-            deleted: Vec::new(),
-            already_absent: Vec::new(),
-            failed: Vec::new(),
-        };
+        let plan = self.plan_rewind(turn)?;
+        let mut report = Report::new(
+            "rewind",
+            turn.clone(),
+            plan.turns.clone(),
+            options.dry_run,
+            plan.steps,
+        );
+        let current = self.current_states(&mut report)?;
+        for step in &report.plan {
+            if let (Some(post), Some(now)) = (plan.posts.get(&step.path), current.get(&step.path))
+                && post != now
+                && !matches!(post, Post::Other)
+            {
+                let c = Conflict {
+                    path: step.path.clone(),
+                    reason: "changed since the agent's turn (by you, an editor or another tool)"
+                        .into(),
+                    detail: None,
+                };
+                if options.keep_conflicts {
+                    report.kept.push(c);
+                } else {
+                    report.conflicts.push(c);
+                }
+            }
+        }
+        let kept: HashSet<&RelPath> = report.kept.iter().map(|c| &c.path).collect();
+        let steps: Vec<Step> = report
+            .plan
+            .iter()
+            .filter(|s| !kept.contains(&s.path))
+            .cloned()
+            .collect();
         if options.dry_run {
             return Ok(report);
         }
-        self.apply(&mut report)?;
+        self.execute(&steps, &mut report)?;
         self.append(Op::Rewind {
             turn: turn.clone(),
-            from_seq,
+            from_seq: plan.from_seq,
+            saved: report.saved.expect("saved before executing"),
+            conflicts: report.conflicts.iter().map(|c| c.path.clone()).collect(),
             failed: report.failed.clone(),
         })?;
-        drop(guard);
+        self.maybe_auto_gc()?;
         Ok(report)
     }
 
-    fn apply(&self, report: &mut Report) -> Result<()> {
+    /// Undoes `turn` alone, keeping later turns. A path a later turn also
+    /// touched is a conflict, explained three ways and left as it is unless
+    /// `force`.
+    pub fn revert(&mut self, turn: &TurnId, options: &RevertOptions) -> Result<Report> {
+        let _guard = if options.dry_run {
+            None
+        } else {
+            Some(self.begin_mutation()?)
+        };
+        let t = self.turn(turn)?;
+        let turn_seq = t.first_seq;
+        let steps = steps_from(t.files.iter().map(|c| (&c.entry.path, &c.entry.pre)), self);
+        let mut later: HashMap<RelPath, Vec<(&Turn, u64)>> = HashMap::new();
+        for other in self.index.live().filter(|o| o.first_seq != turn_seq) {
+            for c in &t.files {
+                if let Some(&seq) = other.paths.get(&c.entry.path)
+                    && seq > c.seq
+                {
+                    later
+                        .entry(c.entry.path.clone())
+                        .or_default()
+                        .push((other, seq));
+                }
+            }
+        }
+        let mut report = Report::new(
+            "revert",
+            turn.clone(),
+            vec![turn.clone()],
+            options.dry_run,
+            steps,
+        );
+        for (path, others) in &later {
+            let c = Conflict {
+                path: path.clone(),
+                reason: format!(
+                    "a later turn also changed it: {}",
+                    others
+                        .iter()
+                        .map(|(o, _)| o.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                detail: Some(self.explain(t, path, others)),
+            };
+            if options.force {
+                report.conflicts.push(c);
+            } else {
+                report.kept.push(c);
+            }
+        }
+        let kept: HashSet<RelPath> = report.kept.iter().map(|c| c.path.clone()).collect();
+        report.plan.retain(|s| !kept.contains(&s.path));
+        let later: HashSet<RelPath> = later.into_keys().collect();
+        let current = self.current_states(&mut report)?;
+        let t = self.turn(turn)?;
+        let mut edited = Vec::new();
+        for step in &report.plan {
+            if later.contains(&step.path) {
+                continue;
+            }
+            if let (Some((_, post)), Some(now)) = (t.post(&step.path), current.get(&step.path))
+                && post != now
+                && !matches!(post, Post::Other)
+            {
+                edited.push(Conflict {
+                    path: step.path.clone(),
+                    reason: "changed since the agent's turn (by you, an editor or another tool)"
+                        .into(),
+                    detail: None,
+                });
+            }
+        }
+        if options.keep_conflicts {
+            let e: HashSet<RelPath> = edited.iter().map(|c| c.path.clone()).collect();
+            report.plan.retain(|s| !e.contains(&s.path));
+            report.kept.extend(edited);
+        } else {
+            report.conflicts.extend(edited);
+        }
+        report.kept.sort_by(|a, b| a.path.cmp(&b.path));
+        report.conflicts.sort_by(|a, b| a.path.cmp(&b.path));
+        if options.dry_run {
+            return Ok(report);
+        }
+        let steps = report.plan.clone();
+        self.execute(&steps, &mut report)?;
+        self.append(Op::Revert {
+            turn: turn.clone(),
+            turn_seq,
+            saved: report.saved.expect("saved before executing"),
+            kept: report.kept.iter().map(|c| c.path.clone()).collect(),
+            failed: report.failed.clone(),
+        })?;
+        Ok(report)
+    }
+
+    /// Reverses the last rewind or revert still in effect: files it deleted
+    /// come back, files it restored return to the bytes it replaced.
+    pub fn undo(&mut self) -> Result<Report> {
+        let _guard = self.begin_mutation()?;
+        let top = *self.index.done.last().ok_or(Error::NothingTo {
+            what: "undo",
+            why: "no rewind or revert is in effect",
+        })?;
+        let report = self.reapply("undo", top.op, top.saved)?;
+        self.append(Op::Undo {
+            op: top.op,
+            saved: report.saved.expect("saved before executing"),
+            failed: report.failed.clone(),
+        })?;
+        Ok(report)
+    }
+
+    /// Reverses the last undo.
+    pub fn redo(&mut self) -> Result<Report> {
+        let _guard = self.begin_mutation()?;
+        let top = *self.index.undone.last().ok_or(Error::NothingTo {
+            what: "redo",
+            why: "nothing has been undone since the last rewind or revert",
+        })?;
+        let report = self.reapply("redo", top.op, top.saved)?;
+        self.append(Op::Redo {
+            op: top.op,
+            saved: report.saved.expect("saved before executing"),
+            failed: report.failed.clone(),
+        })?;
+        Ok(report)
+    }
+
+    /// Puts back the states held by the `saved` record `saved_seq`.
+    fn reapply(&mut self, operation: &'static str, op: u64, saved_seq: u64) -> Result<Report> {
+        let states: Vec<FileEntry> = self
+            .index
+            .saved
+            .get(&saved_seq)
+            .cloned()
+            .unwrap_or_default();
+        let info = self.index.ops.get(&op).cloned();
+        let steps = steps_from(states.iter().map(|e| (&e.path, &e.pre)), self);
+        let turn = info
+            .as_ref()
+            .map(|i| i.turn.clone())
+            .unwrap_or_else(|| TurnId::new("?").expect("valid id"));
+        let turns = info
+            .map(|i| {
+                self.index
+                    .turns
+                    .iter()
+                    .filter(|t| i.turns.contains(&t.first_seq))
+                    .map(|t| t.id.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut report = Report::new(operation, turn, turns, false, steps);
+        self.current_states(&mut report)?;
+        let steps = report.plan.clone();
+        self.execute(&steps, &mut report)?;
+        Ok(report)
+    }
+
+    /// The current state of every path the plan may change: saved durably
+    /// (not on a dry run), and returned as hashes.
+    fn current_states(&mut self, report: &mut Report) -> Result<HashMap<RelPath, Post>> {
+        let paths = touched_paths(&report.plan);
+        let posts: Vec<(RelPath, Post)> = if report.dry_run {
+            self.hash_states(&paths)?
+                .into_iter()
+                .map(|p| (p.path, p.post))
+                .collect()
+        } else {
+            let (seq, entries) = self.save_states(&paths)?;
+            report.saved = Some(seq);
+            entries
+                .into_iter()
+                .map(|e| (e.path.clone(), post_of(&e.pre)))
+                .collect()
+        };
+        Ok(posts.into_iter().collect())
+    }
+
+    /// A three-way explanation of a revert conflict.
+    fn explain(&self, t: &Turn, path: &RelPath, later: &[(&Turn, u64)]) -> String {
+        let pre = t
+            .files
+            .iter()
+            .find(|c| &c.entry.path == path)
+            .map(|c| &c.entry.pre);
+        let after_t = later
+            .iter()
+            .min_by_key(|(_, seq)| *seq)
+            .and_then(|(o, _)| o.files.iter().find(|c| &c.entry.path == path))
+            .map(|c| &c.entry.pre);
+        let mut out = format!(
+            "turn {} changed {path}; then {} changed it again.\n",
+            t.id,
+            later
+                .iter()
+                .map(|(o, _)| format!("turn {}", o.id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let bytes = |pre: Option<&Pre>| -> Option<Vec<u8>> {
+            match pre? {
+                Pre::File { blob, size, .. } if *size <= 256 * 1024 => self.read_blob(blob).ok(),
+                Pre::Absent => Some(Vec::new()),
+                _ => None,
+            }
+        };
+        let now = std::fs::read(self.root.join(path.as_str())).ok();
+        let diff = |a: &[u8], b: &[u8], from: &str, to: &str| -> String {
+            match (std::str::from_utf8(a), std::str::from_utf8(b)) {
+                (Ok(a), Ok(b)) => similar::TextDiff::from_lines(a, b)
+                    .unified_diff()
+                    .context_radius(2)
+                    .header(from, to)
+                    .to_string(),
+                _ => format!("(binary: {} bytes -> {} bytes)\n", a.len(), b.len()),
+            }
+        };
+        match (bytes(pre), bytes(after_t)) {
+            (Some(a), Some(b)) => {
+                out.push_str(&format!("What turn {} changed:\n", t.id));
+                out.push_str(&diff(&a, &b, "before", &format!("after turn {}", t.id)));
+                if let Some(n) = &now {
+                    out.push_str("What came after:\n");
+                    out.push_str(&diff(&b, n, &format!("after turn {}", t.id), "now"));
+                }
+            }
+            _ => out.push_str("(contents too large or not text to show)\n"),
+        }
+        out
+    }
+
+    /// Applies `steps` (after the current states were saved).
+    fn execute(&self, steps: &[Step], report: &mut Report) -> Result<()> {
         let mut dirs = DirCache::new(self)?;
         let fail = |failed: &mut Vec<FailedPath>, path: &RelPath, reason: String| {
             failed.push(FailedPath {
@@ -211,23 +589,25 @@ impl Store {
                 reason,
             });
         };
-        let mut restores: Vec<(&Step, u64)> = Vec::new();
+        let mut restores: Vec<&Step> = Vec::new();
         let mut links: Vec<(&Step, &str)> = Vec::new();
+        let mut mkdirs: Vec<(&Step, u32)> = Vec::new();
         let mut deletes: Vec<&Step> = Vec::new();
-        for step in &report.plan {
+        for step in steps {
             match &step.action {
-                Action::Restore { size, .. } => restores.push((step, *size)),
+                Action::Restore { .. } => restores.push(step),
                 Action::RestoreSymlink { target } => links.push((step, target)),
+                Action::MakeDir { mode } => mkdirs.push((step, *mode)),
                 Action::Delete => deletes.push(step),
                 Action::CannotRestore { reason } => {
                     fail(&mut report.failed, &step.path, reason.clone())
                 }
             }
         }
-        // 1. Temporary files, verified.
+        // Temporary files, verified.
         let mut staged: Vec<(&RelPath, String)> = Vec::new();
         let mut packs: HashMap<String, std::fs::File> = HashMap::new();
-        for (step, _) in &restores {
+        for step in &restores {
             let Action::Restore { blob, mode, .. } = &step.action else {
                 continue;
             };
@@ -236,7 +616,7 @@ impl Store {
                 Err(reason) => fail(&mut report.failed, &step.path, reason),
             }
         }
-        // 2. Their bytes are durable before any of them replaces a file.
+        // Their bytes are durable before any of them replaces a file.
         if let Err(e) = fsx::syncfs(&self.root_fd).ctx("sync the file system of", &self.root) {
             for (path, tmp) in &staged {
                 if let Ok(Some(d)) = dirs.parent(path, false) {
@@ -245,7 +625,7 @@ impl Store {
             }
             return Err(e);
         }
-        // 3. Removals, deepest first.
+        // Removals, deepest first.
         deletes.sort_by_key(|s| std::cmp::Reverse(s.path.depth()));
         for step in deletes {
             match self.remove(&mut dirs, &step.path) {
@@ -254,7 +634,16 @@ impl Store {
                 Err(reason) => fail(&mut report.failed, &step.path, reason),
             }
         }
-        // 4. Renames, shallowest first; symlinks last.
+        // Directories, shallowest first.
+        mkdirs.sort_by_key(|(s, _)| s.path.depth());
+        for (step, mode) in mkdirs {
+            match self.make_dir(&mut dirs, &step.path, mode) {
+                Ok(true) => report.restored.push(step.path.clone()),
+                Ok(false) => {}
+                Err(reason) => fail(&mut report.failed, &step.path, reason),
+            }
+        }
+        // Renames, shallowest first; symlinks last.
         staged.sort_by_key(|(p, _)| p.depth());
         for (path, tmp) in staged {
             match self.put(&mut dirs, path, |d, name| {
@@ -284,7 +673,7 @@ impl Store {
                 Err(reason) => fail(&mut report.failed, path, reason),
             }
         }
-        // 5. The new directory entries are durable before the record.
+        // The new directory entries are durable before the record.
         fsx::syncfs(&self.root_fd).ctx("sync the file system of", &self.root)?;
         report.restored.sort();
         report.failed.sort_by(|a, b| a.path.cmp(&b.path));
@@ -317,7 +706,8 @@ impl Store {
         let (file, tmp) = fsx::create_temp(dir, path.file_name(), mode)
             .map_err(|e| format!("cannot create a temporary file: {e}"))?;
         let mut w = BufWriter::with_capacity(256 * 1024, file);
-        let res = crate::pack::read_blob(pack, blob, loc, &mut w)
+        let res = self
+            .copy_blob_from(pack, blob, loc, &mut w)
             .map_err(|e| e.to_string())
             .and_then(|()| w.flush().map_err(|e| format!("cannot write: {e}")));
         match res {
@@ -341,13 +731,38 @@ impl Store {
             Node::Dir => match fsx::rmdir(dir, name) {
                 Ok(()) => Ok(true),
                 Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOTEMPTY.raw_os_error()) => Err(
-                    "the turn created this directory, but it now holds files no rewound turn captured; left in place"
+                    "this directory did not exist before, but it now holds files no rewound turn captured; left in place"
                         .into(),
                 ),
                 Err(e) => Err(e.to_string()),
             },
             _ => fsx::unlink(dir, name).map(|()| true).map_err(|e| e.to_string()),
         }
+    }
+
+    /// Makes the directory `path` unless one is there. `Ok(true)` if made.
+    fn make_dir(&self, dirs: &mut DirCache, path: &RelPath, mode: u32) -> Result<bool, String> {
+        let dir = dirs
+            .parent(path, true)
+            .map_err(|e| e.to_string())?
+            .ok_or("its parent directory cannot be created")?;
+        let name = path.file_name();
+        match fsx::node_at(dir, name).map_err(|e| e.to_string())? {
+            Node::Dir => return Ok(false),
+            Node::Missing => {}
+            // Its current bytes are in the operation's saved record.
+            _ => fsx::unlink(dir, name).map_err(|e| e.to_string())?,
+        }
+        rustix::fs::mkdirat(dir, name, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
+            .map_err(|e| e.to_string())?;
+        rustix::fs::chmodat(
+            dir,
+            name,
+            rustix::fs::Mode::from_raw_mode(mode & 0o7777),
+            rustix::fs::AtFlags::empty(),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(true)
     }
 
     /// Puts a new entry at `path` with `make`, first removing an empty
@@ -373,11 +788,10 @@ impl Store {
 }
 
 /// Directory handles reached from the root without following symlinks,
-/// cached by path for the length of one rewind.
+/// cached by path for the length of one operation.
 struct DirCache {
     root: OwnedFd,
     open: HashMap<String, OwnedFd>,
-    missing: HashSet<String>,
 }
 
 impl DirCache {
@@ -385,7 +799,6 @@ impl DirCache {
         Ok(DirCache {
             root: rustix::io::dup(&store.root_fd).ctx("open", &store.root)?,
             open: HashMap::new(),
-            missing: HashSet::new(),
         })
     }
 
@@ -397,9 +810,6 @@ impl DirCache {
         };
         let key = parent.as_str().to_owned();
         if !self.open.contains_key(&key) {
-            if !create && self.missing.contains(&key) {
-                return Ok(None);
-            }
             let mut cur = rustix::io::dup(&self.root).ctx("open", parent.as_str())?;
             for (i, comp) in parent.components().enumerate() {
                 let shown = || {
@@ -420,13 +830,9 @@ impl DirCache {
                 };
                 match next {
                     Some(n) => cur = n,
-                    None => {
-                        self.missing.insert(key);
-                        return Ok(None);
-                    }
+                    None => return Ok(None),
                 }
             }
-            self.missing.remove(&key);
             self.open.insert(key.clone(), cur);
         }
         Ok(self.open.get(&key))

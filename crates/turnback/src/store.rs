@@ -7,7 +7,7 @@
 //! the lock, reads only the lines appended since, so one capture costs the
 //! same in a store of ten records as in one of ten thousand.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::os::fd::OwnedFd;
@@ -21,8 +21,9 @@ use serde::Serialize;
 use crate::error::{Error, IoResultExt, PathProblem, Result};
 use crate::fsx::{self, Node};
 use crate::id::{BlobId, TurnId, cut_label};
+use crate::index::{Index, Turn};
 use crate::lock::{self, LockGuard};
-use crate::log::{self, FileEntry, LOG_FILE, Op, Pre, Record, StoredBlob};
+use crate::log::{self, FileEntry, LOG_FILE, Op, Post, PostEntry, Pre, Record, StoredBlob};
 use crate::pack::{self, BlobLoc, PackWriter};
 use crate::path::{RelPath, STORE_DIR, lexical_components};
 
@@ -57,148 +58,6 @@ impl Default for Options {
     }
 }
 
-/// One path captured in a turn, with the sequence number of its record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Captured {
-    /// Sequence number of the capture record.
-    pub seq: u64,
-    /// The path and its pre-image.
-    #[serde(flatten)]
-    pub entry: FileEntry,
-}
-
-/// A turn that can still be rewound.
-#[derive(Debug, Clone, Serialize)]
-pub struct Turn {
-    /// The caller's id.
-    pub id: TurnId,
-    /// The first label given for it.
-    pub label: Option<String>,
-    /// Sequence number of its first record: turns are ordered by it.
-    pub first_seq: u64,
-    /// Unix time (ns) of its first record.
-    pub started_at: u64,
-    /// The paths captured, first capture of each path only, in order.
-    pub files: Vec<Captured>,
-    #[serde(skip)]
-    paths: HashSet<RelPath>,
-}
-
-/// What the store knows after reading the log.
-#[derive(Debug, Default)]
-pub(crate) struct Index {
-    pub(crate) turns: Vec<Turn>,
-    pub(crate) ended: HashMap<TurnId, u64>,
-    pub(crate) blobs: HashMap<BlobId, BlobLoc>,
-    pub(crate) last_seq: u64,
-    lines: usize,
-    consumed: u64,
-    ident: Option<(u64, u64)>,
-}
-
-impl Index {
-    /// Applies one record; `Err` says why it does not fit.
-    pub(crate) fn apply(&mut self, rec: &Record) -> Result<(), String> {
-        if rec.seq <= self.last_seq {
-            return Err(format!(
-                "sequence number {} does not follow {}",
-                rec.seq, self.last_seq
-            ));
-        }
-        match &rec.op {
-            Op::Capture {
-                turn,
-                label,
-                pack,
-                blobs,
-                files,
-            } => {
-                match pack {
-                    Some(p) if !pack::is_pack_name(p) => {
-                        return Err(format!("bad pack name {p:?}"));
-                    }
-                    None if !blobs.is_empty() => return Err("blobs listed without a pack".into()),
-                    _ => {}
-                }
-                let mut fresh: HashMap<BlobId, BlobLoc> = HashMap::new();
-                for b in blobs {
-                    let loc = BlobLoc {
-                        pack: pack.clone().unwrap_or_default(),
-                        offset: b.offset,
-                        len: b.len,
-                        size: b.size,
-                    };
-                    fresh.insert(b.id, loc);
-                }
-                for f in files {
-                    if let Pre::File { blob, size, .. } = &f.pre {
-                        let known = fresh.get(blob).or_else(|| self.blobs.get(blob));
-                        match known {
-                            None => {
-                                return Err(format!(
-                                    "{} names blob {blob} that no record stored",
-                                    f.path
-                                ));
-                            }
-                            Some(loc) if loc.size != *size => {
-                                return Err(format!(
-                                    "{} gives size {size} for blob {blob} of {}",
-                                    f.path, loc.size
-                                ));
-                            }
-                            Some(_) => {}
-                        }
-                    }
-                }
-                for (id, loc) in fresh {
-                    self.blobs.entry(id).or_insert(loc);
-                }
-                let idx = match self.turns.iter().position(|t| &t.id == turn) {
-                    Some(i) => i,
-                    None => {
-                        self.turns.push(Turn {
-                            id: turn.clone(),
-                            label: None,
-                            first_seq: rec.seq,
-                            started_at: rec.at,
-                            files: Vec::new(),
-                            paths: HashSet::new(),
-                        });
-                        self.turns.len() - 1
-                    }
-                };
-                let t = &mut self.turns[idx];
-                if t.label.is_none() {
-                    t.label = label.clone().filter(|l| !l.is_empty());
-                }
-                for f in files {
-                    if t.paths.insert(f.path.clone()) {
-                        t.files.push(Captured {
-                            seq: rec.seq,
-                            entry: f.clone(),
-                        });
-                    }
-                }
-            }
-            Op::Rewind { from_seq, .. } => {
-                let (gone, kept): (Vec<Turn>, Vec<Turn>) = std::mem::take(&mut self.turns)
-                    .into_iter()
-                    .partition(|t| t.first_seq >= *from_seq);
-                self.turns = kept;
-                for t in gone {
-                    self.ended.insert(t.id, rec.seq);
-                }
-            }
-        }
-        self.last_seq = rec.seq;
-        Ok(())
-    }
-
-    pub(crate) fn turn(&self, id: &TurnId) -> Option<&Turn> {
-        self.turns.iter().find(|t| &t.id == id)
-    }
-}
-
 /// What one capture call did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CaptureReport {
@@ -215,6 +74,39 @@ pub struct CaptureReport {
     pub new_blobs: usize,
     /// Compressed bytes written by this call.
     pub stored_bytes: u64,
+}
+
+/// How [`Store::collect`] treats what it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Collect {
+    /// Before an agent's write: record missing directories, follow an
+    /// in-root symlink's target, refuse directories, apply the size cap.
+    Capture,
+    /// Before a rewind/undo changes a path: its exact state, any size.
+    State,
+}
+
+/// What [`Store::collect`] found.
+#[derive(Default)]
+struct Collected {
+    entries: Vec<FileEntry>,
+    /// Regular files to read: (entry index, open file, size).
+    files: Vec<(usize, File, u64)>,
+    already: Vec<RelPath>,
+    links_outside: Vec<RelPath>,
+}
+
+/// The hash-only form of a state.
+pub(crate) fn post_of(pre: &Pre) -> Post {
+    match pre {
+        Pre::File { blob, .. } => Post::File { sha256: *blob },
+        Pre::Symlink { target } => Post::Symlink {
+            target: target.clone(),
+        },
+        Pre::Absent => Post::Absent,
+        Pre::Dir { .. } => Post::Dir,
+        Pre::Skipped { .. } => Post::Other,
+    }
 }
 
 /// A small file read, hashed and (if new) compressed.
@@ -315,8 +207,8 @@ impl Store {
     }
 
     /// The turns that can still be rewound, oldest first.
-    pub fn turns(&self) -> &[Turn] {
-        &self.index.turns
+    pub fn turns(&self) -> Vec<&Turn> {
+        self.index.live().collect()
     }
 
     /// One live turn.
@@ -325,8 +217,8 @@ impl Store {
     }
 
     pub(crate) fn unknown_turn(&self, id: &TurnId) -> Error {
-        match self.index.ended.get(id) {
-            Some(&seq) => Error::AlreadyRewound {
+        match self.index.ended(id) {
+            Some(seq) => Error::AlreadyRewound {
                 turn: id.to_string(),
                 seq,
             },
@@ -589,7 +481,8 @@ impl Store {
     /// lock, one pack, three fsyncs however many paths. Returns only after the
     /// blobs and the record are on disk. The first capture of a path in a
     /// turn wins; later ones are no-ops. Any invalid path fails the whole call
-    /// before anything is written.
+    /// before anything is written. The first capture of a new turn seals the
+    /// turn before it (see [`Store::seal`]).
     pub fn capture_many<P: AsRef<Path>>(
         &mut self,
         turn: &TurnId,
@@ -601,44 +494,172 @@ impl Store {
             .map(|p| self.resolve(p, false))
             .collect::<Result<Vec<_>>>()?;
         let _guard = self.begin_mutation()?;
-        self.capture_locked(turn, label, &rels)
+        self.capture_locked(turn, label, &rels, Vec::new())
     }
 
+    /// Captures `rels` (and records `posts`) under the held lock.
     pub(crate) fn capture_locked(
         &mut self,
         turn: &TurnId,
         label: Option<&str>,
         rels: &[RelPath],
+        posts: Vec<PostEntry>,
     ) -> Result<CaptureReport> {
-        let mut report = CaptureReport {
-            turn: Some(turn.clone()),
-            ..CaptureReport::default()
-        };
+        if self.index.turn(turn).is_none() {
+            self.seal_previous()?;
+        }
         let already: HashSet<RelPath> = self
             .index
             .turn(turn)
-            .map(|t| t.paths.clone())
+            .map(|t| t.paths.keys().cloned().collect())
             .unwrap_or_default();
+        let collected = self.collect(rels, &already, Collect::Capture)?;
+        let mut report = CaptureReport {
+            turn: Some(turn.clone()),
+            already_captured: collected.already,
+            links_outside: collected.links_outside,
+            ..CaptureReport::default()
+        };
+        let mut entries = collected.entries;
+        if entries.is_empty() && posts.is_empty() {
+            return Ok(report);
+        }
+        let seq = self.index.last_seq + 1;
+        let pack_name = pack::pack_name(seq);
+        let (blobs, stored) = self.store_blobs(&mut entries, collected.files, &pack_name)?;
+        report.new_blobs = blobs.len();
+        report.stored_bytes = stored;
+        let op = Op::Capture {
+            turn: turn.clone(),
+            label: label.map(cut_label).filter(|l| !l.is_empty()),
+            pack: (!blobs.is_empty()).then_some(pack_name),
+            blobs,
+            files: entries.clone(),
+            posts,
+        };
+        self.append(op)?;
+        self.maybe_auto_gc()?;
+        report.captured = entries;
+        Ok(report)
+    }
+
+    /// Records the post-images of every path `turn` touched (hashes of what
+    /// is on disk now), so a later rewind can tell the agent's bytes from
+    /// someone else's. Paths whose post-image a write through turnback
+    /// already recorded keep it. Sealing twice is harmless.
+    pub fn seal(&mut self, turn: &TurnId) -> Result<usize> {
+        let _guard = self.begin_mutation()?;
+        let t = self
+            .index
+            .turn(turn)
+            .ok_or_else(|| self.unknown_turn(turn))?;
+        let first = t.first_seq;
+        self.seal_turn(first)
+    }
+
+    /// Seals the newest live turn if it is not sealed yet.
+    fn seal_previous(&mut self) -> Result<()> {
+        let last = self
+            .index
+            .live()
+            .last()
+            .filter(|t| !t.sealed)
+            .map(|t| t.first_seq);
+        match last {
+            Some(first) => self.seal_turn(first).map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    fn seal_turn(&mut self, first_seq: u64) -> Result<usize> {
+        let Some(t) = self.index.turns.iter().find(|t| t.first_seq == first_seq) else {
+            return Ok(0);
+        };
+        let id = t.id.clone();
+        let paths: Vec<RelPath> = t
+            .files
+            .iter()
+            .map(|c| c.entry.path.clone())
+            .filter(|p| !t.posts.contains_key(p))
+            .collect();
+        let posts = self.hash_states(&paths)?;
+        let n = posts.len();
+        self.append(Op::Seal { turn: id, posts })?;
+        Ok(n)
+    }
+
+    /// The current state of `rels` as hashes (nothing is stored).
+    pub(crate) fn hash_states(&self, rels: &[RelPath]) -> Result<Vec<PostEntry>> {
+        let collected = self.collect(rels, &HashSet::new(), Collect::State)?;
+        let mut entries = collected.entries;
+        let hashed: Vec<Result<(usize, BlobId)>> = collected
+            .files
+            .par_iter()
+            .map(|(i, file, _)| {
+                let mut h = pack::HashingReader::new(file);
+                io::copy(&mut h, &mut io::sink())
+                    .ctx("read", self.root.join(entries[*i].path.as_str()))?;
+                Ok((*i, h.finish().0))
+            })
+            .collect();
+        for r in hashed {
+            let (i, id) = r?;
+            if let Pre::File { blob, .. } = &mut entries[i].pre {
+                *blob = id;
+            }
+        }
+        Ok(entries
+            .into_iter()
+            .map(|e| PostEntry {
+                post: post_of(&e.pre),
+                path: e.path,
+            })
+            .collect())
+    }
+
+    /// Saves the current state of `rels` (bytes included, whatever their
+    /// size) in a durable `saved` record before an operation changes them.
+    /// Returns the record's seq and the states.
+    pub(crate) fn save_states(&mut self, rels: &[RelPath]) -> Result<(u64, Vec<FileEntry>)> {
+        let collected = self.collect(rels, &HashSet::new(), Collect::State)?;
+        let mut entries = collected.entries;
+        let seq = self.index.last_seq + 1;
+        let pack_name = pack::pack_name(seq);
+        let (blobs, _) = self.store_blobs(&mut entries, collected.files, &pack_name)?;
+        let rec = self.append(Op::Saved {
+            pack: (!blobs.is_empty()).then_some(pack_name),
+            blobs,
+            files: entries.clone(),
+        })?;
+        Ok((rec.seq, entries))
+    }
+
+    /// Looks at each path without following symlinks and says what it is.
+    /// Regular files are opened (their bytes are read by the caller).
+    fn collect(
+        &self,
+        rels: &[RelPath],
+        already: &HashSet<RelPath>,
+        mode: Collect,
+    ) -> Result<Collected> {
+        let mut out = Collected::default();
         let mut seen: HashSet<RelPath> = HashSet::new();
-        let mut entries: Vec<FileEntry> = Vec::new();
-        // Regular files to save: (entry index, open file, size, mode).
-        let mut files: Vec<(usize, File, u64)> = Vec::new();
         let mut queue: Vec<RelPath> = rels.to_vec();
         let mut qi = 0;
         while qi < queue.len() {
             let rel = queue[qi].clone();
             qi += 1;
             if already.contains(&rel) {
-                if !report.already_captured.contains(&rel) {
-                    report.already_captured.push(rel);
+                if !out.already.contains(&rel) {
+                    out.already.push(rel);
                 }
                 continue;
             }
             if !seen.insert(rel.clone()) {
                 continue;
             }
-            // Walk to the parent; directories the write would have to
-            // create are recorded as absent, so a rewind removes them.
+            // Walk to the parent. On capture, directories the write would
+            // have to create are recorded as absent, so a rewind removes them.
             let mut dir = rustix::io::dup(&self.root_fd).ctx("open", &self.root)?;
             let mut blocked = false;
             let ancestors = rel.ancestors();
@@ -655,19 +676,21 @@ impl Store {
                             })?;
                     }
                     Node::Missing => {
-                        for a in &ancestors[k..] {
-                            if !already.contains(a) && seen.insert(a.clone()) {
-                                entries.push(FileEntry {
-                                    path: a.clone(),
-                                    pre: Pre::Absent,
-                                });
+                        if mode == Collect::Capture {
+                            for a in &ancestors[k..] {
+                                if !already.contains(a) && seen.insert(a.clone()) {
+                                    out.entries.push(FileEntry {
+                                        path: a.clone(),
+                                        pre: Pre::Absent,
+                                    });
+                                }
                             }
                         }
                         blocked = true;
                         break;
                     }
-                    // A file or symlink where a directory would go: the
-                    // write cannot create the path.
+                    // A file or symlink where a directory would go: nothing
+                    // can be at the path.
                     _ => {
                         blocked = true;
                         break;
@@ -675,36 +698,47 @@ impl Store {
                 }
             }
             if blocked {
-                entries.push(FileEntry {
+                out.entries.push(FileEntry {
                     path: rel,
                     pre: Pre::Absent,
                 });
                 continue;
             }
             let shown = self.root.join(rel.as_str());
-            let pre = match fsx::node_at(&dir, rel.file_name()).ctx("look at", &shown)? {
+            let name = rel.file_name();
+            let pre = match fsx::node_at(&dir, name).ctx("look at", &shown)? {
                 Node::Missing => Pre::Absent,
-                Node::Dir => {
+                Node::Dir if mode == Collect::Capture => {
                     return Err(Error::IsDirectory {
                         path: rel.to_string(),
                     });
+                }
+                Node::Dir => {
+                    let st = rustix::fs::statat(&dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                        .ctx("look at", &shown)?;
+                    Pre::Dir {
+                        mode: st.st_mode & 0o7777,
+                    }
                 }
                 Node::Other => Pre::Skipped {
                     reason: "not a regular file (a FIFO, socket or device)".into(),
                     size: 0,
                 },
                 Node::Symlink => {
-                    let target =
-                        fsx::read_link(&dir, rel.file_name()).ctx("read symlink", &shown)?;
+                    let target = fsx::read_link(&dir, name).ctx("read symlink", &shown)?;
                     match target.into_string() {
                         Ok(target) => {
-                            match self.resolve(rel.as_str(), true) {
-                                Ok(t) if t != rel => queue.push(t),
-                                Ok(_) => {}
-                                Err(Error::BadPath { .. }) => {
-                                    report.links_outside.push(rel.clone())
+                            if mode == Collect::Capture {
+                                // A write through the link changes its target:
+                                // capture that too, when it is inside the root.
+                                match self.resolve(rel.as_str(), true) {
+                                    Ok(t) if t != rel => queue.push(t),
+                                    Ok(_) => {}
+                                    Err(Error::BadPath { .. }) => {
+                                        out.links_outside.push(rel.clone())
+                                    }
+                                    Err(e) => return Err(e),
                                 }
-                                Err(e) => return Err(e),
                             }
                             Pre::Symlink { target }
                         }
@@ -714,19 +748,23 @@ impl Store {
                         },
                     }
                 }
-                Node::File { size, .. } if size > self.options.max_file_size => Pre::Skipped {
-                    reason: format!(
-                        "larger than the {}-byte cap (--max-file-size)",
-                        self.options.max_file_size
-                    ),
-                    size,
-                },
+                Node::File { size, .. }
+                    if mode == Collect::Capture && size > self.options.max_file_size =>
+                {
+                    Pre::Skipped {
+                        reason: format!(
+                            "larger than the {}-byte cap (--max-file-size)",
+                            self.options.max_file_size
+                        ),
+                        size,
+                    }
+                }
                 Node::File { .. } => {
-                    let (file, node) = fsx::open_file(&dir, rel.file_name()).ctx("open", &shown)?;
+                    let (file, node) = fsx::open_file(&dir, name).ctx("open", &shown)?;
                     match node {
                         Node::File { size, mode } => {
-                            files.push((entries.len(), file, size));
-                            // Filled in once the blob is stored.
+                            out.files.push((out.entries.len(), file, size));
+                            // Filled in once the blob is hashed.
                             Pre::File {
                                 blob: BlobId([0; 32]),
                                 size,
@@ -745,26 +783,9 @@ impl Store {
                     }
                 }
             };
-            entries.push(FileEntry { path: rel, pre });
+            out.entries.push(FileEntry { path: rel, pre });
         }
-        if entries.is_empty() {
-            return Ok(report);
-        }
-        let seq = self.index.last_seq + 1;
-        let pack_name = pack::pack_name(seq);
-        let (blobs, stored) = self.store_blobs(&mut entries, files, &pack_name)?;
-        report.new_blobs = blobs.len();
-        report.stored_bytes = stored;
-        let op = Op::Capture {
-            turn: turn.clone(),
-            label: label.map(cut_label).filter(|l| !l.is_empty()),
-            pack: (!blobs.is_empty()).then_some(pack_name),
-            blobs,
-            files: entries.clone(),
-        };
-        self.append(op)?;
-        report.captured = entries;
-        Ok(report)
+        Ok(out)
     }
 
     /// Hashes and compresses `files` into one new pack (small files in
@@ -901,7 +922,16 @@ impl Store {
         let rel = self.resolve(path.as_ref(), false)?;
         let target = self.resolve(rel.as_str(), true)?;
         let _guard = self.begin_mutation()?;
-        let report = self.capture_locked(turn, label, std::slice::from_ref(&rel))?;
+        // The post-image goes in the same record as the pre-image; should
+        // the write below fail, the file keeps its pre-image, which a rewind
+        // treats as a change since the turn and saves before replacing.
+        let posts = vec![PostEntry {
+            path: target.clone(),
+            post: Post::File {
+                sha256: pack::hash_bytes(bytes),
+            },
+        }];
+        let report = self.capture_locked(turn, label, std::slice::from_ref(&rel), posts)?;
         self.write_file(&target, bytes)?;
         Ok(report)
     }
@@ -955,7 +985,19 @@ impl Store {
             reason: "no record stores it".into(),
         })?;
         let pack = self.open_pack(&loc.pack)?;
-        pack::read_blob(&pack, id, loc, out)
+        self.copy_blob_from(&pack, id, loc, out)
+    }
+
+    /// Decompresses blob `id` at `loc` in the open `pack` into `out`,
+    /// verifying its hash.
+    pub(crate) fn copy_blob_from(
+        &self,
+        pack: &File,
+        id: &BlobId,
+        loc: &BlobLoc,
+        out: &mut impl Write,
+    ) -> Result<()> {
+        pack::read_blob(pack, id, loc, out)
     }
 
     pub(crate) fn open_pack(&self, name: &str) -> Result<File> {

@@ -78,7 +78,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
             }
             Pre::File { size, .. } => Side::TooLarge(*size),
             Pre::Symlink { target } => Side::Link(target.clone()),
-            Pre::Absent => Side::Missing,
+            Pre::Absent | Pre::Dir { .. } => Side::Missing,
             Pre::Skipped { .. } => {
                 out.push(FileDiff {
                     path: path.to_owned(),

@@ -5,8 +5,11 @@ pub mod capture;
 pub mod demo;
 pub mod diff;
 pub mod list;
+pub mod revert;
 pub mod rewind;
+pub mod seal;
 pub mod show;
+pub mod undo;
 pub mod write;
 
 use turnback::{Options, Pre};
@@ -43,6 +46,7 @@ pub fn describe_pre(pre: &Pre) -> String {
         Pre::File { size, mode, .. } => format!("file, {size} bytes, mode {mode:o}"),
         Pre::Symlink { target } => format!("symlink -> {target}"),
         Pre::Absent => "absent (created by the turn)".into(),
+        Pre::Dir { mode } => format!("directory, mode {mode:o}"),
         Pre::Skipped { reason, .. } => format!("not saved: {reason}"),
     }
 }

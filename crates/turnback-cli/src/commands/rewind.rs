@@ -1,8 +1,12 @@
-use turnback::{Action, Options, RewindOptions, TurnId};
+use turnback::{Action, Options, Report, RewindOptions, TurnId};
 
 use crate::{Ctx, EXIT_INCOMPLETE, Outcome};
 
 /// Put the folder back as it was before TURN, undoing it and every later turn
+///
+/// Files changed since the agent's turn (by you, an editor, another tool)
+/// are saved in the store before they are replaced; `turnback undo` brings
+/// them back. `--keep-conflicts` leaves them as they are instead.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The turn to undo (with every later one)
@@ -11,6 +15,10 @@ pub struct Args {
     /// Print the plan (restore / delete / cannot restore, per path) and change nothing
     #[arg(long)]
     dry_run: bool,
+
+    /// Leave files changed since the agent's turn as they are
+    #[arg(long)]
+    keep_conflicts: bool,
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
@@ -20,21 +28,35 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         &turn,
         &RewindOptions {
             dry_run: args.dry_run,
+            keep_conflicts: args.keep_conflicts,
         },
     )?;
+    print_report(ctx, &report)
+}
+
+/// Prints a rewind/revert/undo/redo report; the exit code says whether it
+/// was complete.
+pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
     let code = if report.complete() {
         0
     } else {
         EXIT_INCOMPLETE
     };
     if ctx.json() {
-        ctx.print_json(&report)?;
+        ctx.print_json(report)?;
         return Ok(code);
     }
     let turns: Vec<&str> = report.turns.iter().map(|t| t.as_str()).collect();
+    let verb = match report.operation {
+        "undo" => "brought back turns",
+        "redo" => "rewound again turns",
+        "revert" => "reverted turn",
+        _ => "rewound turns",
+    };
     if report.dry_run {
         println!(
-            "rewind of {} would undo turns: {}",
+            "{} of {} would change (turns: {}):",
+            report.operation,
             report.turn,
             turns.join(", ")
         );
@@ -44,19 +66,41 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
                     format!("restore  ({size} bytes, mode {mode:o})")
                 }
                 Action::RestoreSymlink { target } => format!("restore  (symlink -> {target})"),
+                Action::MakeDir { mode } => format!("mkdir    (mode {mode:o})"),
                 Action::Delete => "delete".to_string(),
                 Action::CannotRestore { reason } => format!("CANNOT RESTORE: {reason}"),
             };
             println!("  {what:<40} {}", s.path);
         }
-        return Ok(code);
+    } else {
+        println!("{verb}: {}", turns.join(", "));
+        for p in &report.restored {
+            println!("  restored  {p}");
+        }
+        for p in &report.deleted {
+            println!("  deleted   {p}");
+        }
     }
-    println!("rewound turns: {}", turns.join(", "));
-    for p in &report.restored {
-        println!("  restored  {p}");
+    for c in &report.conflicts {
+        let tail = if report.dry_run {
+            "would be saved in the store, then replaced"
+        } else {
+            "your later changes were kept in the store; `turnback undo` brings them back"
+        };
+        println!("  CONFLICT  {}: {}; {tail}", c.path, c.reason);
+        if let Some(d) = &c.detail {
+            for line in d.lines() {
+                println!("      {line}");
+            }
+        }
     }
-    for p in &report.deleted {
-        println!("  deleted   {p}");
+    for c in &report.kept {
+        println!("  KEPT      {}: {} (left as it is)", c.path, c.reason);
+        if let Some(d) = &c.detail {
+            for line in d.lines() {
+                println!("      {line}");
+            }
+        }
     }
     for f in &report.failed {
         println!("  NOT RESTORED  {}: {}", f.path, f.reason);

@@ -1,0 +1,24 @@
+use turnback::{Options, TurnId};
+
+use crate::{Ctx, Outcome};
+
+/// Record the post-images of a turn (what the agent left) so a later rewind
+/// can tell your edits from the agent's; done implicitly when the next turn
+/// begins
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The turn
+    turn: String,
+}
+
+pub fn run(ctx: &Ctx, args: Args) -> Outcome {
+    let turn = TurnId::new(&args.turn)?;
+    let mut store = ctx.open(Options::default())?;
+    let n = store.seal(&turn)?;
+    if ctx.json() {
+        ctx.print_json(&serde_json::json!({ "turn": turn, "sealed_paths": n }))?;
+    } else {
+        println!("sealed turn {turn}: {n} post-image(s) recorded");
+    }
+    Ok(0)
+}
