@@ -3,7 +3,6 @@
 //! maps outcomes to exit codes.
 
 mod commands;
-mod size;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -44,6 +43,7 @@ enum Command {
     Undo(commands::undo::UndoArgs),
     Redo(commands::undo::RedoArgs),
     Seal(commands::seal::Args),
+    Gc(commands::gc::Args),
     List(commands::list::Args),
     Show(commands::show::Args),
     Diff(commands::diff::Args),
@@ -108,6 +108,7 @@ fn main() -> ExitCode {
         Command::Undo(a) => commands::undo::run_undo(&ctx, a),
         Command::Redo(a) => commands::undo::run_redo(&ctx, a),
         Command::Seal(a) => commands::seal::run(&ctx, a),
+        Command::Gc(a) => commands::gc::run(&ctx, a),
         Command::List(a) => commands::list::run(&ctx, a),
         Command::Show(a) => commands::show::run(&ctx, a),
         Command::Diff(a) => commands::diff::run(&ctx, a),

@@ -84,6 +84,14 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// The store's config file cannot be read.
+    #[error("{}: {reason}; fix or delete the file (the defaults apply without it)", path.display())]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// `undo` with no rewind in effect, or `redo` with nothing undone.
     #[error("nothing to {what}: {why}")]
     NothingTo {

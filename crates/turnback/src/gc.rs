@@ -1,11 +1,344 @@
-//! Retention and garbage collection (see [`Store::gc`]).
+//! Retention and garbage collection.
+//!
+//! gc runs under the store lock, so no capture is between writing its pack
+//! and appending its record while gc decides what is referenced: a capture
+//! started elsewhere waits for the lock, then re-reads the (new) log.
+//!
+//! 1. Choose what to drop: the oldest live turns beyond `keep_turns`, those
+//!    older than `keep_days` (never the newest), then the oldest until the
+//!    packs fit in `max_size`; rewinds and reverts older than the oldest
+//!    kept turn (they can no longer be undone), with the turns they ended
+//!    and the `saved` records only they used.
+//! 2. Compact the log: every kept record is rewritten with its original
+//!    sequence number; a kept record that names a blob introduced by a
+//!    dropped one now introduces it itself, with that blob's own pack (so no
+//!    blob data is copied). The new log is written to a temporary file,
+//!    fsynced, renamed over `log.jsonl`, and the store directory fsynced.
+//! 3. Only then are packs no kept record refers to deleted (also packs left
+//!    by a capture that crashed before its record), and `packs/` fsynced.
+//!
+//! A crash before the rename leaves the old log; after it, at worst
+//! unreferenced packs, which the next gc deletes.
 
-use crate::error::Result;
-use crate::store::Store;
+use std::collections::{HashMap, HashSet};
+use std::io::Read;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::{Error, IoResultExt, Result};
+use crate::fsx;
+use crate::id::BlobId;
+use crate::index::Index;
+use crate::log::{self, FileEntry, LOG_FILE, Op, Pre, Record, StoredBlob};
+use crate::pack;
+use crate::store::{PACKS_DIR, Store, now_ns};
+
+/// Limits for one gc run; `None` takes the config file's value.
+#[derive(Debug, Clone, Default)]
+pub struct GcOptions {
+    /// Newest live turns kept.
+    pub keep_turns: Option<usize>,
+    /// Live turns older than this many days are dropped (never the newest).
+    pub keep_days: Option<u64>,
+    /// Oldest turns are dropped until the packs fit in this many bytes.
+    pub max_size: Option<u64>,
+}
+
+/// What a gc run did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GcReport {
+    /// Live turns dropped (they can no longer be rewound).
+    pub dropped_turns: Vec<String>,
+    /// Rewinds and reverts dropped (they can no longer be undone).
+    pub dropped_operations: usize,
+    /// Live turns kept.
+    pub kept_turns: usize,
+    /// Log records before and after.
+    pub records_before: usize,
+    /// Log records after.
+    pub records_after: usize,
+    /// Pack files deleted.
+    pub packs_removed: usize,
+    /// Bytes of packs and log before.
+    pub bytes_before: u64,
+    /// Bytes of packs and log after.
+    pub bytes_after: u64,
+}
 
 impl Store {
-    /// Runs gc when the configured limits say so.
-    pub(crate) fn maybe_auto_gc(&mut self) -> Result<()> {
+    /// Drops turns beyond the limits and deletes what nothing refers to.
+    pub fn gc(&mut self, options: &GcOptions) -> Result<GcReport> {
+        let _guard = self.begin_mutation()?;
+        self.gc_locked(options)
+    }
+
+    /// Runs gc when the config says so (every N captures; after rewinds).
+    pub(crate) fn maybe_auto_gc(&mut self, after_rewind: bool) -> Result<()> {
+        let config = self.config()?;
+        let n = config.gc.auto_every_captures;
+        if n == 0 || (!after_rewind && !self.index.captures.is_multiple_of(n)) {
+            return Ok(());
+        }
+        self.gc_locked(&GcOptions::default()).map(|_| ())
+    }
+
+    fn pack_sizes(&self) -> Result<HashMap<String, u64>> {
+        let dir = self.store_path.join(PACKS_DIR);
+        let mut out = HashMap::new();
+        for e in std::fs::read_dir(&dir).ctx("list", &dir)? {
+            let e = e.ctx("list", &dir)?;
+            if let Some(name) = e.file_name().to_str()
+                && pack::is_pack_name(name)
+            {
+                let meta = e.metadata().ctx("look at", e.path())?;
+                out.insert(name.to_owned(), meta.len());
+            }
+        }
+        Ok(out)
+    }
+
+    fn gc_locked(&mut self, options: &GcOptions) -> Result<GcReport> {
+        let config = self.config()?;
+        let keep_turns = options.keep_turns.unwrap_or(config.retention.keep_turns);
+        let keep_days = options.keep_days.unwrap_or(config.retention.keep_days);
+        let max_size = options.max_size.unwrap_or(config.retention.max_size);
+        let log_path = self.store_path.join(LOG_FILE);
+        let packs_before = self.pack_sizes()?;
+        let log_before = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
+        let mut report = GcReport {
+            bytes_before: packs_before.values().sum::<u64>() + log_before,
+            ..GcReport::default()
+        };
+
+        // 1. Which live turns stay.
+        let live: Vec<(u64, u64, String)> = self
+            .index
+            .live()
+            .map(|t| (t.first_seq, t.started_at, t.id.to_string()))
+            .collect();
+        let mut kept: Vec<u64> = live.iter().map(|t| t.0).collect();
+        if kept.len() > keep_turns {
+            kept.drain(..kept.len() - keep_turns);
+        }
+        let cutoff_ns = now_ns().saturating_sub(
+            Duration::from_secs(keep_days.saturating_mul(86_400)).as_nanos() as u64,
+        );
+        let newest = kept.last().copied();
+        kept.retain(|s| Some(*s) == newest || live.iter().any(|t| t.0 == *s && t.1 >= cutoff_ns));
+        // Size: referenced compressed bytes per turn, oldest dropped first.
+        let turn_bytes = |first: u64| -> u64 {
+            self.index
+                .turns
+                .iter()
+                .find(|t| t.first_seq == first)
+                .map(|t| {
+                    t.files
+                        .iter()
+                        .filter_map(|c| match &c.entry.pre {
+                            Pre::File { blob, .. } => self.index.blobs.get(blob).map(|l| l.len),
+                            _ => None,
+                        })
+                        .sum()
+                })
+                .unwrap_or(0)
+        };
+        let mut total: u64 = kept.iter().map(|s| turn_bytes(*s)).sum();
+        while total > max_size && kept.len() > 1 {
+            let first = kept.remove(0);
+            total -= turn_bytes(first);
+        }
+        let kept_live: HashSet<u64> = kept.iter().copied().collect();
+        report.dropped_turns = live
+            .iter()
+            .filter(|t| !kept_live.contains(&t.0))
+            .map(|t| t.2.clone())
+            .collect();
+        report.kept_turns = kept_live.len();
+
+        // Operations (rewinds and reverts, which undo can reverse) are kept
+        // by the same limits as turns; undone ones always stay (redo pops
+        // them newest-undone first).
+        let undone: HashSet<u64> = self.index.undone.iter().map(|a| a.op).collect();
+        let mut ops: Vec<(u64, u64)> = self.index.ops.iter().map(|(seq, o)| (*seq, o.at)).collect();
+        ops.sort_unstable();
+        let newest_op = ops.last().map(|o| o.0);
+        let first_kept_op = ops.len().saturating_sub(keep_turns);
+        let kept_ops: HashSet<u64> = ops
+            .iter()
+            .enumerate()
+            .filter(|(i, (seq, at))| {
+                undone.contains(seq)
+                    || (*i >= first_kept_op && (*at >= cutoff_ns || Some(*seq) == newest_op))
+            })
+            .map(|(_, (seq, _))| *seq)
+            .collect();
+        let oldest_kept = kept
+            .first()
+            .copied()
+            .into_iter()
+            .chain(kept_ops.iter().copied())
+            .min()
+            .unwrap_or(u64::MAX);
+        report.dropped_operations = self.index.ops.len() - kept_ops.len();
+        let kept_turns: HashSet<u64> = self
+            .index
+            .turns
+            .iter()
+            .filter(|t| match t.ended_by {
+                None => kept_live.contains(&t.first_seq),
+                Some(op) => kept_ops.contains(&op),
+            })
+            .map(|t| t.first_seq)
+            .collect();
+
+        // 2. The kept records, rewritten.
+        let records = self.read_records()?;
+        report.records_before = records.len();
+        let mut kept_saved: HashSet<u64> = HashSet::new();
+        let keep_record = |r: &Record, kept_saved: &mut HashSet<u64>| -> bool {
+            match &r.op {
+                Op::Capture { .. } | Op::Seal { .. } => self
+                    .index
+                    .record_turn
+                    .get(&r.seq)
+                    .is_some_and(|t| kept_turns.contains(t)),
+                Op::Rewind { saved, .. } | Op::Revert { saved, .. } => {
+                    let keep = kept_ops.contains(&r.seq);
+                    if keep {
+                        kept_saved.insert(*saved);
+                    }
+                    keep
+                }
+                Op::Undo { op, saved, .. } | Op::Redo { op, saved, .. } => {
+                    let keep = kept_ops.contains(op);
+                    if keep {
+                        kept_saved.insert(*saved);
+                    }
+                    keep
+                }
+                Op::Saved { .. } => true,
+            }
+        };
+        let mut chosen: Vec<Record> = records
+            .into_iter()
+            .filter(|r| keep_record(r, &mut kept_saved))
+            .collect();
+        // A saved record no kept operation names is one whose operation was
+        // interrupted: the bytes it holds may exist nowhere else, so it
+        // stays as long as the turns around it.
+        chosen.retain(|r| {
+            !matches!(r.op, Op::Saved { .. }) || kept_saved.contains(&r.seq) || r.seq >= oldest_kept
+        });
+        let unchanged = chosen.len() == report.records_before;
+
+        let mut introduced: HashSet<BlobId> = HashSet::new();
+        let mut out = Vec::new();
+        for mut rec in chosen {
+            self.relink_blobs(&mut rec, &mut introduced)?;
+            out.extend_from_slice(&log::encode(&rec));
+        }
+        // Check the new log before it replaces the old one.
+        let mut check = Index::default();
+        let parsed = log::parse(&out, 1);
+        for (line, r) in &parsed.lines {
+            let r = r
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|r| check.apply(r));
+            if let Err(reason) = r {
+                return Err(Error::LogDamaged {
+                    path: log_path.join("(compacted)"),
+                    line: *line,
+                    reason,
+                });
+            }
+        }
+        report.records_after = parsed.lines.len();
+        let dirs = self.dirs();
+        if !unchanged {
+            self.write_store_file(&dirs.store, LOG_FILE, &out)?;
+            fsx::fsync(&dirs.store).ctx("fsync", &self.store_path)?;
+        }
+
+        // 3. Packs nothing refers to.
+        let referenced: HashSet<&str> = check.blobs.values().map(|l| l.pack.as_str()).collect();
+        let packs_path = self.store_path.join(PACKS_DIR);
+        let mut removed_bytes = 0;
+        for (name, size) in &packs_before {
+            if !referenced.contains(name.as_str()) {
+                fsx::unlink(&dirs.packs, name).ctx("remove", packs_path.join(name))?;
+                report.packs_removed += 1;
+                removed_bytes += size;
+            }
+        }
+        if report.packs_removed > 0 {
+            fsx::fsync(&dirs.packs).ctx("fsync", &packs_path)?;
+        }
+        if !unchanged {
+            // Re-read the compacted log (its inode changed).
+            self.reload()?;
+        }
+        let log_after = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
+        report.bytes_after = report.bytes_before - log_before - removed_bytes + log_after;
+        Ok(report)
+    }
+
+    /// Every record of the log (already validated by the index).
+    fn read_records(&self) -> Result<Vec<Record>> {
+        let path = self.store_path.join(LOG_FILE);
+        let mut bytes = Vec::new();
+        let (mut f, _) = fsx::open_file(&self.dirs().store, LOG_FILE).ctx("open", &path)?;
+        f.read_to_end(&mut bytes).ctx("read", &path)?;
+        let parsed = log::parse(&bytes, 1);
+        parsed
+            .lines
+            .into_iter()
+            .map(|(line, r)| {
+                r.map_err(|reason| Error::LogDamaged {
+                    path: path.clone(),
+                    line,
+                    reason,
+                })
+            })
+            .collect()
+    }
+
+    /// Makes `rec` introduce every blob it names that no earlier kept
+    /// record introduced, each at its current location.
+    fn relink_blobs(&self, rec: &mut Record, introduced: &mut HashSet<BlobId>) -> Result<()> {
+        let (pack, blobs, files): (&mut Option<String>, &mut Vec<StoredBlob>, &[FileEntry]) =
+            match &mut rec.op {
+                Op::Capture {
+                    pack, blobs, files, ..
+                }
+                | Op::Saved { pack, blobs, files } => (pack, blobs, files),
+                _ => return Ok(()),
+            };
+        let mut new_blobs = Vec::new();
+        for f in files {
+            if let Pre::File { blob, .. } = &f.pre
+                && introduced.insert(*blob)
+            {
+                let loc = self
+                    .index
+                    .blobs
+                    .get(blob)
+                    .ok_or_else(|| Error::BlobDamaged {
+                        id: blob.to_hex(),
+                        reason: "no record stores it".into(),
+                    })?;
+                new_blobs.push(StoredBlob {
+                    id: *blob,
+                    pack: Some(loc.pack.clone()),
+                    offset: loc.offset,
+                    len: loc.len,
+                    size: loc.size,
+                });
+            }
+        }
+        *pack = None;
+        *blobs = new_blobs;
         Ok(())
     }
 }

@@ -73,6 +73,8 @@ pub(crate) struct OpInfo {
     pub(crate) turns: Vec<u64>,
     /// The turn it named.
     pub(crate) turn: TurnId,
+    /// Unix time (ns) of its record.
+    pub(crate) at: u64,
 }
 
 /// An operation in effect (or undone), with the `saved` record that
@@ -99,6 +101,9 @@ pub(crate) struct Index {
     pub(crate) last_seq: u64,
     /// Capture records seen (for automatic gc).
     pub(crate) captures: u64,
+    /// For capture and seal records: the `first_seq` of the turn each
+    /// applied to (gc keeps or drops records with their turn).
+    pub(crate) record_turn: HashMap<u64, u64>,
     pub(crate) lines: usize,
     pub(crate) consumed: u64,
     pub(crate) ident: Option<(u64, u64)>,
@@ -137,15 +142,21 @@ impl Index {
         blobs: &[StoredBlob],
         files: &[FileEntry],
     ) -> Result<(), String> {
-        match pack {
-            Some(p) if !pack::is_pack_name(p) => return Err(format!("bad pack name {p:?}")),
-            None if !blobs.is_empty() => return Err("blobs listed without a pack".into()),
-            _ => {}
+        if let Some(p) = pack
+            && !pack::is_pack_name(p)
+        {
+            return Err(format!("bad pack name {p:?}"));
         }
         let mut fresh: HashMap<BlobId, BlobLoc> = HashMap::new();
         for b in blobs {
+            let name = match (&b.pack, pack) {
+                (Some(p), _) if pack::is_pack_name(p) => p.clone(),
+                (Some(p), _) => return Err(format!("bad pack name {p:?}")),
+                (None, Some(p)) => p.clone(),
+                (None, None) => return Err(format!("blob {} is listed without a pack", b.id)),
+            };
             let loc = BlobLoc {
-                pack: pack.clone().unwrap_or_default(),
+                pack: name,
                 offset: b.offset,
                 len: b.len,
                 size: b.size,
@@ -218,6 +229,7 @@ impl Index {
                     });
                 }
                 let t = self.turn_mut(turn).expect("just ensured");
+                let first = t.first_seq;
                 if t.label.is_none() {
                     t.label = label.clone().filter(|l| !l.is_empty());
                 }
@@ -233,6 +245,7 @@ impl Index {
                 for p in posts {
                     t.posts.insert(p.path.clone(), (rec.seq, p.post.clone()));
                 }
+                self.record_turn.insert(rec.seq, first);
             }
             Op::Seal { turn, posts } => {
                 let t = self
@@ -242,6 +255,8 @@ impl Index {
                 for p in posts {
                     t.posts.insert(p.path.clone(), (rec.seq, p.post.clone()));
                 }
+                let first = t.first_seq;
+                self.record_turn.insert(rec.seq, first);
             }
             Op::Saved { pack, blobs, files } => {
                 self.register_blobs(pack, blobs, files)?;
@@ -269,6 +284,7 @@ impl Index {
                     OpInfo {
                         turns: ended,
                         turn: turn.clone(),
+                        at: rec.at,
                     },
                 );
                 self.done.push(Applied {
@@ -299,6 +315,7 @@ impl Index {
                     OpInfo {
                         turns: vec![*turn_seq],
                         turn: turn.clone(),
+                        at: rec.at,
                     },
                 );
                 self.done.push(Applied {

@@ -35,6 +35,7 @@
 
 #![deny(missing_docs)]
 
+pub mod config;
 mod error;
 mod fsx;
 mod gc;
@@ -47,7 +48,9 @@ pub mod path;
 mod rewind;
 mod store;
 
+pub use config::{Config, parse_size};
 pub use error::{Error, PathProblem, Result};
+pub use gc::{GcOptions, GcReport};
 pub use id::{BadBlobId, BlobId, TurnId, cut_label};
 pub use index::{Captured, Turn};
 pub use log::{FailedPath, FileEntry, Post, PostEntry, Pre};

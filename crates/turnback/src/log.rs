@@ -177,6 +177,10 @@ pub enum Post {
 pub struct StoredBlob {
     /// SHA-256 of the uncompressed bytes.
     pub id: BlobId,
+    /// The pack holding it, when not the record's own pack (a record that
+    /// gc rewrote names blobs that stay where earlier records put them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack: Option<String>,
     /// Offset of its zstd frame in the record's pack.
     pub offset: u64,
     /// Compressed length.
@@ -328,6 +332,7 @@ mod tests {
                     pack: Some("000000000001.pack".into()),
                     blobs: vec![StoredBlob {
                         id,
+                        pack: None,
                         offset: 8,
                         len: 13,
                         size: 4,

@@ -342,7 +342,7 @@ impl Store {
             conflicts: report.conflicts.iter().map(|c| c.path.clone()).collect(),
             failed: report.failed.clone(),
         })?;
-        self.maybe_auto_gc()?;
+        self.maybe_auto_gc(true)?;
         Ok(report)
     }
 

@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
 
+use crate::config::{CONFIG_FILE, Config, DEFAULT_CONFIG};
 use crate::error::{Error, IoResultExt, PathProblem, Result};
 use crate::fsx::{self, Node};
 use crate::id::{BlobId, TurnId, cut_label};
@@ -236,12 +237,13 @@ impl Store {
             let (fd, created) = fsx::ensure_subdir(&self.root_fd, STORE_DIR)
                 .ctx("create store", &self.store_path)?;
             if created {
-                let (mut f, tmp) =
-                    fsx::create_temp(&fd, ".gitignore", 0o644).ctx("create", &self.store_path)?;
-                f.write_all(b"# turnback's store: never committed\n*\n")
-                    .ctx("write", self.store_path.join(".gitignore"))?;
-                fsx::rename(&fd, &tmp, ".gitignore")
-                    .ctx("create", self.store_path.join(".gitignore"))?;
+                self.write_store_file(
+                    &fd,
+                    ".gitignore",
+                    b"# turnback's store: never committed\n*\n",
+                )?;
+                self.write_store_file(&fd, CONFIG_FILE, DEFAULT_CONFIG.as_bytes())?;
+                fsx::fsync(&fd).ctx("fsync", &self.store_path)?;
                 fsx::fsync(&self.root_fd).ctx("fsync", &self.root)?;
             }
             Some(fd)
@@ -272,7 +274,33 @@ impl Store {
         Ok(())
     }
 
-    fn dirs(&self) -> &Dirs {
+    /// Writes a small file in the store directory atomically (temporary
+    /// file, fsync, rename); the caller fsyncs the directory.
+    pub(crate) fn write_store_file(&self, store: &OwnedFd, name: &str, bytes: &[u8]) -> Result<()> {
+        let path = self.store_path.join(name);
+        let (mut f, tmp) = fsx::create_temp(store, name, 0o644).ctx("create", &path)?;
+        let res = f
+            .write_all(bytes)
+            .ctx("write", &path)
+            .and_then(|()| fsx::fdatasync(&f).ctx("fsync", &path))
+            .and_then(|()| fsx::rename(store, &tmp, name).ctx("replace", &path));
+        if res.is_err() {
+            let _ = fsx::unlink(store, &tmp);
+        }
+        res
+    }
+
+    /// The store's settings (defaults when the file is missing).
+    pub fn config(&self) -> Result<Config> {
+        let path = self.store_path.join(CONFIG_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Config::parse(&text, &path),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Config::default()),
+            Err(e) => Err(e).ctx("read", &path),
+        }
+    }
+
+    pub(crate) fn dirs(&self) -> &Dirs {
         self.dirs
             .as_ref()
             .expect("store directories are opened before use")
@@ -333,6 +361,12 @@ impl Store {
         )
         .ctx("open", &path)?;
         Ok(File::from(fd))
+    }
+
+    /// Forgets the index and reads the whole log again.
+    pub(crate) fn reload(&mut self) -> Result<()> {
+        self.index = Index::default();
+        self.refresh().map(|_| ())
     }
 
     /// Reads lines appended since the last read (or the whole log if it was
@@ -538,7 +572,7 @@ impl Store {
             posts,
         };
         self.append(op)?;
-        self.maybe_auto_gc()?;
+        self.maybe_auto_gc(false)?;
         report.captured = entries;
         Ok(report)
     }
@@ -876,6 +910,7 @@ impl Store {
                     let offset = writer.append(&frame)?;
                     stored += frame.len() as u64;
                     blobs.push(StoredBlob {
+                        pack: None,
                         id,
                         offset,
                         len: frame.len() as u64,
@@ -898,6 +933,7 @@ impl Store {
                 fresh.insert(id);
                 stored += clen;
                 blobs.push(StoredBlob {
+                    pack: None,
                     id,
                     offset,
                     len: clen,

@@ -4,6 +4,7 @@
 pub mod capture;
 pub mod demo;
 pub mod diff;
+pub mod gc;
 pub mod list;
 pub mod revert;
 pub mod rewind;
@@ -26,7 +27,7 @@ pub struct CaptureOpts {
     pub label: Option<String>,
 
     /// Files larger than this are recorded as skipped, not saved
-    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = crate::size::parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = turnback::parse_size)]
     pub max_file_size: u64,
 }
 
