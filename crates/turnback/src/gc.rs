@@ -317,23 +317,36 @@ impl Store {
             };
         let mut new_blobs = Vec::new();
         for f in files {
-            if let Pre::File { blob, .. } = &f.pre
-                && introduced.insert(*blob)
-            {
+            let Pre::File { blob, .. } = &f.pre else {
+                continue;
+            };
+            // A delta's bases are introduced before it, oldest first.
+            let mut chain = Vec::new();
+            let mut cur = Some(*blob);
+            while let Some(id) = cur {
+                if introduced.contains(&id) || chain.len() > pack::MAX_DELTA_DEPTH {
+                    break;
+                }
                 let loc = self
                     .index
                     .blobs
-                    .get(blob)
+                    .get(&id)
                     .ok_or_else(|| Error::BlobDamaged {
-                        id: blob.to_hex(),
+                        id: id.to_hex(),
                         reason: "no record stores it".into(),
                     })?;
+                chain.push((id, loc.clone()));
+                cur = loc.base;
+            }
+            for (id, loc) in chain.into_iter().rev() {
+                introduced.insert(id);
                 new_blobs.push(StoredBlob {
-                    id: *blob,
-                    pack: Some(loc.pack.clone()),
+                    id,
+                    pack: Some(loc.pack),
                     offset: loc.offset,
                     len: loc.len,
                     size: loc.size,
+                    base: loc.base,
                 });
             }
         }

@@ -99,6 +99,8 @@ pub(crate) struct Index {
     /// Undone operations, last undone on top.
     pub(crate) undone: Vec<Applied>,
     pub(crate) last_seq: u64,
+    /// The newest blob recorded for each path (the base for a delta).
+    pub(crate) path_blob: HashMap<RelPath, BlobId>,
     /// Capture records seen (for automatic gc).
     pub(crate) captures: u64,
     /// For capture and seal records: the `first_seq` of the turn each
@@ -136,6 +138,20 @@ impl Index {
             .and_then(|t| t.ended_by)
     }
 
+    /// How many deltas deep a blob is (0: stored whole).
+    pub(crate) fn delta_depth(&self, id: &BlobId) -> usize {
+        let mut depth = 0;
+        let mut cur = self.blobs.get(id).and_then(|l| l.base);
+        while let Some(b) = cur {
+            depth += 1;
+            if depth > pack::MAX_DELTA_DEPTH {
+                break;
+            }
+            cur = self.blobs.get(&b).and_then(|l| l.base);
+        }
+        depth
+    }
+
     fn register_blobs(
         &mut self,
         pack: &Option<String>,
@@ -155,11 +171,21 @@ impl Index {
                 (None, Some(p)) => p.clone(),
                 (None, None) => return Err(format!("blob {} is listed without a pack", b.id)),
             };
+            if let Some(base) = &b.base
+                && !fresh.contains_key(base)
+                && !self.blobs.contains_key(base)
+            {
+                return Err(format!(
+                    "blob {} is a delta against {base}, which no record stored",
+                    b.id
+                ));
+            }
             let loc = BlobLoc {
                 pack: name,
                 offset: b.offset,
                 len: b.len,
                 size: b.size,
+                base: b.base,
             };
             fresh.insert(b.id, loc);
         }
@@ -184,6 +210,11 @@ impl Index {
         }
         for (id, loc) in fresh {
             self.blobs.entry(id).or_insert(loc);
+        }
+        for f in files {
+            if let Pre::File { blob, .. } = &f.pre {
+                self.path_blob.insert(f.path.clone(), *blob);
+            }
         }
         Ok(())
     }

@@ -187,6 +187,9 @@ pub struct StoredBlob {
     pub len: u64,
     /// Uncompressed size.
     pub size: u64,
+    /// The blob whose bytes are this frame's zstd reference prefix (a delta).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<BlobId>,
 }
 
 /// One captured path.
@@ -336,6 +339,7 @@ mod tests {
                         offset: 8,
                         len: 13,
                         size: 4,
+                        base: None,
                     }],
                     files: vec![
                         FileEntry {

@@ -73,6 +73,34 @@ pub struct BlobLoc {
     pub len: u64,
     /// Uncompressed size.
     pub size: u64,
+    /// The blob this one is a delta against: its frame was compressed with
+    /// that blob's bytes as zstd reference prefix, and needs them to
+    /// decompress.
+    pub base: Option<BlobId>,
+}
+
+/// Deltas are made only when base and new bytes together fit in this
+/// (so the zstd window stays within what any decoder accepts).
+pub const DELTA_LIMIT: u64 = 64 << 20;
+
+/// The longest chain of deltas: a blob at this depth is stored whole.
+pub const MAX_DELTA_DEPTH: usize = 16;
+
+/// The zstd window log needed to reach back over `len` bytes.
+fn window_log_for(len: u64) -> u32 {
+    (64 - len.max(1).leading_zeros()).clamp(10, 27)
+}
+
+/// Compresses `data` with `base` as zstd reference prefix (patch-from):
+/// ten versions of a file, each a line longer, cost about one.
+pub(crate) fn compress_delta(data: &[u8], base: &[u8], level: i32) -> io::Result<Vec<u8>> {
+    let mut enc = zstd::stream::Encoder::with_ref_prefix(Vec::new(), level, base)?;
+    enc.window_log(window_log_for((data.len() + base.len()) as u64))?;
+    enc.long_distance_matching(true)?;
+    enc.include_contentsize(true)?;
+    enc.set_pledged_src_size(Some(data.len() as u64))?;
+    enc.write_all(data)?;
+    enc.finish()
 }
 
 /// Hashes everything that passes through it.
@@ -287,10 +315,13 @@ impl<W: Write> Write for VerifyingWriter<W> {
 /// Returns an error when the frame is damaged or the bytes do not hash to
 /// `id`. The caller writes into a temporary file and renames it into place
 /// only after this returns `Ok`, so unverified bytes never reach the project.
+///
+/// `base` holds the verified bytes of `loc.base` when the blob is a delta.
 pub(crate) fn read_blob(
     pack: &File,
     id: &BlobId,
     loc: &BlobLoc,
+    base: Option<&[u8]>,
     out: &mut impl Write,
 ) -> Result<()> {
     let damaged = |reason: String| Error::BlobDamaged {
@@ -308,8 +339,17 @@ pub(crate) fn read_blob(
         count: 0,
         limit: loc.size,
     };
-    let mut dec = zstd::stream::Decoder::new(reader).map_err(|e| damaged(e.to_string()))?;
-    io::copy(&mut dec, &mut writer).map_err(|e| damaged(e.to_string()))?;
+    let copied = match base {
+        Some(base) => zstd::stream::Decoder::with_ref_prefix(io::BufReader::new(reader), base)
+            .and_then(|mut dec| {
+                dec.window_log_max(27)?;
+                io::copy(&mut dec, &mut writer)
+            }),
+        None => {
+            zstd::stream::Decoder::new(reader).and_then(|mut dec| io::copy(&mut dec, &mut writer))
+        }
+    };
+    copied.map_err(|e| damaged(e.to_string()))?;
     if writer.count != loc.size {
         return Err(damaged(format!(
             "it holds {} bytes, the log says {}",
@@ -359,10 +399,11 @@ mod tests {
             offset,
             len,
             size,
+            base: None,
         };
         assert_eq!(std::fs::metadata(&path).expect("pack").len(), offset + len);
         let mut out = Vec::new();
-        read_blob(&File::open(&path).expect("open"), &id, &loc, &mut out)?;
+        read_blob(&File::open(&path).expect("open"), &id, &loc, None, &mut out)?;
         assert_eq!(out, data);
 
         let mut bytes = std::fs::read(&path).expect("read");
@@ -377,9 +418,52 @@ mod tests {
             &File::open(&path).expect("open"),
             &id,
             &loc,
+            None,
             &mut Vec::new(),
         );
         assert!(matches!(err, Err(Error::BlobDamaged { .. })), "{err:?}");
+        Ok(())
+    }
+
+    #[test]
+    fn delta_against_the_previous_version_is_small_and_exact() -> Result<()> {
+        let v1: Vec<u8> = (0..40_000)
+            .flat_map(|i| format!("line {i} of the file\n").into_bytes())
+            .collect();
+        let mut v2 = v1.clone();
+        v2.extend_from_slice(b"one more line\n");
+        let frame = compress_delta(&v2, &v1, 3).expect("compress");
+        assert!(frame.len() < 200, "delta frame is {} bytes", frame.len());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("p");
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&frame);
+        std::fs::write(&path, &bytes).expect("write");
+        let loc = BlobLoc {
+            pack: "p".into(),
+            offset: 8,
+            len: frame.len() as u64,
+            size: v2.len() as u64,
+            base: Some(hash_bytes(&v1)),
+        };
+        let mut out = Vec::new();
+        read_blob(
+            &File::open(&path).expect("open"),
+            &hash_bytes(&v2),
+            &loc,
+            Some(&v1),
+            &mut out,
+        )?;
+        assert_eq!(out, v2);
+        // Without (or with the wrong) base the bytes never come out.
+        let wrong = read_blob(
+            &File::open(&path).expect("open"),
+            &hash_bytes(&v2),
+            &loc,
+            Some(&v2),
+            &mut Vec::new(),
+        );
+        assert!(wrong.is_err());
         Ok(())
     }
 }

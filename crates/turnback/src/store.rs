@@ -116,6 +116,7 @@ struct Hashed {
     id: BlobId,
     len: u64,
     frame: Option<Vec<u8>>,
+    base: Option<BlobId>,
 }
 
 pub(crate) struct Dirs {
@@ -874,7 +875,20 @@ impl Store {
                 *size = len;
             }
         };
-        for chunk in small.chunks(256) {
+        // Bounded memory: chunks of at most 256 files or 64 MiB.
+        let mut chunks: Vec<&[(usize, File, u64)]> = Vec::new();
+        let (mut start, mut bytes) = (0, 0u64);
+        for (k, (_, _, size)) in small.iter().enumerate() {
+            if k > start && (k - start >= 256 || bytes + size > 64 << 20) {
+                chunks.push(&small[start..k]);
+                (start, bytes) = (k, 0);
+            }
+            bytes += size;
+        }
+        if start < small.len() {
+            chunks.push(&small[start..]);
+        }
+        for chunk in chunks {
             let known = &self.index.blobs;
             let done: Vec<Result<Hashed, (usize, io::Error)>> = chunk
                 .par_iter()
@@ -884,21 +898,43 @@ impl Store {
                         .read_to_end(&mut data)
                         .map_err(|e| (*i, e))?;
                     let id = pack::hash_bytes(&data);
-                    let frame = if known.contains_key(&id) {
-                        None
-                    } else {
-                        Some(zstd::bulk::compress(&data, level).map_err(|e| (*i, e))?)
+                    if known.contains_key(&id) {
+                        return Ok(Hashed {
+                            i: *i,
+                            id,
+                            len: data.len() as u64,
+                            frame: None,
+                            base: None,
+                        });
+                    }
+                    let (frame, base) = match self.delta_base(&entries[*i].path, data.len() as u64)
+                    {
+                        Some((base, base_bytes)) => (
+                            pack::compress_delta(&data, &base_bytes, level).map_err(|e| (*i, e))?,
+                            Some(base),
+                        ),
+                        None => (
+                            zstd::bulk::compress(&data, level).map_err(|e| (*i, e))?,
+                            None,
+                        ),
                     };
                     Ok(Hashed {
                         i: *i,
                         id,
                         len: data.len() as u64,
-                        frame,
+                        frame: Some(frame),
+                        base,
                     })
                 })
                 .collect();
             for r in done {
-                let Hashed { i, id, len, frame } = r.map_err(|(i, e)| Error::Io {
+                let Hashed {
+                    i,
+                    id,
+                    len,
+                    frame,
+                    base,
+                } = r.map_err(|(i, e)| Error::Io {
                     op: "read",
                     path: shown(i, entries),
                     source: e,
@@ -915,6 +951,7 @@ impl Store {
                         offset,
                         len: frame.len() as u64,
                         size: len,
+                        base,
                     });
                 }
             }
@@ -938,6 +975,7 @@ impl Store {
                     offset,
                     len: clen,
                     size: len,
+                    base: None,
                 });
             }
         }
@@ -1025,7 +1063,7 @@ impl Store {
     }
 
     /// Decompresses blob `id` at `loc` in the open `pack` into `out`,
-    /// verifying its hash.
+    /// verifying its hash (and, for a delta, its base's).
     pub(crate) fn copy_blob_from(
         &self,
         pack: &File,
@@ -1033,7 +1071,32 @@ impl Store {
         loc: &BlobLoc,
         out: &mut impl Write,
     ) -> Result<()> {
-        pack::read_blob(pack, id, loc, out)
+        let base = match &loc.base {
+            Some(b) if self.index.delta_depth(id) > pack::MAX_DELTA_DEPTH => {
+                return Err(Error::BlobDamaged {
+                    id: id.to_hex(),
+                    reason: format!("its chain of deltas (through {b}) is too long or loops"),
+                });
+            }
+            Some(b) => Some(self.read_blob(b)?),
+            None => None,
+        };
+        pack::read_blob(pack, id, loc, base.as_deref(), out)
+    }
+
+    /// The previous version of `path` to compress a new version against,
+    /// with its bytes, when a delta is worth making.
+    fn delta_base(&self, path: &RelPath, size: u64) -> Option<(BlobId, Vec<u8>)> {
+        let base = *self.index.path_blob.get(path)?;
+        let loc = self.index.blobs.get(&base)?;
+        if loc.size < 1024
+            || loc.size + size > pack::DELTA_LIMIT
+            || self.index.delta_depth(&base) + 1 >= pack::MAX_DELTA_DEPTH
+        {
+            return None;
+        }
+        // A damaged base only means no delta; the new blob is stored whole.
+        self.read_blob(&base).ok().map(|b| (base, b))
     }
 
     pub(crate) fn open_pack(&self, name: &str) -> Result<File> {
