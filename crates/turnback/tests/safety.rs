@@ -1,0 +1,368 @@
+//! Safe rewinds and a store that stays small: conflicts, undo/redo, revert,
+//! gc and delta storage, through the library on real files.
+
+mod safety_common;
+
+use proptest::prelude::*;
+use safety_common::*;
+use turnback::{GcOptions, RevertOptions, RewindOptions, Store, TurnId};
+
+fn t(id: &str) -> TurnId {
+    TurnId::new(id).expect("valid turn id")
+}
+
+fn rewind_opts() -> RewindOptions {
+    RewindOptions::default()
+}
+
+#[test]
+fn file_changed_after_the_turn_is_saved_and_undo_brings_it_back() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    write(root, "a.txt", b"original\n");
+    let mut store = Store::open(root)?;
+    store.write(&t("t1"), None, "a.txt", b"agent\n")?;
+    write(root, "a.txt", b"the user's later edit\n");
+    let report = store.rewind(&t("t1"), &rewind_opts())?;
+    assert_eq!(report.conflicts.len(), 1, "{report:?}");
+    assert_eq!(report.conflicts[0].path.as_str(), "a.txt");
+    assert_eq!(read(root, "a.txt"), "original\n");
+    let undo = store.undo()?;
+    assert!(undo.complete());
+    assert_eq!(read(root, "a.txt"), "the user's later edit\n");
+    Ok(())
+}
+
+#[test]
+fn keep_conflicts_leaves_changed_files_as_they_are() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    write(root, "a.txt", b"a0\n");
+    write(root, "b.txt", b"b0\n");
+    let mut store = Store::open(root)?;
+    store.write(&t("t1"), None, "a.txt", b"a1\n")?;
+    store.write(&t("t1"), None, "b.txt", b"b1\n")?;
+    write(root, "b.txt", b"user\n");
+    let report = store.rewind(
+        &t("t1"),
+        &RewindOptions {
+            keep_conflicts: true,
+            ..RewindOptions::default()
+        },
+    )?;
+    assert_eq!(report.kept.len(), 1);
+    assert!(report.conflicts.is_empty());
+    assert_eq!(read(root, "a.txt"), "a0\n");
+    assert_eq!(read(root, "b.txt"), "user\n");
+    Ok(())
+}
+
+#[test]
+fn capture_only_turn_is_sealed_when_the_next_turn_begins() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    write(root, "a.txt", b"v0\n");
+    let mut store = Store::open(root)?;
+    store.capture(&t("t1"), None, "a.txt")?;
+    write(root, "a.txt", b"v1 by the agent\n");
+    // The next turn's first capture seals t1: its post-image is v1.
+    store.capture(&t("t2"), None, "other.txt")?;
+    assert!(store.turn(&t("t1"))?.sealed);
+    write(root, "a.txt", b"v2 by the user\n");
+    let report = store.rewind(&t("t1"), &rewind_opts())?;
+    assert_eq!(
+        report
+            .conflicts
+            .iter()
+            .map(|c| c.path.as_str())
+            .collect::<Vec<_>>(),
+        ["a.txt"]
+    );
+    assert_eq!(read(root, "a.txt"), "v0\n");
+    // An explicit seal is recorded too, and an unchanged file is no conflict.
+    store.capture(&t("t3"), None, "a.txt")?;
+    write(root, "a.txt", b"v3\n");
+    assert_eq!(store.seal(&t("t3"))?, 1);
+    let report = store.rewind(&t("t3"), &rewind_opts())?;
+    assert!(report.conflicts.is_empty(), "{report:?}");
+    Ok(())
+}
+
+#[test]
+fn undo_and_redo_walk_the_operation_log() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    write(root, "f.txt", b"0\n");
+    let mut store = Store::open(root)?;
+    let before = tree(root);
+    store.write(&t("t1"), None, "f.txt", b"1\n")?;
+    store.write(&t("t1"), None, "new/dir/n.txt", b"new\n")?;
+    let after_t1 = tree(root);
+    store.write(&t("t2"), None, "f.txt", b"2\n")?;
+    let after_t2 = tree(root);
+
+    store.rewind(&t("t2"), &rewind_opts())?;
+    assert_eq!(tree(root), after_t1);
+    store.rewind(&t("t1"), &rewind_opts())?;
+    assert_eq!(tree(root), before);
+    store.undo()?;
+    assert_eq!(tree(root), after_t1, "first undo reverses the last rewind");
+    store.undo()?;
+    assert_eq!(tree(root), after_t2, "second undo walks back further");
+    assert!(matches!(
+        store.undo(),
+        Err(turnback::Error::NothingTo { .. })
+    ));
+    store.redo()?;
+    assert_eq!(tree(root), after_t1);
+    store.redo()?;
+    assert_eq!(tree(root), before);
+    assert!(matches!(
+        store.redo(),
+        Err(turnback::Error::NothingTo { .. })
+    ));
+    // Undone turns can be rewound again after undo.
+    store.undo()?;
+    store.rewind(&t("t1"), &rewind_opts())?;
+    assert_eq!(tree(root), before);
+    Ok(())
+}
+
+#[test]
+fn revert_undoes_one_turn_and_keeps_later_turns() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    write(root, "a.txt", b"a0\n");
+    write(root, "b.txt", b"b0\n");
+    let mut store = Store::open(root)?;
+    store.write(&t("t1"), None, "a.txt", b"a1\n")?;
+    store.write(&t("t1"), None, "created.txt", b"c\n")?;
+    store.write(&t("t2"), None, "b.txt", b"b2\n")?;
+    let report = store.revert(&t("t1"), &RevertOptions::default())?;
+    assert!(report.kept.is_empty() && report.complete(), "{report:?}");
+    assert_eq!(read(root, "a.txt"), "a0\n");
+    assert!(!root.join("created.txt").exists());
+    assert_eq!(read(root, "b.txt"), "b2\n", "the later turn is kept");
+    assert_eq!(
+        store
+            .turns()
+            .iter()
+            .map(|t| t.id.as_str())
+            .collect::<Vec<_>>(),
+        ["t2"]
+    );
+    Ok(())
+}
+
+#[test]
+fn revert_of_a_file_a_later_turn_changed_is_explained_and_kept_unless_forced() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    write(root, "a.txt", b"one\ntwo\n");
+    let mut store = Store::open(root)?;
+    store.write(&t("t1"), None, "a.txt", b"one\nTWO\n")?;
+    store.write(&t("t2"), None, "a.txt", b"one\nTWO\nthree\n")?;
+    let report = store.revert(&t("t1"), &RevertOptions::default())?;
+    assert_eq!(report.kept.len(), 1);
+    let detail = report.kept[0].detail.as_deref().unwrap_or("");
+    assert!(
+        detail.contains("-two") && detail.contains("+TWO"),
+        "what t1 changed: {detail}"
+    );
+    assert!(detail.contains("+three"), "what came after: {detail}");
+    assert_eq!(read(root, "a.txt"), "one\nTWO\nthree\n");
+
+    store.undo()?;
+    let forced = store.revert(
+        &t("t1"),
+        &RevertOptions {
+            force: true,
+            ..RevertOptions::default()
+        },
+    )?;
+    assert_eq!(forced.conflicts.len(), 1);
+    assert_eq!(read(root, "a.txt"), "one\ntwo\n");
+    store.undo()?;
+    assert_eq!(
+        read(root, "a.txt"),
+        "one\nTWO\nthree\n",
+        "forced revert is undoable"
+    );
+    Ok(())
+}
+
+#[test]
+fn gc_drops_oldest_turns_compacts_the_log_and_keeps_the_rest_rewindable() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    for i in 0..10 {
+        write(
+            root,
+            &format!("f{i}.txt"),
+            format!("original {i}\n").as_bytes(),
+        );
+    }
+    let mut store = Store::open(root)?;
+    for i in 0..10 {
+        store.write(
+            &t(&format!("t{i}")),
+            None,
+            format!("f{i}.txt"),
+            format!("{i}\n").as_bytes(),
+        )?;
+    }
+    let before = tree(root);
+    let log = root.join(".turnback/log.jsonl");
+    let log_before = std::fs::metadata(&log)?.len();
+    let report = store.gc(&GcOptions {
+        keep_turns: Some(3),
+        ..GcOptions::default()
+    })?;
+    assert_eq!(report.dropped_turns.len(), 7);
+    assert_eq!(report.packs_removed, 7, "{report:?}");
+    assert!(std::fs::metadata(&log)?.len() < log_before);
+    assert_eq!(tree(root), before, "gc touches no project file");
+    // A fresh process sees the compacted store.
+    let mut store = Store::open(root)?;
+    assert_eq!(store.turns().len(), 3);
+    store.rewind(&t("t7"), &rewind_opts())?;
+    for i in 0..10 {
+        let want = if i < 7 {
+            format!("{i}\n")
+        } else {
+            format!("original {i}\n")
+        };
+        assert_eq!(read(root, &format!("f{i}.txt")), want, "f{i}");
+    }
+    Ok(())
+}
+
+#[test]
+fn gc_keeps_blobs_that_later_turns_share_with_dropped_ones() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    write(root, "shared.txt", b"same bytes\n");
+    write(root, "copy.txt", b"same bytes\n");
+    let mut store = Store::open(root)?;
+    store.capture(&t("old"), None, "shared.txt")?;
+    // Same bytes: deduplicated against the old turn's blob.
+    let r = store.capture(&t("new"), None, "copy.txt")?;
+    assert_eq!(r.new_blobs, 0);
+    write(root, "copy.txt", b"changed\n");
+    store.gc(&GcOptions {
+        keep_turns: Some(1),
+        ..GcOptions::default()
+    })?;
+    let mut store = Store::open(root)?;
+    let report = store.rewind(&t("new"), &rewind_opts())?;
+    assert!(report.complete(), "{report:?}");
+    assert_eq!(read(root, "copy.txt"), "same bytes\n");
+    Ok(())
+}
+
+#[test]
+fn ten_versions_of_a_2mb_file_cost_less_than_2_5mb() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    let mut text = String::new();
+    let mut x: u64 = 7;
+    while text.len() < 2 << 20 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        text.push_str(&format!(
+            "let v{} = compute({}, {});\n",
+            x % 10_007,
+            x >> 40,
+            (x >> 20) % 977
+        ));
+    }
+    write(root, "big.rs", text.as_bytes());
+    let original = text.clone().into_bytes();
+    let mut store = Store::open(root)?;
+    for i in 0..10 {
+        text.push_str(&format!("// line {i}\n"));
+        store.write(&t(&format!("t{i}")), None, "big.rs", text.as_bytes())?;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let packs: u64 = std::fs::read_dir(root.join(".turnback/packs"))?
+        .map(|e| e.map(|e| e.metadata().map(|m| m.blocks() * 512)))
+        .collect::<Result<Result<Vec<_>, _>, _>>()??
+        .iter()
+        .sum();
+    assert!(
+        packs < 2_500_000,
+        "ten pre-images take {packs} bytes on disk"
+    );
+    store.rewind(&t("t0"), &rewind_opts())?;
+    assert_eq!(std::fs::read(root.join("big.rs"))?, original);
+    Ok(())
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Write(usize, u8),
+    External(usize, u8),
+    Delete(usize),
+    Rewind(usize),
+    Undo,
+}
+
+const PATHS: [&str; 4] = ["a.txt", "d/b.txt", "d/e/c.txt", "top.txt"];
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0..PATHS.len(), any::<u8>()).prop_map(|(p, b)| Step::Write(p, b)),
+        2 => (0..PATHS.len(), any::<u8>()).prop_map(|(p, b)| Step::External(p, b)),
+        1 => (0..PATHS.len()).prop_map(Step::Delete),
+        2 => (0..4usize).prop_map(Step::Rewind),
+        2 => Just(Step::Undo),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// After any rewind, `undo` gives back the exact folder from before it.
+    #[test]
+    fn undo_after_any_rewind_restores_the_exact_folder(steps in proptest::collection::vec(step(), 1..24)) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        write(root, "a.txt", b"seed\n");
+        let mut store = Store::open(root).expect("open");
+        let mut turn = 0usize;
+        let mut undoable: Vec<(safety_common::Tree, safety_common::Tree)> = Vec::new();
+        for s in steps {
+            match s {
+                Step::Write(p, b) => {
+                    turn += 1;
+                    store.write(&t(&format!("t{turn}")), None, PATHS[p], &[b, b'\n']).expect("write");
+                }
+                Step::External(p, b) => write(root, PATHS[p], &[b'x', b]),
+                Step::Delete(p) => {
+                    let _ = std::fs::remove_file(root.join(PATHS[p]));
+                }
+                Step::Rewind(k) => {
+                    let live: Vec<TurnId> = store.turns().iter().map(|t| t.id.clone()).collect();
+                    if live.is_empty() {
+                        continue;
+                    }
+                    let target = &live[k % live.len()];
+                    let before = tree(root);
+                    store.rewind(target, &RewindOptions::default()).expect("rewind");
+                    undoable.push((before, tree(root)));
+                }
+                Step::Undo => {
+                    if let Some((before, after)) = undoable.pop() {
+                        // Only exact when nothing changed since the rewind.
+                        if tree(root) == after {
+                            store.undo().expect("undo");
+                            prop_assert_eq!(tree(root), before);
+                        }
+                        undoable.clear();
+                    }
+                }
+            }
+        }
+    }
+}
