@@ -30,6 +30,10 @@ pub struct Cli {
     #[arg(long, global = true)]
     json: bool,
 
+    /// How long to wait for another turnback process to finish with the store
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 30.0)]
+    lock_timeout: f64,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -57,6 +61,7 @@ pub type Outcome = anyhow::Result<u8>;
 pub struct Ctx {
     root: Option<PathBuf>,
     json: bool,
+    lock_timeout: std::time::Duration,
 }
 
 impl Ctx {
@@ -73,6 +78,10 @@ impl Ctx {
 
     /// Opens the store with the given options.
     pub fn open(&self, options: turnback::Options) -> anyhow::Result<turnback::Store> {
+        let options = turnback::Options {
+            lock_timeout: self.lock_timeout,
+            ..options
+        };
         let store = turnback::Store::open_with(self.root()?, options)?;
         for w in store.warnings() {
             eprintln!("turnback: warning: {w}");
@@ -99,6 +108,8 @@ fn main() -> ExitCode {
     let ctx = Ctx {
         root: cli.root,
         json: cli.json,
+        lock_timeout: std::time::Duration::try_from_secs_f64(cli.lock_timeout.max(0.0))
+            .unwrap_or(std::time::Duration::from_secs(30)),
     };
     let result = match cli.command {
         Command::Write(a) => commands::write::run(&ctx, a),
