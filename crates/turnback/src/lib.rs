@@ -57,3 +57,8 @@ pub use log::{FailedPath, FileEntry, Post, PostEntry, Pre};
 pub use path::RelPath;
 pub use rewind::{Action, Conflict, Report, RevertOptions, RewindOptions, RewindPlan, Step};
 pub use store::{CaptureReport, DEFAULT_MAX_FILE_SIZE, Options, Store, discover_root};
+
+/// The README's Rust example, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
