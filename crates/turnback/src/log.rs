@@ -8,8 +8,9 @@
 //! byte inside a string (a path, a blob id) is detected, not trusted.
 //!
 //! ```text
-//! {"seq":1,"at":1700000000000000000,"type":"capture","turn":"t1","label":"fix","pack":"000000000001.pack","blobs":[{"id":"<64 hex>","offset":8,"len":41,"size":52}],"files":[{"path":"src/a.rs","pre":{"kind":"file","blob":"<64 hex>","size":52,"mode":420}}],"crc":"1a2b3c4d"}
-//! {"seq":2,"at":1700000000000000001,"type":"rewind","turn":"t1","from_seq":1,"crc":"…"}
+//! {"seq":1,"at":1700000000000000000,"type":"capture","turn":"t1","label":"fix","pack":"000000000001-0123456789abcdef.pack","blobs":[{"id":"<64 hex>","offset":8,"len":41,"size":52}],"files":[{"path":"src/a.rs","pre":{"kind":"file","blob":"<64 hex>","size":52,"mode":420}}],"crc":"1a2b3c4d"}
+//! {"seq":2,"at":1700000000000000001,"type":"saved","files":[{"path":"src/a.rs","pre":{"kind":"file","blob":"<64 hex>","size":60,"mode":420}}],"crc":"…"}
+//! {"seq":3,"at":1700000000000000002,"type":"rewind","turn":"t1","from_seq":1,"saved":2,"crc":"…"}
 //! ```
 //!
 //! Invariants:
@@ -20,8 +21,16 @@
 //!   ignored and reported, and cut off before the next append. Any other
 //!   damaged line is an error naming its line number.
 //! - A `capture` record's `files` list, per path, the state before the turn's
-//!   first write; a `rewind` record ends every turn whose first record has
-//!   `seq >= from_seq`.
+//!   first write; its `posts` (and a `seal` record's) the hashes of what the
+//!   agent left.
+//! - A `saved` record holds the state of paths just before a rewind,
+//!   revert, undo or redo changed them, and precedes that operation's record.
+//! - A `rewind` record ends every live turn whose first record has
+//!   `seq >= from_seq`; `revert` ends one turn; `undo` and `redo` name the
+//!   operation they reverse, which must be on top of its stack.
+//! - A blob is introduced once, by the first record that needs it, with its
+//!   pack (the record's, or its own `pack` field after gc) and, for a delta,
+//!   its `base`, introduced earlier.
 
 use serde::{Deserialize, Serialize};
 
@@ -268,6 +277,9 @@ pub fn decode(line: &[u8]) -> Result<Record, String> {
         .strip_prefix(br#","crc":""#)
         .and_then(|t| t.strip_suffix(br#""}"#))
         .ok_or("no checksum at the end of the line")?;
+    if !hex.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+        return Err("checksum is not 8 lowercase hex digits".into());
+    }
     let want = std::str::from_utf8(hex)
         .ok()
         .and_then(|h| u32::from_str_radix(h, 16).ok())
@@ -332,7 +344,7 @@ mod tests {
                 op: Op::Capture {
                     turn: TurnId::new("t1").expect("valid"),
                     label: Some("fix the header".into()),
-                    pack: Some("000000000001.pack".into()),
+                    pack: Some("000000000001-0123456789abcdef.pack".into()),
                     blobs: vec![StoredBlob {
                         id,
                         pack: None,
@@ -393,23 +405,24 @@ mod tests {
             .iter()
             .map(|r| String::from_utf8(encode(r)).expect("utf8"))
             .collect();
-        assert_eq!(
-            lines[0],
-            concat!(
-                r#"{"seq":1,"at":1700000000000000000,"type":"capture","turn":"t1","label":"fix the header","#,
-                r#""pack":"000000000001.pack","blobs":[{"id":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","offset":8,"len":13,"size":4}],"#,
-                r#""files":[{"path":"src/a.rs","pre":{"kind":"file","blob":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","size":4,"mode":420}},"#,
-                r#"{"path":"new","pre":{"kind":"absent"}},{"path":"link","pre":{"kind":"symlink","target":"src/a.rs"}},"#,
-                r#"{"path":"big.bin","pre":{"kind":"skipped","reason":"larger than the 1 GiB cap","size":2147483648}}],"crc":"#,
-                "\"", "CRC0", "\"}\n"
-            )
-            .replace("CRC0", &format!("{:08x}", crc32fast::hash(&serde_json::to_vec(&sample()[0]).expect("json"))))
-        );
+        let id = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        let want0 = [
+            r#"{"seq":1,"at":1700000000000000000,"type":"capture","turn":"t1","label":"fix the header","#,
+            r#""pack":"000000000001-0123456789abcdef.pack","blobs":[{"id":"ID","offset":8,"len":13,"size":4}],"#,
+            r#""files":[{"path":"src/a.rs","pre":{"kind":"file","blob":"ID","size":4,"mode":420}},"#,
+            r#"{"path":"new","pre":{"kind":"absent"}},{"path":"link","pre":{"kind":"symlink","target":"src/a.rs"}},"#,
+            r#"{"path":"big.bin","pre":{"kind":"skipped","reason":"larger than the 1 GiB cap","size":2147483648}}],"#,
+            r#""crc":"09b0ccd0"}"#,
+            "\n",
+        ]
+        .concat()
+        .replace("ID", id);
+        assert_eq!(lines[0], want0);
         assert_eq!(
             lines[1],
-            format!(
-                "{{\"seq\":2,\"at\":1700000000000000001,\"type\":\"rewind\",\"turn\":\"t1\",\"from_seq\":1,\"saved\":1,\"crc\":\"{:08x}\"}}\n",
-                crc32fast::hash(br#"{"seq":2,"at":1700000000000000001,"type":"rewind","turn":"t1","from_seq":1,"saved":1}"#)
+            concat!(
+                r#"{"seq":2,"at":1700000000000000001,"type":"rewind","turn":"t1","from_seq":1,"saved":1,"crc":"09e5ff02"}"#,
+                "\n"
             )
         );
     }

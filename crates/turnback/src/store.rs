@@ -385,10 +385,10 @@ impl Store {
             };
         }
         let start = self.index.consumed;
-        let mut bytes = Vec::with_capacity((size - start) as usize);
-        let mut reader = (&f).take(u64::MAX);
-        io::Seek::seek(&mut reader.get_mut(), io::SeekFrom::Start(start)).ctx("read", &path)?;
-        reader.read_to_end(&mut bytes).ctx("read", &path)?;
+        let mut bytes = Vec::with_capacity(size.saturating_sub(start) as usize);
+        let mut f = f;
+        io::Seek::seek(&mut f, io::SeekFrom::Start(start)).ctx("read", &path)?;
+        f.read_to_end(&mut bytes).ctx("read", &path)?;
         let parsed = log::parse(&bytes, self.index.lines + 1);
         for (line, rec) in &parsed.lines {
             let applied = rec
