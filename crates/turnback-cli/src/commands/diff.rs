@@ -132,7 +132,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
                             change
                         },
                         Some(format!(
-                            "Binary files differ ({} bytes -> {} bytes)\n",
+                            "Binary files a/{path} and b/{path} differ ({} bytes -> {} bytes)\n",
                             ab.len(),
                             bb.len()
                         )),
