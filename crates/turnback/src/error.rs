@@ -23,7 +23,9 @@ pub enum Error {
         source: io::Error,
     },
     /// A path given by the caller or found in the log is not acceptable.
-    #[error("refusing path {path:?}: {reason}")]
+    #[error(
+        "refusing path {path:?}: {reason}; turnback records only paths inside the project root (set by --root or the nearest .turnback/), outside .git/ and .turnback/"
+    )]
     BadPath {
         /// The path as given.
         path: String,

@@ -55,7 +55,7 @@ pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
     };
     if report.dry_run {
         println!(
-            "{} of {} would change (turns: {}):",
+            "{} of {} would undo turns: {}",
             report.operation,
             report.turn,
             turns.join(", ")
