@@ -629,6 +629,14 @@ impl Store {
             let rel = queue[qi].clone();
             qi += 1;
             if already.contains(&rel) {
+                // A link captured earlier in the turn (as absent, or pointing
+                // elsewhere) may now lead to a file the turn has not
+                // captured: a write through it lands there.
+                match self.resolve(rel.as_str(), true) {
+                    Ok(t) if t != rel => queue.push(t),
+                    Ok(_) | Err(Error::BadPath { .. }) => {}
+                    Err(e) => return Err(e),
+                }
                 if !report.already_captured.contains(&rel) {
                     report.already_captured.push(rel);
                 }
