@@ -540,9 +540,17 @@ impl Store {
         rels: &[RelPath],
         posts: Vec<PostEntry>,
     ) -> Result<CaptureReport> {
-        if self.index.turn(turn).is_none() {
-            self.seal_previous()?;
-        }
+        // A new turn ends the one before: seal it once this capture is
+        // durable (a capture that fails appends nothing).
+        let seal = match self.index.turn(turn) {
+            Some(_) => None,
+            None => self
+                .index
+                .live()
+                .last()
+                .filter(|t| !t.sealed)
+                .map(|t| t.first_seq),
+        };
         let already: HashSet<RelPath> = self
             .index
             .turn(turn)
@@ -573,6 +581,9 @@ impl Store {
             posts,
         };
         self.append(op)?;
+        if let Some(first) = seal {
+            self.seal_turn(first)?;
+        }
         self.maybe_auto_gc(false)?;
         report.captured = entries;
         Ok(report)
@@ -590,20 +601,6 @@ impl Store {
             .ok_or_else(|| self.unknown_turn(turn))?;
         let first = t.first_seq;
         self.seal_turn(first)
-    }
-
-    /// Seals the newest live turn if it is not sealed yet.
-    fn seal_previous(&mut self) -> Result<()> {
-        let last = self
-            .index
-            .live()
-            .last()
-            .filter(|t| !t.sealed)
-            .map(|t| t.first_seq);
-        match last {
-            Some(first) => self.seal_turn(first).map(|_| ()),
-            None => Ok(()),
-        }
     }
 
     fn seal_turn(&mut self, first_seq: u64) -> Result<usize> {
@@ -685,6 +682,14 @@ impl Store {
             let rel = queue[qi].clone();
             qi += 1;
             if already.contains(&rel) {
+                // A link captured earlier in the turn (as absent, or pointing
+                // elsewhere) may now lead to a file the turn has not
+                // captured: a write through it lands there.
+                match self.resolve(rel.as_str(), true) {
+                    Ok(t) if t != rel => queue.push(t),
+                    Ok(_) | Err(Error::BadPath { .. }) => {}
+                    Err(e) => return Err(e),
+                }
                 if !out.already.contains(&rel) {
                     out.already.push(rel);
                 }

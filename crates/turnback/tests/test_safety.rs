@@ -1,10 +1,9 @@
 //! Safe rewinds and a store that stays small: conflicts, undo/redo, revert,
 //! gc and delta storage, through the library on real files.
 
-mod safety_common;
-
 use proptest::prelude::*;
-use safety_common::*;
+
+use crate::safety_common::*;
 use turnback::{GcOptions, RevertOptions, RewindOptions, Store, TurnId};
 
 fn t(id: &str) -> TurnId {
@@ -331,7 +330,7 @@ proptest! {
         write(root, "a.txt", b"seed\n");
         let mut store = Store::open(root).expect("open");
         let mut turn = 0usize;
-        let mut undoable: Vec<(safety_common::Tree, safety_common::Tree)> = Vec::new();
+        let mut undoable: Vec<(crate::safety_common::Tree, crate::safety_common::Tree)> = Vec::new();
         for s in steps {
             match s {
                 Step::Write(p, b) => {

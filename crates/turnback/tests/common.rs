@@ -1,0 +1,247 @@
+//! Helpers shared by the integration tests: a temporary project with a
+//! sibling folder "outside" it, snapshots of folders, and access to the log.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use tempfile::TempDir;
+use turnback::log::{self, Record};
+use turnback::{Error, Options, Store, TurnId};
+
+/// What every test returns.
+pub type TestResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+/// A project folder `<tmp>/project` with a sibling `<tmp>/outside`, which
+/// nothing the store does may ever change.
+pub struct Project {
+    dir: TempDir,
+    pub root: PathBuf,
+}
+
+impl Project {
+    pub fn new() -> TestResult<Project> {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path().join("project");
+        std::fs::create_dir(&root)?;
+        std::fs::create_dir(dir.path().join("outside"))?;
+        Ok(Project { dir, root })
+    }
+
+    /// The folder beside the project.
+    pub fn outside(&self) -> PathBuf {
+        self.dir.path().join("outside")
+    }
+
+    /// The temporary folder holding both.
+    pub fn parent(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// Writes a file as the user or an agent would, without turnback.
+    pub fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) -> TestResult {
+        write_under(&self.root, rel, bytes.as_ref())
+    }
+
+    pub fn read(&self, rel: &str) -> TestResult<Vec<u8>> {
+        Ok(std::fs::read(self.path(rel))?)
+    }
+
+    pub fn exists(&self, rel: &str) -> bool {
+        self.path(rel).symlink_metadata().is_ok()
+    }
+
+    pub fn mode(&self, rel: &str) -> TestResult<u32> {
+        Ok(std::fs::symlink_metadata(self.path(rel))?
+            .permissions()
+            .mode()
+            & 0o7777)
+    }
+
+    pub fn chmod(&self, rel: &str, mode: u32) -> TestResult {
+        std::fs::set_permissions(self.path(rel), std::fs::Permissions::from_mode(mode))?;
+        Ok(())
+    }
+
+    pub fn open(&self) -> turnback::Result<Store> {
+        Store::open(&self.root)
+    }
+
+    pub fn open_with(&self, options: Options) -> turnback::Result<Store> {
+        Store::open_with(&self.root, options)
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.root.join(".turnback").join(log::LOG_FILE)
+    }
+
+    /// Every record of the log; fails on any damaged or torn line.
+    pub fn records(&self) -> TestResult<Vec<Record>> {
+        parse_clean(&std::fs::read(self.log_path())?)
+    }
+
+    /// The capture records only (a new turn's first capture also appends a
+    /// seal record for the turn before it).
+    pub fn captures(&self) -> TestResult<Vec<Record>> {
+        Ok(self
+            .records()?
+            .into_iter()
+            .filter(|r| matches!(r.op, turnback::log::Op::Capture { .. }))
+            .collect())
+    }
+
+    /// The folder's contents, without the store.
+    pub fn snapshot(&self) -> TestResult<Tree> {
+        snapshot(&self.root, &[".turnback"])
+    }
+
+    /// The folder's contents, store included.
+    pub fn snapshot_all(&self) -> TestResult<Tree> {
+        snapshot(&self.root, &[])
+    }
+}
+
+/// Writes `bytes` to `root/rel`, creating its directories.
+pub fn write_under(root: &Path, rel: &str, bytes: &[u8]) -> TestResult {
+    let path = root.join(rel);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, bytes)?;
+    Ok(())
+}
+
+/// Parses a whole log, insisting that every line is sound and none is torn.
+pub fn parse_clean(bytes: &[u8]) -> TestResult<Vec<Record>> {
+    let parsed = log::parse(bytes, 1);
+    if let Some((line, len)) = parsed.torn {
+        return Err(format!("line {line} is torn ({len} bytes)").into());
+    }
+    let mut out = Vec::new();
+    for (line, rec) in parsed.lines {
+        out.push(rec.map_err(|e| format!("line {line}: {e}"))?);
+    }
+    let seqs: Vec<u64> = out.iter().map(|r| r.seq).collect();
+    let want: Vec<u64> = (1..=out.len() as u64).collect();
+    if seqs != want {
+        return Err(format!("sequence numbers are {seqs:?}, not 1..={}", out.len()).into());
+    }
+    Ok(out)
+}
+
+/// A log line with a valid checksum around any JSON object, as a hand edit
+/// by someone who knows the format would produce.
+pub fn forged_line(json: &str) -> TestResult<Vec<u8>> {
+    let body = json.strip_suffix('}').ok_or("a record is a JSON object")?;
+    let crc = crc32fast::hash(json.as_bytes());
+    Ok(format!("{body},\"crc\":\"{crc:08x}\"}}\n").into_bytes())
+}
+
+pub fn turn(id: &str) -> TestResult<TurnId> {
+    Ok(TurnId::new(id)?)
+}
+
+/// The error of a call that must fail.
+pub fn expect_err<T: Debug>(r: Result<T, Error>, what: &str) -> TestResult<Error> {
+    match r {
+        Ok(v) => Err(format!("{what} succeeded with {v:?}; it must fail").into()),
+        Err(e) => Ok(e),
+    }
+}
+
+/// One entry of a folder, as compared between states.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    File { bytes: Vec<u8>, mode: u32 },
+    Symlink(PathBuf),
+    Dir,
+}
+
+/// Relative path (`/`-separated) to entry.
+pub type Tree = BTreeMap<String, Node>;
+
+/// Reads a folder recursively without following symlinks, skipping the
+/// top-level entries named in `skip`.
+pub fn snapshot(root: &Path, skip: &[&str]) -> TestResult<Tree> {
+    let mut out = Tree::new();
+    walk(root, "", skip, &mut out)?;
+    Ok(out)
+}
+
+fn walk(dir: &Path, prefix: &str, skip: &[&str], out: &mut Tree) -> TestResult {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry
+            .file_name()
+            .into_string()
+            .map_err(|n| format!("non-UTF-8 name {n:?}"))?;
+        if prefix.is_empty() && skip.contains(&name.as_str()) {
+            continue;
+        }
+        let rel = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}/{name}")
+        };
+        let path = entry.path();
+        let meta = std::fs::symlink_metadata(&path)?;
+        let ft = meta.file_type();
+        if ft.is_symlink() {
+            out.insert(rel, Node::Symlink(std::fs::read_link(&path)?));
+        } else if ft.is_dir() {
+            out.insert(rel.clone(), Node::Dir);
+            walk(&path, &rel, skip, out)?;
+        } else {
+            out.insert(
+                rel,
+                Node::File {
+                    bytes: std::fs::read(&path)?,
+                    mode: meta.permissions().mode() & 0o7777,
+                },
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Describes how two trees differ, for assertion messages.
+pub fn diff(want: &Tree, got: &Tree) -> String {
+    let mut lines = Vec::new();
+    for (k, v) in want {
+        match got.get(k) {
+            None => lines.push(format!("missing {k}")),
+            Some(g) if g != v => {
+                lines.push(format!("differs {k}: want {}, got {}", show(v), show(g)))
+            }
+            Some(_) => {}
+        }
+    }
+    for (k, v) in got {
+        if !want.contains_key(k) {
+            lines.push(format!("unexpected {k}: {}", show(v)));
+        }
+    }
+    lines.join("\n")
+}
+
+fn show(n: &Node) -> String {
+    match n {
+        Node::File { bytes, mode } => format!(
+            "file {:o} {:?}",
+            mode,
+            String::from_utf8_lossy(&bytes[..bytes.len().min(60)])
+        ),
+        Node::Symlink(t) => format!("symlink -> {}", t.display()),
+        Node::Dir => "dir".into(),
+    }
+}
+
+/// Asserts that `got` equals `want`, listing the differences if not.
+pub fn assert_same(want: &Tree, got: &Tree, context: &str) {
+    assert!(want == got, "{context}:\n{}", diff(want, got));
+}

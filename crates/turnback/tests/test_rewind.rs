@@ -1,0 +1,231 @@
+//! The rewind rules: what `rewind T` undoes, what it reports, and what it
+//! leaves alone.
+
+use std::os::unix::fs::PermissionsExt;
+
+use turnback::log::Op;
+use turnback::{Action, Error, RewindOptions};
+
+use crate::common::{Project, TestResult, assert_same, expect_err, turn};
+
+#[test]
+fn rewind_undoes_later_turns_oldest_pre_image_wins() -> TestResult {
+    let p = Project::new()?;
+    p.write("a.txt", "a0\n")?;
+    p.write("b.txt", "b0\n")?;
+    let mut store = p.open()?;
+    let (t1, t2, t3) = (turn("t1")?, turn("t2")?, turn("t3")?);
+    store.write(&t1, None, "a.txt", b"a1\n")?;
+    let after_t1 = p.snapshot()?;
+    store.write(&t2, None, "a.txt", b"a2\n")?;
+    store.write(&t2, None, "b.txt", b"b2\n")?;
+    store.write(&t2, None, "dir/c.txt", b"c2\n")?;
+    store.write(&t3, None, "b.txt", b"b3\n")?;
+    store.write(&t3, None, "a.txt", b"a3\n")?;
+
+    // Rewinding t2 undoes t3 as well; b.txt was captured in t2 (b0) and in
+    // t3 (b2): the older pre-image, b0, is what comes back.
+    let report = store.rewind(&t2, &RewindOptions::default())?;
+    assert!(report.complete(), "{:?}", report.failed);
+    assert_eq!(report.turns, [t2.clone(), t3.clone()]);
+    assert_same(&after_t1, &p.snapshot()?, "after rewinding t2");
+    let live: Vec<&str> = store.turns().iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(live, ["t1"]);
+
+    let report = store.rewind(&t1, &RewindOptions::default())?;
+    assert!(report.complete(), "{:?}", report.failed);
+    assert_eq!(p.read("a.txt")?, b"a0\n");
+    assert_eq!(p.read("b.txt")?, b"b0\n");
+    assert!(store.turns().is_empty());
+    Ok(())
+}
+
+#[test]
+fn second_rewind_reports_nothing_to_rewind() -> TestResult {
+    let p = Project::new()?;
+    p.write("a.txt", "before\n")?;
+    let mut store = p.open()?;
+    let t1 = turn("t1")?;
+    store.write(&t1, None, "a.txt", b"agent\n")?;
+    let report = store.rewind(&t1, &RewindOptions::default())?;
+    assert!(report.complete(), "{:?}", report.failed);
+    assert_eq!(p.read("a.txt")?, b"before\n");
+    // The user goes on working; a second rewind must not undo that.
+    p.write("a.txt", "user, later\n")?;
+    let log_before = std::fs::read(p.log_path())?;
+
+    for store in [&mut store, &mut p.open()?] {
+        let err = expect_err(
+            store.rewind(&t1, &RewindOptions::default()),
+            "a second rewind",
+        )?;
+        assert!(matches!(err, Error::AlreadyRewound { .. }), "{err:?}");
+        assert!(err.to_string().contains("nothing to rewind"), "{err}");
+    }
+    assert_eq!(p.read("a.txt")?, b"user, later\n");
+    assert_eq!(std::fs::read(p.log_path())?, log_before);
+    Ok(())
+}
+
+#[test]
+fn unknown_turn_is_an_error_and_changes_nothing() -> TestResult {
+    let p = Project::new()?;
+    p.write("a.txt", "before\n")?;
+    let mut store = p.open()?;
+    store.write(&turn("t1")?, None, "a.txt", b"agent\n")?;
+    let before = p.snapshot_all()?;
+
+    for dry_run in [false, true] {
+        let err = expect_err(
+            store.rewind(
+                &turn("no-such-turn")?,
+                &RewindOptions {
+                    dry_run,
+                    ..RewindOptions::default()
+                },
+            ),
+            "a rewind of an unknown turn",
+        )?;
+        assert!(matches!(err, Error::UnknownTurn { .. }), "{err:?}");
+        assert!(err.to_string().contains("no-such-turn"), "{err}");
+    }
+    assert_same(&before, &p.snapshot_all()?, "project and store");
+    assert_eq!(store.turns().len(), 1);
+    Ok(())
+}
+
+#[test]
+fn dry_run_changes_nothing() -> TestResult {
+    let p = Project::new()?;
+    p.write("a.txt", "before\n")?;
+    p.write("big.bin", vec![1u8; 2048])?;
+    let mut store = p.open_with(turnback::Options {
+        max_file_size: 1024,
+        ..turnback::Options::default()
+    })?;
+    let t1 = turn("t1")?;
+    store.write(&t1, None, "a.txt", b"agent\n")?;
+    store.write(&t1, None, "new/file.txt", b"agent made\n")?;
+    store.write(&t1, None, "big.bin", b"shrunk\n")?;
+    let before = p.snapshot_all()?;
+
+    let report = store.rewind(
+        &t1,
+        &RewindOptions {
+            dry_run: true,
+            ..RewindOptions::default()
+        },
+    )?;
+    assert!(report.dry_run);
+    let plan: Vec<(&str, &str)> = report
+        .plan
+        .iter()
+        .map(|s| {
+            let kind = match s.action {
+                Action::Restore { .. } => "restore",
+                Action::RestoreSymlink { .. } => "symlink",
+                Action::Delete => "delete",
+                Action::MakeDir { .. } => "mkdir",
+                Action::CannotRestore { .. } => "cannot",
+            };
+            (s.path.as_str(), kind)
+        })
+        .collect();
+    assert_eq!(
+        plan,
+        [
+            ("a.txt", "restore"),
+            ("big.bin", "cannot"),
+            ("new", "delete"),
+            ("new/file.txt", "delete"),
+        ]
+    );
+    assert!(report.restored.is_empty() && report.deleted.is_empty() && report.failed.is_empty());
+    assert_same(&before, &p.snapshot_all()?, "project and store");
+    assert_eq!(store.turns().len(), 1, "the dry run ended the turn");
+
+    // The plan was honest: the real rewind does what it said.
+    let report = store.rewind(&t1, &RewindOptions::default())?;
+    assert_eq!(p.read("a.txt")?, b"before\n");
+    assert!(!p.exists("new"));
+    assert_eq!(report.failed.len(), 1);
+    Ok(())
+}
+
+#[test]
+fn damaged_blob_is_never_written_into_the_project() -> TestResult {
+    let p = Project::new()?;
+    let a: String = (0..400).map(|i| format!("line {i} of a\n")).collect();
+    p.write("a.txt", &a)?;
+    p.write("b.txt", "b before\n")?;
+    let mut store = p.open()?;
+    let t1 = turn("t1")?;
+    // Two capture calls, so each file's blob sits in a pack of its own.
+    store.write(&t1, None, "a.txt", b"a after\n")?;
+    store.write(&t1, None, "b.txt", b"b after\n")?;
+
+    let (pack, offset, len) = p
+        .records()?
+        .into_iter()
+        .find_map(|r| match r.op {
+            Op::Capture {
+                pack: Some(pack),
+                blobs,
+                files,
+                ..
+            } if files.iter().any(|f| f.path.as_str() == "a.txt") => {
+                blobs.first().map(|b| (pack, b.offset, b.len))
+            }
+            _ => None,
+        })
+        .ok_or("no pack holds a.txt")?;
+    let pack_path = p.root.join(".turnback/packs").join(pack);
+    let mut bytes = std::fs::read(&pack_path)?;
+    bytes[(offset + len / 2) as usize] ^= 0x10;
+    std::fs::set_permissions(&pack_path, std::fs::Permissions::from_mode(0o644))?;
+    std::fs::write(&pack_path, &bytes)?;
+
+    let report = store.rewind(&t1, &RewindOptions::default())?;
+    assert!(!report.complete());
+    let failed: Vec<&str> = report.failed.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(failed, ["a.txt"]);
+    assert!(
+        report.failed[0].reason.contains("damaged"),
+        "{}",
+        report.failed[0].reason
+    );
+    assert_eq!(
+        p.read("a.txt")?,
+        b"a after\n",
+        "damaged bytes reached the project"
+    );
+    assert_eq!(p.read("b.txt")?, b"b before\n");
+    // No temporary file with the damaged bytes is left behind either.
+    let names: Vec<String> = std::fs::read_dir(&p.root)?
+        .map(|e| Ok(e?.file_name().to_string_lossy().into_owned()))
+        .collect::<TestResult<_>>()?;
+    let mut names: Vec<&str> = names.iter().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(names, [".turnback", "a.txt", "b.txt"]);
+    Ok(())
+}
+
+#[test]
+fn turn_id_can_be_used_again_after_its_rewind() -> TestResult {
+    let p = Project::new()?;
+    p.write("a.txt", "a0\n")?;
+    let mut store = p.open()?;
+    let t = turn("turn-1")?;
+    store.write(&t, None, "a.txt", b"a1\n")?;
+    store.rewind(&t, &RewindOptions::default())?;
+    // An agent counting its turns from 1 again after the rewind.
+    store.write(&t, None, "a.txt", b"a1 again\n")?;
+    store.write(&t, None, "b.txt", b"b1\n")?;
+    assert_eq!(store.turns().len(), 1);
+    assert_eq!(p.open()?.turn(&t)?.files.len(), 2);
+    let report = store.rewind(&t, &RewindOptions::default())?;
+    assert!(report.complete(), "{:?}", report.failed);
+    assert_eq!(p.read("a.txt")?, b"a0\n");
+    assert!(!p.exists("b.txt"));
+    Ok(())
+}
