@@ -227,6 +227,43 @@ impl Index {
         }
     }
 
+    /// Moves operation `op` from the top of one stack to the other: an undo
+    /// (from the operations in effect to the undone ones, bringing its turns
+    /// back) or a redo (the other way, ending them again).
+    fn flip(&mut self, undo: bool, op: u64, saved: u64) -> Result<(), String> {
+        let (from, verb, which) = if undo {
+            (&self.done, "undoes", "in effect")
+        } else {
+            (&self.undone, "redoes", "undone")
+        };
+        if from.last().map(|a| a.op) != Some(op) {
+            return Err(format!(
+                "{verb} operation {op}, which is not the last one {which}"
+            ));
+        }
+        if !self.saved.contains_key(&saved) {
+            return Err(format!(
+                "names saved record {saved}, which does not precede it"
+            ));
+        }
+        let turns = self
+            .ops
+            .get(&op)
+            .map(|o| o.turns.clone())
+            .unwrap_or_default();
+        let applied = Applied { op, saved };
+        if undo {
+            self.done.pop();
+            self.end_turns(&turns, None);
+            self.undone.push(applied);
+        } else {
+            self.undone.pop();
+            self.end_turns(&turns, Some(op));
+            self.done.push(applied);
+        }
+        Ok(())
+    }
+
     /// Applies one record; `Err` says why it does not fit.
     pub(crate) fn apply(&mut self, rec: &Record) -> Result<(), String> {
         if rec.seq <= self.last_seq {
@@ -355,52 +392,8 @@ impl Index {
                 });
                 self.undone.clear();
             }
-            Op::Undo { op, saved, .. } => {
-                if self.done.last().map(|a| a.op) != Some(*op) {
-                    return Err(format!(
-                        "undoes operation {op}, which is not the last one in effect"
-                    ));
-                }
-                if !self.saved.contains_key(saved) {
-                    return Err(format!(
-                        "names saved record {saved}, which does not precede it"
-                    ));
-                }
-                self.done.pop();
-                let turns = self
-                    .ops
-                    .get(op)
-                    .map(|o| o.turns.clone())
-                    .unwrap_or_default();
-                self.end_turns(&turns, None);
-                self.undone.push(Applied {
-                    op: *op,
-                    saved: *saved,
-                });
-            }
-            Op::Redo { op, saved, .. } => {
-                if self.undone.last().map(|a| a.op) != Some(*op) {
-                    return Err(format!(
-                        "redoes operation {op}, which is not the last one undone"
-                    ));
-                }
-                if !self.saved.contains_key(saved) {
-                    return Err(format!(
-                        "names saved record {saved}, which does not precede it"
-                    ));
-                }
-                self.undone.pop();
-                let turns = self
-                    .ops
-                    .get(op)
-                    .map(|o| o.turns.clone())
-                    .unwrap_or_default();
-                self.end_turns(&turns, Some(*op));
-                self.done.push(Applied {
-                    op: *op,
-                    saved: *saved,
-                });
-            }
+            Op::Undo { op, saved, .. } => self.flip(true, *op, *saved)?,
+            Op::Redo { op, saved, .. } => self.flip(false, *op, *saved)?,
         }
         self.last_seq = rec.seq;
         Ok(())

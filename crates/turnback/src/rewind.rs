@@ -446,32 +446,49 @@ impl Store {
     /// Reverses the last rewind or revert still in effect: files it deleted
     /// come back, files it restored return to the bytes it replaced.
     pub fn undo(&mut self) -> Result<Report> {
-        let _guard = self.begin_mutation()?;
-        let top = *self.index.done.last().ok_or(Error::NothingTo {
-            what: "undo",
-            why: "no rewind or revert is in effect",
-        })?;
-        let report = self.reapply("undo", top.op, top.saved)?;
-        self.append(Op::Undo {
-            op: top.op,
-            saved: report.saved.expect("saved before executing"),
-            failed: report.failed.clone(),
-        })?;
-        Ok(report)
+        self.reverse(true)
     }
 
     /// Reverses the last undo.
     pub fn redo(&mut self) -> Result<Report> {
+        self.reverse(false)
+    }
+
+    fn reverse(&mut self, undo: bool) -> Result<Report> {
         let _guard = self.begin_mutation()?;
-        let top = *self.index.undone.last().ok_or(Error::NothingTo {
-            what: "redo",
-            why: "nothing has been undone since the last rewind or revert",
-        })?;
-        let report = self.reapply("redo", top.op, top.saved)?;
-        self.append(Op::Redo {
-            op: top.op,
-            saved: report.saved.expect("saved before executing"),
-            failed: report.failed.clone(),
+        let (stack, nothing) = if undo {
+            (
+                &self.index.done,
+                Error::NothingTo {
+                    what: "undo",
+                    why: "no rewind or revert is in effect",
+                },
+            )
+        } else {
+            (
+                &self.index.undone,
+                Error::NothingTo {
+                    what: "redo",
+                    why: "nothing has been undone since the last rewind or revert",
+                },
+            )
+        };
+        let top = *stack.last().ok_or(nothing)?;
+        let report = self.reapply(if undo { "undo" } else { "redo" }, top.op, top.saved)?;
+        let saved = report.saved.expect("saved before executing");
+        let failed = report.failed.clone();
+        self.append(if undo {
+            Op::Undo {
+                op: top.op,
+                saved,
+                failed,
+            }
+        } else {
+            Op::Redo {
+                op: top.op,
+                saved,
+                failed,
+            }
         })?;
         Ok(report)
     }
