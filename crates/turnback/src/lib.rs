@@ -40,9 +40,11 @@ mod fsx;
 mod id;
 pub mod lock;
 pub mod log;
+mod ops;
 pub mod pack;
 pub mod path;
 mod rewind;
+pub mod session;
 mod store;
 
 pub use error::{Error, PathProblem, Result};
@@ -50,6 +52,7 @@ pub use id::{BadBlobId, BlobId, TurnId, cut_label};
 pub use log::{FailedPath, FileEntry, Pre};
 pub use path::RelPath;
 pub use rewind::{Action, Report, RewindOptions, Step};
+pub use session::Session;
 pub use store::{
     CaptureReport, Captured, DEFAULT_MAX_FILE_SIZE, Options, Store, Turn, discover_root,
 };
