@@ -44,6 +44,8 @@ enum Command {
     Show(commands::show::Args),
     Diff(commands::diff::Args),
     Demo(commands::demo::Args),
+    Hook(commands::hook::Args),
+    Init(commands::init::Args),
 }
 
 /// What a command hands back to `main`: the exit code.
@@ -104,6 +106,8 @@ fn main() -> ExitCode {
         Command::Show(a) => commands::show::run(&ctx, a),
         Command::Diff(a) => commands::diff::run(&ctx, a),
         Command::Demo(a) => commands::demo::run(&ctx, a),
+        Command::Hook(a) => commands::hook::run(&ctx, a),
+        Command::Init(a) => commands::init::run(&ctx, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -26,6 +26,14 @@ use crate::path::RelPath;
 use crate::store::{CaptureReport, Store};
 
 impl Store {
+    /// Creates the store directory (with its `.gitignore`) if it does not
+    /// exist yet, as the first capture would; for set-up commands, so that
+    /// root discovery from a subdirectory finds the project.
+    pub fn ensure_created(&mut self) -> Result<()> {
+        let _guard = self.begin_mutation()?;
+        Ok(())
+    }
+
     /// Creates the directory `path` and any missing parents (like `mkdir -p`),
     /// recording each one it creates in `turn`. An existing directory is
     /// success with nothing recorded.

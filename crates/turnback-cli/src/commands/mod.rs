@@ -4,6 +4,8 @@
 pub mod capture;
 pub mod demo;
 pub mod diff;
+pub mod hook;
+pub mod init;
 pub mod list;
 pub mod rewind;
 pub mod show;
