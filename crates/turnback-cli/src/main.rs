@@ -46,6 +46,7 @@ enum Command {
     Demo(commands::demo::Args),
     Hook(commands::hook::Args),
     Init(commands::init::Args),
+    Mcp(commands::mcp::Args),
 }
 
 /// What a command hands back to `main`: the exit code.
@@ -108,6 +109,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => commands::demo::run(&ctx, a),
         Command::Hook(a) => commands::hook::run(&ctx, a),
         Command::Init(a) => commands::init::run(&ctx, a),
+        Command::Mcp(a) => commands::mcp::run(&ctx, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -7,6 +7,7 @@ pub mod diff;
 pub mod hook;
 pub mod init;
 pub mod list;
+pub mod mcp;
 pub mod rewind;
 pub mod show;
 pub mod write;
