@@ -6,93 +6,17 @@
 //! Claude Code would, and `turnback rewind` must give the folder back byte
 //! for byte.
 
-use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use common::{TestResult, list, project, tree, turnback};
 use serde_json::Value;
-
-type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-const BIN: &str = env!("CARGO_BIN_EXE_turnback");
 const SESSION_TAG: &str = "8c35adc1";
 
 fn fixture(name: &str, root: &Path) -> Result<Value, Box<dyn std::error::Error>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-code");
-    let text = std::fs::read_to_string(dir.join(name))?;
-    // The root is a JSON string inside the fixture: escape it as one.
-    let root_json = serde_json::to_string(&root.to_string_lossy())?;
-    let text = text.replace("{{ROOT}}", &root_json[1..root_json.len() - 1]);
-    Ok(serde_json::from_str(&text)?)
-}
-
-fn turnback(root: &Path, args: &[&str]) -> Result<Output, std::io::Error> {
-    Command::new(BIN)
-        .args(args)
-        .current_dir(root)
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .output()
-}
-
-/// A project as a map: path -> (kind, mode, bytes); `.turnback/` left out.
-type Tree = BTreeMap<String, (&'static str, u32, Vec<u8>)>;
-
-fn tree(root: &Path) -> Result<Tree, Box<dyn std::error::Error>> {
-    fn walk(root: &Path, dir: &Path, out: &mut Tree) -> Result<(), Box<dyn std::error::Error>> {
-        for e in std::fs::read_dir(dir)? {
-            let e = e?;
-            let p = e.path();
-            let rel = p.strip_prefix(root)?.to_string_lossy().into_owned();
-            if rel == ".turnback" {
-                continue;
-            }
-            let m = std::fs::symlink_metadata(&p)?;
-            let mode = m.permissions().mode() & 0o7777;
-            if m.file_type().is_symlink() {
-                let t = std::fs::read_link(&p)?;
-                out.insert(
-                    rel,
-                    ("link", 0, t.to_string_lossy().into_owned().into_bytes()),
-                );
-            } else if m.is_dir() {
-                out.insert(rel, ("dir", mode, Vec::new()));
-                walk(root, &p, out)?;
-            } else {
-                out.insert(rel, ("file", mode, std::fs::read(&p)?));
-            }
-        }
-        Ok(())
-    }
-    let mut out = Tree::new();
-    walk(root, root, &mut out)?;
-    Ok(out)
-}
-
-/// A small site, before the agent's turns.
-fn project() -> Result<tempfile::TempDir, Box<dyn std::error::Error>> {
-    let tmp = tempfile::tempdir()?;
-    let r = tmp.path();
-    std::fs::write(
-        r.join("index.html"),
-        "<!doctype html>\n<title>My site</title>\n<link rel=\"stylesheet\" href=\"styles.css\">\n<script src=\"app.js\"></script>\n",
-    )?;
-    std::fs::write(r.join("app.js"), "console.log('v1');\n")?;
-    std::fs::write(r.join(".env"), "API_URL=https://api.example.com\n")?;
-    std::fs::create_dir_all(r.join("src"))?;
-    std::fs::write(
-        r.join("src/config.js"),
-        "export default {\n  theme: 'light',\n  animations: true,\n};\n",
-    )?;
-    std::fs::create_dir_all(r.join("analysis"))?;
-    std::fs::write(
-        r.join("analysis/colors.ipynb"),
-        "{\"cells\": [{\"id\": \"cell-1\", \"cell_type\": \"code\", \"source\": \"palette = []\"}], \"nbformat\": 4}\n",
-    )?;
-    let tool = r.join("build.sh");
-    std::fs::write(&tool, "#!/bin/sh\necho build\n")?;
-    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755))?;
-    Ok(tmp)
+    common::fixture("claude-code", name, root)
 }
 
 /// The hook command `init` wrote for `event` in `.claude/settings.json`.
@@ -256,16 +180,6 @@ fn prompt(root: &Path, text: &str, prompt_id: &str) -> Result<Value, Box<dyn std
 fn with_prompt_id(mut e: Value, id: &str) -> Value {
     e["prompt_id"] = id.into();
     e
-}
-
-fn list(root: &Path) -> Result<Vec<Value>, Box<dyn std::error::Error>> {
-    let out = turnback(root, &["--json", "list"])?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(serde_json::from_slice::<Vec<Value>>(&out.stdout)?)
 }
 
 #[test]
@@ -486,7 +400,7 @@ fn bash_hook_reports_that_shell_edits_are_not_captured_yet() -> TestResult {
 }
 
 #[test]
-#[ignore = "needs the store's shell snapshot API (shell_snapshot in hook/claude_code.rs records nothing yet)"]
+#[ignore = "needs the store's shell snapshot API (shell_snapshot in commands/hook/engine.rs records nothing yet)"]
 fn a_turn_that_changed_files_only_through_bash_is_rewindable() -> TestResult {
     let tmp = project()?;
     let root = tmp.path();

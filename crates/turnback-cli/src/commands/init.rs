@@ -1,10 +1,12 @@
 //! `turnback init <agent>`: set a project up for an agent.
 //!
 //! `init claude-code` merges the hook configuration of
-//! `turnback hook claude-code` into `<root>/.claude/settings.json`: the file
-//! is created if missing; every other setting and every other hook in it is
-//! kept, in its order; hook handlers that run `… hook claude-code` are
-//! replaced, so running it twice changes nothing the second time. The file
+//! `turnback hook claude-code` into `<root>/.claude/settings.json`, and
+//! `init gemini-cli` that of `turnback hook gemini-cli` into
+//! `<root>/.gemini/settings.json`: the file is created if missing; every
+//! other setting and every other hook in it is kept, in its order; hook
+//! handlers that run `… hook <agent>` are replaced, so running it twice
+//! changes nothing the second time. The file
 //! is replaced atomically (temporary file beside it, fsync, rename). It also
 //! creates the store (`.turnback/`), so hooks run from a subdirectory find
 //! the project root.
@@ -16,7 +18,8 @@ use anyhow::{Context, bail};
 use serde_json::{Map, Value};
 use turnback::Options;
 
-use super::hook::claude_code;
+use super::hook::engine::Dialect;
+use super::hook::{claude_code, gemini_cli};
 use crate::{Ctx, Outcome};
 
 /// Set a project up for an agent (install its hooks)
@@ -29,11 +32,13 @@ pub struct Args {
 #[derive(clap::Subcommand, Debug)]
 enum Agent {
     /// Merge turnback's hooks into .claude/settings.json (created if needed)
-    ClaudeCode(ClaudeCodeArgs),
+    ClaudeCode(AgentArgs),
+    /// Merge turnback's hooks into .gemini/settings.json (created if needed)
+    GeminiCli(AgentArgs),
 }
 
 #[derive(clap::Args, Debug)]
-struct ClaudeCodeArgs {
+struct AgentArgs {
     /// Print the hook configuration (for ~/.claude/settings.json, say)
     /// instead of writing the project's settings
     #[arg(long)]
@@ -47,17 +52,18 @@ struct ClaudeCodeArgs {
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     match args.agent {
-        Agent::ClaudeCode(a) => claude_code_init(ctx, a),
+        Agent::ClaudeCode(a) => install(ctx, a, &claude_code::DIALECT, claude_code::settings_hooks),
+        Agent::GeminiCli(a) => install(ctx, a, &gemini_cli::DIALECT, gemini_cli::settings_hooks),
     }
 }
 
-fn claude_code_init(ctx: &Ctx, args: ClaudeCodeArgs) -> Outcome {
+fn install(ctx: &Ctx, args: AgentArgs, d: &Dialect, settings_hooks: fn(&str) -> Value) -> Outcome {
     let program = match args.program {
         Some(p) => p,
         None => default_program()?,
     };
-    let command = format!("{program} hook claude-code");
-    let hooks = claude_code::settings_hooks(&command);
+    let command = format!("{program} hook {}", d.name);
+    let hooks = settings_hooks(&command);
     if args.print {
         let snippet = serde_json::json!({ "hooks": hooks });
         println!("{}", serde_json::to_string_pretty(&snippet)?);
@@ -66,7 +72,7 @@ fn claude_code_init(ctx: &Ctx, args: ClaudeCodeArgs) -> Outcome {
     let root = ctx.root()?;
     let mut store = ctx.open(Options::default())?;
     store.ensure_created()?;
-    let path = root.join(".claude").join("settings.json");
+    let path = root.join(d.settings_file);
     let old = match std::fs::read(&path) {
         Ok(b) => Some(b),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -78,14 +84,15 @@ fn claude_code_init(ctx: &Ctx, args: ClaudeCodeArgs) -> Outcome {
         Some(b) if b.iter().all(u8::is_ascii_whitespace) => Value::Object(Map::new()),
         Some(b) => serde_json::from_slice(b).with_context(|| {
             format!(
-                "{} is not valid JSON; fix it (or move it away) and run `turnback init claude-code` again; it was left unchanged",
-                path.display()
+                "{} is not valid JSON; fix it (or move it away) and run `turnback init {}` again; it was left unchanged",
+                path.display(),
+                d.name
             )
         })?,
         None => Value::Object(Map::new()),
     };
-    let merged =
-        merge(settings, &hooks).with_context(|| format!("cannot merge into {}", path.display()))?;
+    let merged = merge(settings, &hooks, d)
+        .with_context(|| format!("cannot merge into {}", path.display()))?;
     let mut bytes = serde_json::to_vec_pretty(&merged)?;
     bytes.push(b'\n');
     let changed = old.as_deref() != Some(bytes.as_slice());
@@ -101,7 +108,7 @@ fn claude_code_init(ctx: &Ctx, args: ClaudeCodeArgs) -> Outcome {
     } else if changed {
         println!("turnback hooks installed in {}", path.display());
         println!("  command: {command}");
-        println!("Claude Code picks them up in its next session (or with /hooks).");
+        println!("{} picks them up in its next session.", d.agent);
     } else {
         println!("turnback hooks already installed in {}", path.display());
     }
@@ -110,7 +117,7 @@ fn claude_code_init(ctx: &Ctx, args: ClaudeCodeArgs) -> Outcome {
 
 /// Merges `ours` (event -> matcher groups) into the settings' `hooks`,
 /// replacing earlier turnback handlers and keeping everything else.
-fn merge(mut settings: Value, ours: &Value) -> anyhow::Result<Value> {
+fn merge(mut settings: Value, ours: &Value, d: &Dialect) -> anyhow::Result<Value> {
     let Some(obj) = settings.as_object_mut() else {
         bail!("the settings are not a JSON object");
     };
@@ -136,7 +143,7 @@ fn merge(mut settings: Value, ours: &Value) -> anyhow::Result<Value> {
             handlers.retain(|h| {
                 !h.get("command")
                     .and_then(Value::as_str)
-                    .is_some_and(claude_code::is_our_command)
+                    .is_some_and(|c| d.is_our_command(c))
             });
             // A group that held only turnback's handlers goes with them.
             !(handlers.is_empty() && before > 0)
@@ -216,8 +223,9 @@ mod tests {
                 "Stop": [{"hooks": [{"type": "command", "command": "notify"}]}]
             }
         });
-        let once = merge(user.clone(), &ours)?;
-        let twice = merge(once.clone(), &ours)?;
+        let d = &claude_code::DIALECT;
+        let once = merge(user.clone(), &ours, d)?;
+        let twice = merge(once.clone(), &ours, d)?;
         assert_eq!(once, twice);
         assert_eq!(once["permissions"], user["permissions"]);
         assert_eq!(once["hooks"]["Stop"], user["hooks"]["Stop"]);
@@ -232,9 +240,10 @@ mod tests {
     #[test]
     fn merge_refuses_settings_of_the_wrong_shape() {
         let ours = claude_code::settings_hooks("turnback hook claude-code");
-        assert!(merge(json!([1]), &ours).is_err());
-        assert!(merge(json!({"hooks": 3}), &ours).is_err());
-        assert!(merge(json!({"hooks": {"PreToolUse": {}}}), &ours).is_err());
+        let d = &claude_code::DIALECT;
+        assert!(merge(json!([1]), &ours, d).is_err());
+        assert!(merge(json!({"hooks": 3}), &ours, d).is_err());
+        assert!(merge(json!({"hooks": {"PreToolUse": {}}}), &ours, d).is_err());
     }
 
     #[test]
