@@ -47,6 +47,10 @@ enum Command {
     Hook(commands::hook::Args),
     Init(commands::init::Args),
     Mcp(commands::mcp::Args),
+    Edit(commands::edit::Args),
+    Mkdir(commands::mkdir::Args),
+    Mv(commands::mv::Args),
+    Rm(commands::rm::Args),
 }
 
 /// What a command hands back to `main`: the exit code.
@@ -110,6 +114,10 @@ fn main() -> ExitCode {
         Command::Hook(a) => commands::hook::run(&ctx, a),
         Command::Init(a) => commands::init::run(&ctx, a),
         Command::Mcp(a) => commands::mcp::run(&ctx, a),
+        Command::Edit(a) => commands::edit::run(&ctx, a),
+        Command::Mkdir(a) => commands::mkdir::run(&ctx, a),
+        Command::Mv(a) => commands::mv::run(&ctx, a),
+        Command::Rm(a) => commands::rm::run(&ctx, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -31,8 +31,9 @@ use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabiliti
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use similar::TextDiff;
 use turnback::{Error, Options, RewindOptions, Store, TurnId};
+
+use super::edit::{apply_edits, read_text, unified};
 
 use crate::{Ctx, Outcome};
 
@@ -275,54 +276,14 @@ impl Server {
     }
 }
 
+fn pairs(edits: &[Edit]) -> impl Iterator<Item = (&str, &str)> {
+    edits
+        .iter()
+        .map(|e| (e.old_text.as_str(), e.new_text.as_str()))
+}
+
 fn describe(verb: &str, path: &str) -> String {
     format!("{verb} {path}")
-}
-
-/// Applies exact-text edits, each to the result of those before.
-fn apply_edits(original: &str, edits: &[Edit]) -> Result<String, String> {
-    let mut out = original.to_owned();
-    for (i, e) in edits.iter().enumerate() {
-        let n = i + 1;
-        if e.old_text.is_empty() {
-            return Err(format!("edit {n}: oldText is empty"));
-        }
-        match out.matches(e.old_text.as_str()).count() {
-            0 => return Err(format!("edit {n}: oldText was not found in the file")),
-            1 => out = out.replacen(&e.old_text, &e.new_text, 1),
-            k => {
-                return Err(format!(
-                    "edit {n}: oldText occurs {k} times; include more surrounding text so it occurs once"
-                ));
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn unified(path: &str, a: &str, b: &str) -> String {
-    TextDiff::from_lines(a, b)
-        .unified_diff()
-        .header(&format!("a/{path}"), &format!("b/{path}"))
-        .to_string()
-}
-
-fn read_text(store: &Store, path: &str) -> Result<(String, String), String> {
-    let rel = store.resolve(path, true).map_err(|e| e.to_string())?;
-    let full = store.root().join(rel.as_str());
-    let meta = std::fs::symlink_metadata(&full)
-        .map_err(|e| format!("cannot read {}: {e}", full.display()))?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a regular file", full.display()));
-    }
-    let bytes = std::fs::read(&full).map_err(|e| format!("cannot read {}: {e}", full.display()))?;
-    let s = String::from_utf8(bytes).map_err(|_| {
-        format!(
-            "{} is not UTF-8 text; edit_file edits text only",
-            full.display()
-        )
-    })?;
-    Ok((rel.to_string(), s))
 }
 
 #[tool_router]
@@ -353,7 +314,7 @@ impl Server {
         if p.dry_run {
             return self.with_store(|store, _| {
                 let (rel, old) = read_text(store, &p.path)?;
-                let new = apply_edits(&old, &p.edits)?;
+                let new = apply_edits(&old, pairs(&p.edits))?;
                 Ok(text(format!(
                     "dry run: nothing written\n{}",
                     unified(&rel, &old, &new)
@@ -362,7 +323,7 @@ impl Server {
         }
         self.with_store(|store, turns| {
             let (rel, old) = read_text(store, &p.path)?;
-            let new = apply_edits(&old, &p.edits)?;
+            let new = apply_edits(&old, pairs(&p.edits))?;
             let turn = turns
                 .pick(store, p.turn.as_deref())
                 .map_err(|e| e.to_string())?;
@@ -518,22 +479,6 @@ fn display(p: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn edit(a: &str, b: &str) -> Edit {
-        Edit {
-            old_text: a.into(),
-            new_text: b.into(),
-        }
-    }
-
-    #[test]
-    fn edits_apply_in_order_and_must_match_exactly_once() {
-        let out = apply_edits("a b c\n", &[edit("a", "x"), edit("x b", "y")]);
-        assert_eq!(out.as_deref(), Ok("y c\n"));
-        assert!(apply_edits("a a", &[edit("a", "b")]).is_err_and(|e| e.contains("2 times")));
-        assert!(apply_edits("abc", &[edit("z", "b")]).is_err_and(|e| e.contains("not found")));
-        assert!(apply_edits("abc", &[edit("", "b")]).is_err());
-    }
 
     #[test]
     fn the_turn_rule_in_the_docs_is_the_one_in_the_tool_descriptions() {

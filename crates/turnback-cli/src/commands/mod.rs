@@ -4,11 +4,15 @@
 pub mod capture;
 pub mod demo;
 pub mod diff;
+pub mod edit;
 pub mod hook;
 pub mod init;
 pub mod list;
 pub mod mcp;
+pub mod mkdir;
+pub mod mv;
 pub mod rewind;
+pub mod rm;
 pub mod show;
 pub mod write;
 
