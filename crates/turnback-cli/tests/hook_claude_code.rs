@@ -486,3 +486,58 @@ fn init_print_writes_nothing_and_bad_settings_are_left_alone() -> TestResult {
     );
     Ok(())
 }
+
+#[test]
+fn parallel_tool_calls_before_any_prompt_share_one_turn() -> TestResult {
+    let tmp = project()?;
+    let root = tmp.path();
+    init(root)?;
+    let command = configured_command(root, "PreToolUse", Some("Write"))?;
+    // Hold the store lock shared: every hook can open the store and read
+    // the session (none yet), but none can begin a turn until it is
+    // released, so all of them race to begin one.
+    let lock = std::fs::File::open(root.join(".turnback/lock"))?;
+    lock.lock_shared()?;
+    let mut children = Vec::new();
+    for i in 0..16 {
+        let mut e = fixture("pre_tool_use_write.json", root)?;
+        if let Some(o) = e.as_object_mut() {
+            o.remove("prompt_id");
+        }
+        e["tool_input"]["file_path"] = root.join(format!("par/{i}.txt")).to_string_lossy().into();
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .current_dir(root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .ok_or("stdin")?
+                .write_all(serde_json::to_string(&e)?.as_bytes())?;
+        }
+        children.push(child);
+    }
+    // Not a timing assertion: the result must be the same however far the
+    // hooks got; the pause only makes the race likely.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    lock.unlock()?;
+    for c in children {
+        let out = c.wait_with_output()?;
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let turns = list(root)?;
+    assert_eq!(turns.len(), 1, "one turn, not one per process: {turns:?}");
+    assert_eq!(turns[0]["files"], 17, "par/ and its 16 files");
+    Ok(())
+}

@@ -265,23 +265,43 @@ fn begin_turn(store: &mut Store, d: &Dialect, event: &Event) -> anyhow::Result<S
         Some(p) => label_of(p),
         None => unseen_label(d),
     };
-    next_turn(store, d, event, label)
+    next_turn(store, d, event, label, false)
 }
 
 fn session_key(d: &Dialect, event: &Event) -> String {
     format!("{}{}", d.session_key_prefix, event.session_id)
 }
 
+/// Whether `event` belongs to the prompt that began `s` (true when either
+/// lacks a prompt id).
+fn same_prompt(s: &Session, event: &Event) -> bool {
+    match (&s.prompt_id, &event.prompt_id) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    }
+}
+
+/// Begins the session's next turn under the store lock. The same prompt id
+/// never begins two turns; with `reuse_current` (a tool call, not a
+/// prompt), a turn that another hook process began meanwhile for the same
+/// prompt is joined, so parallel tool calls agree on one turn.
 fn next_turn(
     store: &mut Store,
     d: &Dialect,
     event: &Event,
     label: String,
+    reuse_current: bool,
 ) -> anyhow::Result<Session> {
     let tag = session_tag(&event.session_id);
     let session = store.update_session(&session_key(d, event), |cur| {
         if let (Some(cur), Some(id)) = (&cur, &event.prompt_id)
             && cur.prompt_id.as_deref() == Some(id)
+        {
+            return Ok(cur.clone());
+        }
+        if let Some(cur) = &cur
+            && reuse_current
+            && same_prompt(cur, event)
         {
             return Ok(cur.clone());
         }
@@ -301,16 +321,12 @@ fn next_turn(
 /// The session's current turn; a tool call with no turn yet (hooks installed
 /// mid-session) or from another prompt begins one.
 fn current_turn(store: &mut Store, d: &Dialect, event: &Event) -> anyhow::Result<Session> {
-    if let Some(s) = store.session(&session_key(d, event))? {
-        let same_prompt = match (&s.prompt_id, &event.prompt_id) {
-            (Some(a), Some(b)) => a == b,
-            _ => true,
-        };
-        if same_prompt {
-            return Ok(s);
-        }
+    if let Some(s) = store.session(&session_key(d, event))?
+        && same_prompt(&s, event)
+    {
+        return Ok(s);
     }
-    next_turn(store, d, event, unseen_label(d))
+    next_turn(store, d, event, unseen_label(d), true)
 }
 
 /// The file a file tool is about to write, made absolute against the
