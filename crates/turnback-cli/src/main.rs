@@ -52,6 +52,13 @@ enum Command {
     Show(commands::show::Args),
     Diff(commands::diff::Args),
     Demo(commands::demo::Args),
+    Hook(commands::hook::Args),
+    Init(commands::init::Args),
+    Mcp(commands::mcp::Args),
+    Edit(commands::edit::Args),
+    Mkdir(commands::mkdir::Args),
+    Mv(commands::mv::Args),
+    Rm(commands::rm::Args),
 }
 
 /// What a command hands back to `main`: the exit code.
@@ -124,6 +131,13 @@ fn main() -> ExitCode {
         Command::Show(a) => commands::show::run(&ctx, a),
         Command::Diff(a) => commands::diff::run(&ctx, a),
         Command::Demo(a) => commands::demo::run(&ctx, a),
+        Command::Hook(a) => commands::hook::run(&ctx, a),
+        Command::Init(a) => commands::init::run(&ctx, a),
+        Command::Mcp(a) => commands::mcp::run(&ctx, a),
+        Command::Edit(a) => commands::edit::run(&ctx, a),
+        Command::Mkdir(a) => commands::mkdir::run(&ctx, a),
+        Command::Mv(a) => commands::mv::run(&ctx, a),
+        Command::Rm(a) => commands::rm::run(&ctx, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

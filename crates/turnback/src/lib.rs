@@ -43,9 +43,11 @@ mod id;
 mod index;
 pub mod lock;
 pub mod log;
+mod ops;
 pub mod pack;
 pub mod path;
 mod rewind;
+pub mod session;
 mod store;
 
 pub use config::{Config, parse_size};
@@ -56,6 +58,7 @@ pub use index::{Captured, Turn};
 pub use log::{FailedPath, FileEntry, Post, PostEntry, Pre};
 pub use path::RelPath;
 pub use rewind::{Action, Conflict, Report, RevertOptions, RewindOptions, RewindPlan, Step};
+pub use session::Session;
 pub use store::{CaptureReport, DEFAULT_MAX_FILE_SIZE, Options, Store, discover_root};
 
 /// The README's Rust example, compiled as a doctest.

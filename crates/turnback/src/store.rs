@@ -589,6 +589,29 @@ impl Store {
         Ok(report)
     }
 
+    /// Records the post-images of `paths` in `turn` (hashes of what is on
+    /// disk now): what an agent's own write tool left, reported after the
+    /// write (a hook's post-tool event), so a later rewind can tell its bytes
+    /// from someone else's. Returns how many were recorded.
+    pub fn record_post_images<P: AsRef<Path>>(
+        &mut self,
+        turn: &TurnId,
+        paths: &[P],
+    ) -> Result<usize> {
+        let rels = paths
+            .iter()
+            .map(|p| self.resolve(p, true))
+            .collect::<Result<Vec<_>>>()?;
+        let _guard = self.begin_mutation()?;
+        if self.index.turn(turn).is_none() {
+            return Err(self.unknown_turn(turn));
+        }
+        let posts = self.hash_states(&rels)?;
+        let n = posts.len();
+        self.capture_locked(turn, None, &[], posts)?;
+        Ok(n)
+    }
+
     /// Records the post-images of every path `turn` touched (hashes of what
     /// is on disk now), so a later rewind can tell the agent's bytes from
     /// someone else's. Paths whose post-image a write through turnback

@@ -17,13 +17,16 @@ pub struct Args {
 /// Larger files are summarised, not diffed.
 const DIFF_LIMIT: u64 = 8 << 20;
 
+/// One captured file against its current contents.
 #[derive(Serialize)]
-struct FileDiff {
-    path: String,
+pub struct FileDiff {
+    /// The path, relative to the root.
+    pub path: String,
     /// "unchanged", "modified", "created", "deleted", "binary", "not_saved"
-    change: &'static str,
+    pub change: &'static str,
+    /// The unified diff, or a one-line summary.
     #[serde(skip_serializing_if = "Option::is_none")]
-    diff: Option<String>,
+    pub diff: Option<String>,
 }
 
 enum Side {
@@ -68,7 +71,24 @@ fn text(b: &[u8]) -> Option<&str> {
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     let turn = TurnId::new(&args.turn)?;
     let store = ctx.open(Options::default())?;
-    let t = store.turn(&turn)?;
+    let out = diffs(&store, &turn)?;
+    if ctx.json() {
+        ctx.print_json(&out)?;
+        return Ok(0);
+    }
+    for d in &out {
+        match &d.diff {
+            Some(text) => print!("{text}"),
+            None if d.change == "unchanged" => {}
+            None => println!("{}: {}", d.path, d.change.replace('_', " ")),
+        }
+    }
+    Ok(0)
+}
+
+/// Each file `turn` captured, its pre-image against its current contents.
+pub fn diffs(store: &Store, turn: &TurnId) -> anyhow::Result<Vec<FileDiff>> {
+    let t = store.turn(turn)?;
     let mut out = Vec::new();
     for c in &t.files {
         let path = c.entry.path.as_str();
@@ -88,7 +108,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
                 continue;
             }
         };
-        let after = current(&store, path)?;
+        let after = current(store, path)?;
         let empty = Vec::new();
         let (change, diff) = match (&before, &after) {
             (Side::Missing, Side::Missing) => ("unchanged", None),
@@ -146,16 +166,5 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
             diff,
         });
     }
-    if ctx.json() {
-        ctx.print_json(&out)?;
-        return Ok(0);
-    }
-    for d in &out {
-        match &d.diff {
-            Some(text) => print!("{text}"),
-            None if d.change == "unchanged" => {}
-            None => println!("{}: {}", d.path, d.change.replace('_', " ")),
-        }
-    }
-    Ok(0)
+    Ok(out)
 }

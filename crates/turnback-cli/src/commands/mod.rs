@@ -4,10 +4,17 @@
 pub mod capture;
 pub mod demo;
 pub mod diff;
+pub mod edit;
 pub mod gc;
+pub mod hook;
+pub mod init;
 pub mod list;
+pub mod mcp;
+pub mod mkdir;
+pub mod mv;
 pub mod revert;
 pub mod rewind;
+pub mod rm;
 pub mod seal;
 pub mod show;
 pub mod undo;

@@ -1,0 +1,152 @@
+//! Gemini CLI integration, end to end: `turnback init gemini-cli` writes
+//! `.gemini/settings.json`; the recorded hook events in
+//! `tests/fixtures/gemini-cli/` (written from Gemini CLI's hooks reference)
+//! go through the command that file configures, the tool's effect is applied
+//! in between, and `turnback rewind` must give the folder back byte for byte.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::{TestResult, list, project, run_hook, tree, turnback};
+use serde_json::Value;
+
+fn fixture(name: &str, root: &Path) -> Result<Value, Box<dyn std::error::Error>> {
+    common::fixture("gemini-cli", name, root)
+}
+
+/// The `turnback hook gemini-cli` command configured for `event` (and `tool`).
+fn configured_command(
+    root: &Path,
+    event: &str,
+    tool: Option<&str>,
+) -> Result<String, Box<dyn std::error::Error>> {
+    let settings: Value =
+        serde_json::from_slice(&std::fs::read(root.join(".gemini/settings.json"))?)?;
+    for g in settings["hooks"][event].as_array().into_iter().flatten() {
+        let matches = match (tool, g.get("matcher").and_then(Value::as_str)) {
+            (Some(t), Some(m)) => m.split('|').any(|x| x == t),
+            _ => true,
+        };
+        for h in g["hooks"].as_array().into_iter().flatten() {
+            if let Some(c) = h["command"].as_str()
+                && matches
+                && c.ends_with("hook gemini-cli")
+            {
+                return Ok(c.to_owned());
+            }
+        }
+    }
+    Err(format!("settings run no turnback hook for {event} {tool:?}").into())
+}
+
+fn send(root: &Path, event: &Value) -> Result<Output, Box<dyn std::error::Error>> {
+    let name = event["hook_event_name"].as_str().ok_or("no event name")?;
+    let tool = event.get("tool_name").and_then(Value::as_str);
+    let command = configured_command(root, name, tool)?;
+    run_hook(
+        root,
+        &command,
+        serde_json::to_string(event)?.as_bytes(),
+        &[],
+    )
+}
+
+fn send_ok(root: &Path, event: &Value) -> TestResult {
+    let out = send(root, event)?;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(
+        stdout,
+        serde_json::json!({}),
+        "stdout is JSON, as Gemini CLI requires"
+    );
+    Ok(())
+}
+
+fn init(root: &Path) -> TestResult {
+    let out = turnback(root, &["init", "gemini-cli"])?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+#[test]
+fn recorded_gemini_events_make_a_rewindable_turn() -> TestResult {
+    let tmp = project()?;
+    let root = tmp.path();
+    init(root)?;
+    let settings: Value =
+        serde_json::from_slice(&std::fs::read(root.join(".gemini/settings.json"))?)?;
+    assert_eq!(
+        settings["hooks"]["BeforeTool"][0]["hooks"][0]["timeout"], 30_000,
+        "Gemini CLI timeouts are in milliseconds"
+    );
+    let before = tree(root)?;
+
+    send_ok(root, &fixture("before_agent.json", root)?)?;
+    // replace: src/config.js
+    send_ok(root, &fixture("before_tool_replace.json", root)?)?;
+    let cfg = root.join("src/config.js");
+    let text = std::fs::read_to_string(&cfg)?;
+    assert!(text.contains("theme: 'light'"));
+    std::fs::write(&cfg, text.replacen("theme: 'light'", "theme: 'dark'", 1))?;
+    send_ok(root, &fixture("after_tool_replace.json", root)?)?;
+    // write_file: a new file in a new directory
+    let write = fixture("before_tool_write_file.json", root)?;
+    send_ok(root, &write)?;
+    std::fs::create_dir_all(root.join("docs"))?;
+    std::fs::write(
+        root.join("docs/CHANGELOG.md"),
+        write["tool_input"]["content"].as_str().ok_or("content")?,
+    )?;
+    send_ok(root, &fixture("after_tool_write_file.json", root)?)?;
+
+    let turns = list(root)?;
+    assert_eq!(turns.len(), 1, "{turns:?}");
+    assert_eq!(turns[0]["turn"], "gemini-f1d2c3b4-1");
+    assert_eq!(turns[0]["label"], "Make the config use the dark theme");
+    assert_eq!(turns[0]["files"], 3, "config.js, docs/, docs/CHANGELOG.md");
+    assert_ne!(tree(root)?, before);
+
+    let out = turnback(root, &["rewind", "gemini-f1d2c3b4-1"])?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(tree(root)?, before, "byte for byte");
+    Ok(())
+}
+
+#[test]
+fn gemini_shell_commands_are_reported_and_failed_saves_block() -> TestResult {
+    let tmp = project()?;
+    let root = tmp.path();
+    init(root)?;
+    send_ok(root, &fixture("before_agent.json", root)?)?;
+    let out = send(root, &fixture("before_tool_run_shell_command.json", root)?)?;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not snapshot shell commands"));
+
+    send_ok(root, &fixture("before_tool_replace.json", root)?)?;
+    let log = root.join(".turnback/log.jsonl");
+    let mut bytes = std::fs::read(&log)?;
+    bytes.extend_from_slice(b"not a record\n");
+    std::fs::write(&log, bytes)?;
+    let out = send(root, &fixture("before_tool_write_file.json", root)?)?;
+    assert_eq!(out.status.code(), Some(2), "exit 2 blocks the tool");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("turnback blocked this write_file"), "{err}");
+    assert!(err.contains(".gemini/settings.json"), "{err}");
+    Ok(())
+}
