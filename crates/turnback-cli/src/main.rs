@@ -3,6 +3,7 @@
 //! maps outcomes to exit codes.
 
 mod commands;
+mod progress;
 mod size;
 
 use std::io::Write;
@@ -44,6 +45,9 @@ enum Command {
     Show(commands::show::Args),
     Diff(commands::diff::Args),
     Demo(commands::demo::Args),
+    Exec(commands::exec::Args),
+    Snapshot(commands::snapshot::Args),
+    Status(commands::status::Args),
 }
 
 /// What a command hands back to `main`: the exit code.
@@ -104,6 +108,9 @@ fn main() -> ExitCode {
         Command::Show(a) => commands::show::run(&ctx, a),
         Command::Diff(a) => commands::diff::run(&ctx, a),
         Command::Demo(a) => commands::demo::run(&ctx, a),
+        Command::Exec(a) => commands::exec::run(&ctx, a),
+        Command::Snapshot(a) => commands::snapshot::run(&ctx, a),
+        Command::Status(a) => commands::status::run(&ctx, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

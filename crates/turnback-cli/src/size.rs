@@ -30,6 +30,21 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is too large"))
 }
 
+/// A byte count for people: `512 B`, `1.5 KiB`, `2.0 GiB`.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_size;
@@ -43,5 +58,12 @@ mod tests {
         assert!(parse_size("lots").is_err());
         assert!(parse_size("1Q").is_err());
         assert!(parse_size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn sizes_print_for_people() {
+        assert_eq!(super::human(512), "512 B");
+        assert_eq!(super::human(1536), "1.5 KiB");
+        assert_eq!(super::human(3 << 30), "3.0 GiB");
     }
 }

@@ -31,7 +31,9 @@
 //!
 //! The on-disk format is described module by module: [`log`] (the
 //! append-only index), [`pack`] (the blobs), [`lock`] (the one lock for all
-//! mutations), [`path`] (which paths may be stored).
+//! mutations), [`path`] (which paths may be stored), [`tree`] (the tree
+//! state kept by snapshots, which cover what shell commands change: see
+//! [`Store::snapshot`]).
 
 #![deny(missing_docs)]
 
@@ -43,13 +45,19 @@ pub mod log;
 pub mod pack;
 pub mod path;
 mod rewind;
+mod snapshot;
 mod store;
+pub mod tree;
 
 pub use error::{Error, PathProblem, Result};
 pub use id::{BadBlobId, BlobId, TurnId, cut_label};
 pub use log::{FailedPath, FileEntry, Pre};
 pub use path::RelPath;
 pub use rewind::{Action, Report, RewindOptions, Step};
+pub use snapshot::{
+    Baseline, CapturedSince, ChangeKind, Changes, DEFAULT_EXCLUDES, IGNORE_FILE, NoProgress,
+    NotCaptured, NotCovered, Progress, Recorded, Renamed, ScanStats, SnapshotReport, Status,
+};
 pub use store::{
     CaptureReport, Captured, DEFAULT_MAX_FILE_SIZE, Options, Store, Turn, discover_root,
 };

@@ -21,7 +21,9 @@
 //!   damaged line is an error naming its line number.
 //! - A `capture` record's `files` list, per path, the state before the turn's
 //!   first write; a `rewind` record ends every turn whose first record has
-//!   `seq >= from_seq`.
+//!   `seq >= from_seq`; a `snapshot` record introduces the blobs a tree
+//!   scan stored (its pack), for a later `capture` record or the tree state
+//!   (see [`crate::tree`]) to name.
 
 use serde::{Deserialize, Serialize};
 
@@ -62,6 +64,20 @@ pub enum Op {
         blobs: Vec<StoredBlob>,
         /// The paths captured, each with its pre-image.
         files: Vec<FileEntry>,
+    },
+    /// Blobs stored by a tree snapshot (see [`crate::tree`]): the bytes of
+    /// the files a scan found new or changed. Names no turn's pre-image by
+    /// itself; a later `capture` record (the snapshot's after half) does.
+    Snapshot {
+        /// The turn the snapshot was taken for.
+        turn: TurnId,
+        /// Whether it was the after half.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        after: bool,
+        /// The pack written for this record.
+        pack: String,
+        /// The blobs stored in that pack.
+        blobs: Vec<StoredBlob>,
     },
     /// Turns undone by a rewind.
     Rewind {

@@ -180,6 +180,9 @@ impl Index {
                     }
                 }
             }
+            Op::Snapshot { pack, blobs, .. } => {
+                crate::snapshot::apply_snapshot(&mut self.blobs, pack, blobs)?;
+            }
             Op::Rewind { from_seq, .. } => {
                 let (gone, kept): (Vec<Turn>, Vec<Turn>) = std::mem::take(&mut self.turns)
                     .into_iter()
@@ -380,7 +383,7 @@ impl Store {
         Ok(())
     }
 
-    fn dirs(&self) -> &Dirs {
+    pub(crate) fn dirs(&self) -> &Dirs {
         self.dirs
             .as_ref()
             .expect("store directories are opened before use")

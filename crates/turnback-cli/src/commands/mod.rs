@@ -4,9 +4,12 @@
 pub mod capture;
 pub mod demo;
 pub mod diff;
+pub mod exec;
 pub mod list;
 pub mod rewind;
 pub mod show;
+pub mod snapshot;
+pub mod status;
 pub mod write;
 
 use turnback::{Options, Pre};
