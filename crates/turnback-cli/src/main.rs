@@ -3,6 +3,8 @@
 //! maps outcomes to exit codes.
 
 mod commands;
+mod progress;
+mod size;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -59,6 +61,9 @@ enum Command {
     Mkdir(commands::mkdir::Args),
     Mv(commands::mv::Args),
     Rm(commands::rm::Args),
+    Exec(commands::exec::Args),
+    Snapshot(commands::snapshot::Args),
+    Status(commands::status::Args),
 }
 
 /// What a command hands back to `main`: the exit code.
@@ -138,6 +143,9 @@ fn main() -> ExitCode {
         Command::Mkdir(a) => commands::mkdir::run(&ctx, a),
         Command::Mv(a) => commands::mv::run(&ctx, a),
         Command::Rm(a) => commands::rm::run(&ctx, a),
+        Command::Exec(a) => commands::exec::run(&ctx, a),
+        Command::Snapshot(a) => commands::snapshot::run(&ctx, a),
+        Command::Status(a) => commands::status::run(&ctx, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

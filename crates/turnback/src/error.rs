@@ -102,6 +102,15 @@ pub enum Error {
         /// Why.
         why: &'static str,
     },
+    /// `snapshot --after` found no earlier snapshot to compare with.
+    #[error(
+        "no snapshot of {} to compare with: run `turnback snapshot --turn T` before the command, or run it with `turnback exec`",
+        root.display()
+    )]
+    NoSnapshot {
+        /// The project root.
+        root: PathBuf,
+    },
     /// The path names something that cannot be captured as a file.
     #[error("{path:?} is a directory; capture the files in it instead")]
     IsDirectory {

@@ -217,7 +217,9 @@ impl Store {
                     }
                     keep
                 }
-                Op::Saved { .. } => true,
+                // A scan's blobs may be named by the tree state (see
+                // `crate::tree`), which gc does not read: kept whole.
+                Op::Saved { .. } | Op::Snapshot { .. } => true,
             }
         };
         let mut chosen: Vec<Record> = records

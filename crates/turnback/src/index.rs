@@ -326,6 +326,9 @@ impl Index {
                 let first = t.first_seq;
                 self.record_turn.insert(rec.seq, first);
             }
+            Op::Snapshot { pack, blobs, .. } => {
+                crate::snapshot::apply_snapshot(&mut self.blobs, pack, blobs)?;
+            }
             Op::Saved { pack, blobs, files } => {
                 self.register_blobs(pack, blobs, files)?;
                 self.saved.insert(rec.seq, files.clone());

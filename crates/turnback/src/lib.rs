@@ -31,7 +31,9 @@
 //!
 //! The on-disk format is described module by module: [`log`] (the
 //! append-only index), [`pack`] (the blobs), [`lock`] (the one lock for all
-//! mutations), [`path`] (which paths may be stored).
+//! mutations), [`path`] (which paths may be stored), [`tree`] (the tree
+//! state kept by snapshots, which cover what shell commands change: see
+//! [`Store::snapshot`]).
 
 #![deny(missing_docs)]
 
@@ -48,7 +50,9 @@ pub mod pack;
 pub mod path;
 mod rewind;
 pub mod session;
+mod snapshot;
 mod store;
+pub mod tree;
 
 pub use config::{Config, parse_size};
 pub use error::{Error, PathProblem, Result};
@@ -59,6 +63,10 @@ pub use log::{FailedPath, FileEntry, Post, PostEntry, Pre};
 pub use path::RelPath;
 pub use rewind::{Action, Conflict, Report, RevertOptions, RewindOptions, RewindPlan, Step};
 pub use session::Session;
+pub use snapshot::{
+    Baseline, CapturedSince, ChangeKind, Changes, DEFAULT_EXCLUDES, IGNORE_FILE, NoProgress,
+    NotCaptured, NotCovered, Progress, Recorded, Renamed, ScanStats, SnapshotReport, Status,
+};
 pub use store::{CaptureReport, DEFAULT_MAX_FILE_SIZE, Options, Store, discover_root};
 
 /// The README's Rust example, compiled as a doctest.

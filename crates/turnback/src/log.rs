@@ -31,6 +31,9 @@
 //! - A blob is introduced once, by the first record that needs it, with its
 //!   pack (the record's, or its own `pack` field after gc) and, for a delta,
 //!   its `base`, introduced earlier.
+//! - A `snapshot` record introduces the blobs a tree scan stored (its
+//!   pack), for a later `capture` record or the tree state (see
+//!   [`crate::tree`]) to name.
 
 use serde::{Deserialize, Serialize};
 
@@ -96,6 +99,20 @@ pub enum Op {
         blobs: Vec<StoredBlob>,
         /// Each path with its state before the operation.
         files: Vec<FileEntry>,
+    },
+    /// Blobs stored by a tree snapshot (see [`crate::tree`]): the bytes of
+    /// the files a scan found new or changed. Names no turn's pre-image by
+    /// itself; a later `capture` record (the snapshot's after half) does.
+    Snapshot {
+        /// The turn the snapshot was taken for.
+        turn: TurnId,
+        /// Whether it was the after half.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        after: bool,
+        /// The pack written for this record.
+        pack: String,
+        /// The blobs stored in that pack.
+        blobs: Vec<StoredBlob>,
     },
     /// Turns undone by a rewind.
     Rewind {

@@ -5,6 +5,7 @@ pub mod capture;
 pub mod demo;
 pub mod diff;
 pub mod edit;
+pub mod exec;
 pub mod gc;
 pub mod hook;
 pub mod init;
@@ -17,6 +18,8 @@ pub mod rewind;
 pub mod rm;
 pub mod seal;
 pub mod show;
+pub mod snapshot;
+pub mod status;
 pub mod undo;
 pub mod write;
 

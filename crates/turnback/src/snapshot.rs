@@ -1,0 +1,1702 @@
+//! Tree snapshots: covering what shell commands change.
+//!
+//! A snapshot walks the project in parallel, keeps what it saw in the tree
+//! state (see [`crate::tree`]) and makes sure the current bytes of every
+//! covered file are in the store. The first snapshot stores every covered
+//! file (compressed, deduplicated); later ones hash only the files whose
+//! stat (size, mtime, ctime, inode, mode) differs from the tree state or
+//! that were racily clean, and store only what is new.
+//!
+//! Two halves make one command's turn:
+//! - the *before* half ([`Store::snapshot`] with `after = false`) stores the
+//!   files and writes the tree marked *pending* for turn T;
+//! - the *after* half (`after = true`) scans again, compares with the tree
+//!   and appends to turn T one `capture` record holding the pre-image of
+//!   every path that changed: a created file or directory is recorded as
+//!   absent, a modified or deleted one with its bytes and mode from the
+//!   tree, a renamed one as both (the old path gets its bytes back, the new
+//!   one is absent). The first capture of a path in a turn wins, so a path
+//!   the turn already captured through a file tool keeps its earlier
+//!   pre-image. `Store::rewind` then undoes the command like any turn.
+//!
+//! A before half that finds the tree still pending (the previous command's
+//! after half never ran: its process was killed) first records the changes
+//! since then into the pending turn, so they are not lost.
+//!
+//! Record order, each step durable before the next: the pack of new blobs,
+//! the `snapshot` record naming them, the turn's `capture` record, the tree
+//! state.
+//!
+//! Coverage: the whole root except `.git/` and `.turnback/` (at any depth),
+//! git-ignored files included. Left out, by default: directories named in
+//! [`DEFAULT_EXCLUDES`] and files over the size cap; a `.turnbackignore` at
+//! the root (gitignore syntax, read after the defaults, so `!build/`
+//! covers `build/` again) changes that. What is left out is kept in the
+//! tree as *excluded* with its own stat: [`Store::status`] lists it, and a
+//! change to it (an excluded directory's own entry, which changes when
+//! entries are added to or removed from it directly; an oversized file) is
+//! recorded in the turn as not captured, which a rewind reports as not
+//! restored. Changes deeper inside an excluded directory are not seen.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
+use rayon::prelude::*;
+use rustix::fs::{Mode, OFlags};
+use serde::Serialize;
+
+use crate::error::{Error, IoResultExt, Result};
+use crate::id::{BlobId, TurnId, cut_label};
+use crate::log::{FileEntry, Op, Pre, StoredBlob};
+use crate::pack::{self, BlobLoc, PackWriter};
+use crate::path::{RelPath, STORE_DIR};
+use crate::store::{PACKS_DIR, Store};
+use crate::tree::{self, Entry, Excluded, Kind, Loaded, Stat, Tree, TreeWriter};
+
+/// Directories a snapshot leaves out unless `.turnbackignore` says
+/// otherwise: large folders that a build or an installer regenerates.
+pub const DEFAULT_EXCLUDES: &[&str] = &[
+    "node_modules/",
+    "target/",
+    ".venv/",
+    "__pycache__/",
+    "dist/",
+    "build/",
+];
+
+/// The ignore file read at the project root (gitignore syntax).
+pub const IGNORE_FILE: &str = ".turnbackignore";
+
+/// Files up to this size are read whole and compressed in parallel; larger
+/// ones are streamed.
+const WHOLE_READ_LIMIT: u64 = 4 << 20;
+
+/// Receives the progress of a scan (for a progress bar). Every method does
+/// nothing by default; they may be called from several threads.
+pub trait Progress: Sync {
+    /// The walk has found `entries` paths so far.
+    fn walking(&self, entries: u64) {
+        let _ = entries;
+    }
+    /// The walk is done; `files` files of `bytes` bytes must be read.
+    fn hashing(&self, files: u64, bytes: u64) {
+        let _ = (files, bytes);
+    }
+    /// `files` more files, `bytes` more bytes were read.
+    fn hashed(&self, files: u64, bytes: u64) {
+        let _ = (files, bytes);
+    }
+    /// The scan is over.
+    fn done(&self) {}
+}
+
+/// A [`Progress`] that shows nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {}
+
+/// Counts of one scan.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct ScanStats {
+    /// Covered regular files.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Covered directories.
+    pub dirs: u64,
+    /// Covered symlinks.
+    pub symlinks: u64,
+    /// Paths left out (see [`Store::status`]).
+    pub excluded: u64,
+    /// Files read and hashed (the rest were known by their stat).
+    pub hashed_files: u64,
+    /// Bytes read and hashed.
+    pub hashed_bytes: u64,
+    /// Blobs stored by this scan.
+    pub new_blobs: u64,
+    /// Compressed bytes stored by this scan.
+    pub stored_bytes: u64,
+    /// Size of the tree state written.
+    pub tree_bytes: u64,
+}
+
+/// What kind of change a path saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// It did not exist.
+    Created,
+    /// Its bytes, mode, type or (for an excluded path) stat changed.
+    Modified,
+    /// It is gone.
+    Deleted,
+}
+
+impl ChangeKind {
+    /// `created`, `modified` or `deleted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Created => "created",
+            ChangeKind::Modified => "modified",
+            ChangeKind::Deleted => "deleted",
+        }
+    }
+}
+
+/// A path moved (same inode, same bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Renamed {
+    /// The old path.
+    pub from: String,
+    /// The new path.
+    pub to: String,
+}
+
+/// A change whose pre-image could not be saved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotCaptured {
+    /// The path (lossy if its name is not UTF-8).
+    pub path: String,
+    /// What happened to it.
+    pub change: ChangeKind,
+    /// Why its pre-image is not saved.
+    pub reason: String,
+}
+
+/// What changed between two scans, grouped for people. Directories end
+/// with `/`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Changes {
+    /// Changed bytes, mode or type.
+    pub modified: Vec<String>,
+    /// New paths.
+    pub created: Vec<String>,
+    /// Removed paths.
+    pub deleted: Vec<String>,
+    /// Moved files (each also recorded as a deletion and a creation).
+    pub renamed: Vec<Renamed>,
+    /// Changes that cannot be undone: excluded paths, unsaved pre-images.
+    pub not_captured: Vec<NotCaptured>,
+}
+
+impl Changes {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.modified.is_empty()
+            && self.created.is_empty()
+            && self.deleted.is_empty()
+            && self.renamed.is_empty()
+            && self.not_captured.is_empty()
+    }
+}
+
+/// Changes recorded into a turn.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recorded {
+    /// The turn they were recorded in.
+    pub turn: TurnId,
+    /// What changed.
+    pub changes: Changes,
+    /// The entries appended to the turn (pre-images).
+    pub captured: Vec<FileEntry>,
+    /// Paths the turn had captured already (its earlier pre-image wins).
+    pub already_captured: Vec<RelPath>,
+}
+
+/// What one snapshot did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapshotReport {
+    /// The turn named by the caller.
+    pub turn: TurnId,
+    /// Whether this was the after half.
+    pub after: bool,
+    /// Counts of the scan.
+    pub scan: ScanStats,
+    /// For the after half (or a pending snapshot completed by a before
+    /// half): the changes recorded.
+    pub recorded: Option<Recorded>,
+    /// Things the caller should know.
+    pub warnings: Vec<String>,
+}
+
+/// The last snapshot, as `status` compares against it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Baseline {
+    /// The turn it was taken for.
+    pub turn: TurnId,
+    /// Whether it is a before half still waiting for its after half.
+    pub pending: bool,
+    /// Its scan stamp (ns since the epoch).
+    pub at_ns: i64,
+}
+
+/// A changed path already captured by a live turn after the last snapshot.
+#[derive(Debug, Clone, Serialize)]
+pub struct CapturedSince {
+    /// The path.
+    pub path: String,
+    /// The turn that captured it.
+    pub turn: TurnId,
+}
+
+/// A path no snapshot covers.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotCovered {
+    /// The path (directories end with `/`).
+    pub path: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What changed on disk since the last snapshot.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// The project root.
+    pub root: PathBuf,
+    /// The last snapshot; `None` when none was taken (everything is new).
+    pub snapshot: Option<Baseline>,
+    /// The changes since then.
+    pub changes: Changes,
+    /// Changed paths whose pre-image a turn captured after the snapshot.
+    pub captured: Vec<CapturedSince>,
+    /// Everything the scan leaves out, changed or not.
+    pub not_covered: Vec<NotCovered>,
+    /// Covered files now.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Things the caller should know.
+    pub warnings: Vec<String>,
+}
+
+/// Applies a `snapshot` record to the blob map (for `Index::apply`).
+pub(crate) fn apply_snapshot(
+    known: &mut HashMap<BlobId, BlobLoc>,
+    pack: &str,
+    blobs: &[StoredBlob],
+) -> std::result::Result<(), String> {
+    if !pack::is_pack_name(pack) {
+        return Err(format!("bad pack name {pack:?}"));
+    }
+    for b in blobs {
+        known.entry(b.id).or_insert(BlobLoc {
+            pack: b.pack.clone().unwrap_or_else(|| pack.to_owned()),
+            offset: b.offset,
+            len: b.len,
+            size: b.size,
+            base: b.base,
+        });
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ walk
+
+/// What the walk found at a path, before any file is read.
+struct Found {
+    path: Vec<u8>,
+    stat: Stat,
+    kind: FoundKind,
+}
+
+enum FoundKind {
+    File,
+    Symlink(String),
+    Dir,
+    Excluded(Excluded),
+}
+
+struct WalkCtx<'a> {
+    root: &'a Path,
+    matcher: &'a Gitignore,
+    cap: u64,
+    seen: AtomicU64,
+    progress: &'a dyn Progress,
+    out: Mutex<Vec<Vec<Found>>>,
+}
+
+struct Collector<'a> {
+    ctx: &'a WalkCtx<'a>,
+    local: Vec<Found>,
+}
+
+impl Drop for Collector<'_> {
+    fn drop(&mut self) {
+        let local = std::mem::take(&mut self.local);
+        if let Ok(mut out) = self.ctx.out.lock() {
+            out.push(local);
+        }
+    }
+}
+
+struct CollectorBuilder<'a> {
+    ctx: &'a WalkCtx<'a>,
+}
+
+impl<'s> ParallelVisitorBuilder<'s> for CollectorBuilder<'s> {
+    fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
+        Box::new(Collector {
+            ctx: self.ctx,
+            local: Vec::new(),
+        })
+    }
+}
+
+/// The path an error of the walker concerns, if it names one.
+fn error_path(err: &ignore::Error) -> Option<&Path> {
+    match err {
+        ignore::Error::WithPath { path, .. } => Some(path),
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            error_path(err)
+        }
+        ignore::Error::Loop { child, .. } => Some(child),
+        _ => None,
+    }
+}
+
+fn io_message(err: &ignore::Error) -> String {
+    match err.io_error() {
+        Some(e) => e.to_string(),
+        None => err.to_string(),
+    }
+}
+
+/// Whether a name (and the path it completes) can be held by a `RelPath`.
+fn name_problem(name: &[u8], rel_len: usize) -> Option<&'static str> {
+    if std::str::from_utf8(name).is_err() {
+        Some("it is not valid UTF-8")
+    } else if name.contains(&b'\\') {
+        Some("it contains a backslash")
+    } else if name.len() > 255 || rel_len > 4096 {
+        Some("it is too long")
+    } else {
+        None
+    }
+}
+
+impl Collector<'_> {
+    fn push(&mut self, path: Vec<u8>, stat: Stat, kind: FoundKind) {
+        self.local.push(Found { path, stat, kind });
+        let n = self.ctx.seen.fetch_add(1, Ordering::Relaxed) + 1;
+        if n.is_multiple_of(1024) {
+            self.ctx.progress.walking(n);
+        }
+    }
+}
+
+impl ParallelVisitor for Collector<'_> {
+    fn visit(&mut self, entry: std::result::Result<DirEntry, ignore::Error>) -> WalkState {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(err) => {
+                // A directory that cannot be listed: its files are not covered.
+                if let Some(p) = error_path(&err)
+                    && let Ok(rel) = p.strip_prefix(self.ctx.root)
+                    && !rel.as_os_str().is_empty()
+                {
+                    let path = rel.as_os_str().as_bytes().to_vec();
+                    let stat = std::fs::symlink_metadata(p)
+                        .map(|m| Stat::of(&m))
+                        .unwrap_or_default();
+                    self.push(
+                        path,
+                        stat,
+                        FoundKind::Excluded(Excluded::Unreadable(io_message(&err))),
+                    );
+                }
+                return WalkState::Continue;
+            }
+        };
+        if entry.depth() == 0 {
+            return WalkState::Continue;
+        }
+        let name = entry.file_name().as_bytes();
+        if name == b".git" || name == STORE_DIR.as_bytes() {
+            return WalkState::Skip;
+        }
+        let Ok(rel) = entry.path().strip_prefix(self.ctx.root) else {
+            return WalkState::Continue;
+        };
+        let path = rel.as_os_str().as_bytes().to_vec();
+        let md = match entry.metadata() {
+            Ok(m) => m,
+            Err(err) => {
+                if err.io_error().map(io::Error::kind) == Some(io::ErrorKind::NotFound) {
+                    return WalkState::Continue; // gone since it was listed
+                }
+                let kind = FoundKind::Excluded(Excluded::Unreadable(io_message(&err)));
+                self.push(path, Stat::default(), kind);
+                return WalkState::Skip;
+            }
+        };
+        let stat = Stat::of(&md);
+        let ft = md.file_type();
+        let skip_dir = if ft.is_dir() {
+            WalkState::Skip
+        } else {
+            WalkState::Continue
+        };
+        if let Some(why) = name_problem(name, path.len()) {
+            self.push(
+                path,
+                stat,
+                FoundKind::Excluded(Excluded::BadName(why.into())),
+            );
+            return skip_dir;
+        }
+        if let ignore::Match::Ignore(glob) = self.ctx.matcher.matched(rel, ft.is_dir()) {
+            let why = match glob.from() {
+                None => Excluded::Default(glob.original().to_owned()),
+                Some(_) => Excluded::IgnoreFile(glob.original().to_owned()),
+            };
+            self.push(path, stat, FoundKind::Excluded(why));
+            return skip_dir;
+        }
+        let kind = if ft.is_file() {
+            if stat.size > self.ctx.cap {
+                FoundKind::Excluded(Excluded::TooLarge(self.ctx.cap))
+            } else {
+                FoundKind::File
+            }
+        } else if ft.is_symlink() {
+            match std::fs::read_link(entry.path()) {
+                Ok(t) => match t.into_os_string().into_string() {
+                    Ok(t) => FoundKind::Symlink(t),
+                    Err(_) => FoundKind::Excluded(Excluded::BadName(
+                        "its symlink target is not valid UTF-8".into(),
+                    )),
+                },
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return WalkState::Continue,
+                Err(e) => FoundKind::Excluded(Excluded::Unreadable(e.to_string())),
+            }
+        } else if ft.is_dir() {
+            FoundKind::Dir
+        } else {
+            FoundKind::Excluded(Excluded::Special)
+        };
+        self.push(path, stat, kind);
+        WalkState::Continue
+    }
+}
+
+/// The matcher for exclusions: the defaults, then the root's ignore file.
+fn build_matcher(root: &Path, warnings: &mut Vec<String>) -> Result<Gitignore> {
+    let mut b = GitignoreBuilder::new(root);
+    for d in DEFAULT_EXCLUDES {
+        b.add_line(None, d)
+            .map_err(|e| io::Error::other(e.to_string()))
+            .ctx("parse default exclusion", *d)?;
+    }
+    let file = root.join(IGNORE_FILE);
+    match std::fs::symlink_metadata(&file) {
+        Ok(m) if m.file_type().is_file() => {
+            if let Some(e) = b.add(&file) {
+                warnings.push(format!(
+                    "{}: {e}; the other lines apply, fix that one",
+                    file.display()
+                ));
+            }
+        }
+        Ok(_) => warnings.push(format!(
+            "{} is not a regular file; it is not read",
+            file.display()
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).ctx("read", &file),
+    }
+    b.build()
+        .map_err(|e| io::Error::other(e.to_string()))
+        .ctx("read", &file)
+}
+
+// ------------------------------------------------------------------ scan
+
+/// The outcome of a scan.
+struct Scan {
+    entries: Vec<Entry>,
+    stats: ScanStats,
+    pack: Option<(PackWriter, Vec<StoredBlob>)>,
+    warnings: Vec<String>,
+}
+
+/// How a scan treats file contents.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// Hash every file not known by its stat and store what is new.
+    Store,
+    /// Hash only files the old tree has with another stat (for `status`).
+    Compare,
+}
+
+/// A file read in parallel.
+enum ReadOne {
+    Hashed {
+        id: BlobId,
+        len: u64,
+        stat: Stat,
+        frame: Option<Vec<u8>>,
+    },
+    Large {
+        file: File,
+        stat: Stat,
+    },
+    Gone,
+    Now(Excluded, Stat),
+}
+
+fn read_one(
+    root: &Path,
+    rel: &[u8],
+    cap: u64,
+    compress: Option<(&HashMap<BlobId, BlobLoc>, i32)>,
+) -> ReadOne {
+    let full = root.join(std::ffi::OsStr::from_bytes(rel));
+    let fd = match rustix::fs::open(
+        &full,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return ReadOne::Gone,
+        Err(rustix::io::Errno::LOOP) => {
+            return ReadOne::Now(
+                Excluded::Unreadable(
+                    "it became a symlink while being scanned; snapshot again".into(),
+                ),
+                Stat::default(),
+            );
+        }
+        Err(e) => {
+            return ReadOne::Now(
+                Excluded::Unreadable(io::Error::from(e).to_string()),
+                Stat::default(),
+            );
+        }
+    };
+    let file = File::from(fd);
+    let stat = match file.metadata() {
+        Ok(m) => Stat::of(&m),
+        Err(e) => return ReadOne::Now(Excluded::Unreadable(e.to_string()), Stat::default()),
+    };
+    if rustix::fs::FileType::from_raw_mode(stat.mode) != rustix::fs::FileType::RegularFile {
+        return ReadOne::Now(
+            Excluded::Unreadable("it changed type while being scanned; snapshot again".into()),
+            stat,
+        );
+    }
+    if stat.size > cap {
+        return ReadOne::Now(Excluded::TooLarge(cap), stat);
+    }
+    if stat.size > WHOLE_READ_LIMIT {
+        return ReadOne::Large { file, stat };
+    }
+    let mut data = Vec::with_capacity(stat.size as usize);
+    if let Err(e) = (&file).take(WHOLE_READ_LIMIT + 1).read_to_end(&mut data) {
+        return ReadOne::Now(Excluded::Unreadable(e.to_string()), stat);
+    }
+    let id = pack::hash_bytes(&data);
+    let frame = match compress {
+        Some((known, level)) if !known.contains_key(&id) => {
+            match zstd::bulk::compress(&data, level) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    return ReadOne::Now(Excluded::Unreadable(format!("compress: {e}")), stat);
+                }
+            }
+        }
+        _ => None,
+    };
+    ReadOne::Hashed {
+        id,
+        len: data.len() as u64,
+        stat,
+        frame,
+    }
+}
+
+impl Store {
+    /// Walks the project and reads what the stat cache cannot vouch for.
+    fn scan(&self, old: Option<&Tree>, mode: Reading, progress: &dyn Progress) -> Result<Scan> {
+        let mut warnings = Vec::new();
+        let matcher = build_matcher(&self.root, &mut warnings)?;
+        let cap = self.options.max_file_size;
+        let ctx = WalkCtx {
+            root: &self.root,
+            matcher: &matcher,
+            cap,
+            seen: AtomicU64::new(0),
+            progress,
+            out: Mutex::new(Vec::new()),
+        };
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .min(8);
+        WalkBuilder::new(&self.root)
+            .standard_filters(false)
+            .follow_links(false)
+            .threads(threads)
+            .build_parallel()
+            .visit(&mut CollectorBuilder { ctx: &ctx });
+        let mut found: Vec<Found> = ctx
+            .out
+            .into_inner()
+            .map_err(|_| io::Error::other("a walker thread panicked"))
+            .ctx("walk", &self.root)?
+            .into_iter()
+            .flatten()
+            .collect();
+        found.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        found.dedup_by(|a, b| a.path == b.path);
+
+        // Merge with the old tree: a file whose stat is unchanged and was
+        // not racily clean keeps its blob.
+        let known = &self.index.blobs;
+        let empty: Vec<Entry> = Vec::new();
+        let (old_entries, stamp) = match old {
+            Some(t) => (&t.entries, t.stamp_ns),
+            None => (&empty, i64::MIN),
+        };
+        let mut oi = 0;
+        let mut entries: Vec<Entry> = Vec::with_capacity(found.len());
+        let mut to_read: Vec<usize> = Vec::new();
+        let mut read_bytes = 0u64;
+        for f in found {
+            while oi < old_entries.len() && old_entries[oi].path < f.path {
+                oi += 1;
+            }
+            let prev = old_entries.get(oi).filter(|o| o.path == f.path);
+            let kind = match f.kind {
+                FoundKind::Symlink(target) => Kind::Symlink { target },
+                FoundKind::Dir => Kind::Dir,
+                FoundKind::Excluded(x) => Kind::Excluded(x),
+                FoundKind::File => {
+                    let cached = match prev {
+                        Some(Entry {
+                            stat,
+                            kind: Kind::File { blob },
+                            ..
+                        }) if *stat == f.stat
+                            && !stat.racy(stamp)
+                            && (mode == Reading::Compare || known.contains_key(blob)) =>
+                        {
+                            Some(*blob)
+                        }
+                        _ => None,
+                    };
+                    // Comparing, a file is read only if there is something
+                    // to compare it with: an old file, or (to pair renames)
+                    // no old entry at all in an existing tree.
+                    let need = cached.is_none()
+                        && match mode {
+                            Reading::Store => true,
+                            Reading::Compare => match prev {
+                                Some(p) => matches!(p.kind, Kind::File { .. }),
+                                None => old.is_some(),
+                            },
+                        };
+                    if need {
+                        to_read.push(entries.len());
+                        read_bytes += f.stat.size;
+                    }
+                    Kind::File {
+                        blob: cached.unwrap_or(BlobId([0; 32])),
+                    }
+                }
+            };
+            entries.push(Entry {
+                path: f.path,
+                stat: f.stat,
+                kind,
+            });
+        }
+
+        progress.hashing(to_read.len() as u64, read_bytes);
+        let mut stats = ScanStats::default();
+        let level = self.options.compression_level;
+        let packs_path = self.store_path.join(PACKS_DIR);
+        let mut writer: Option<PackWriter> = None;
+        let mut blobs: Vec<StoredBlob> = Vec::new();
+        let mut fresh: HashSet<BlobId> = HashSet::new();
+        let mut gone: HashSet<usize> = HashSet::new();
+        let mut large: Vec<(usize, File, Stat)> = Vec::new();
+        let result = (|| -> Result<()> {
+            let mut start = 0;
+            while start < to_read.len() {
+                let mut end = start;
+                let mut bytes = 0u64;
+                while end < to_read.len() && end - start < 256 && bytes < (64 << 20) {
+                    bytes += entries[to_read[end]].stat.size;
+                    end += 1;
+                }
+                let chunk = &to_read[start..end];
+                let compress = (mode == Reading::Store).then_some((known, level));
+                let done: Vec<ReadOne> = chunk
+                    .par_iter()
+                    .map(|&i| read_one(&self.root, &entries[i].path, cap, compress))
+                    .collect();
+                for (&i, r) in chunk.iter().zip(done) {
+                    match r {
+                        ReadOne::Hashed {
+                            id,
+                            len,
+                            stat,
+                            frame,
+                        } => {
+                            stats.hashed_files += 1;
+                            stats.hashed_bytes += len;
+                            entries[i].stat = stat;
+                            entries[i].kind = Kind::File { blob: id };
+                            if let Some(frame) = frame
+                                && fresh.insert(id)
+                            {
+                                let w = match &mut writer {
+                                    Some(w) => w,
+                                    None => writer.insert(PackWriter::create(
+                                        &self.dirs().packs,
+                                        &packs_path,
+                                    )?),
+                                };
+                                let offset = w.append(&frame)?;
+                                stats.stored_bytes += frame.len() as u64;
+                                blobs.push(StoredBlob {
+                                    pack: None,
+                                    base: None,
+                                    id,
+                                    offset,
+                                    len: frame.len() as u64,
+                                    size: len,
+                                });
+                            }
+                        }
+                        ReadOne::Large { file, stat } => large.push((i, file, stat)),
+                        ReadOne::Gone => {
+                            gone.insert(i);
+                        }
+                        ReadOne::Now(x, stat) => {
+                            entries[i].stat = stat;
+                            entries[i].kind = Kind::Excluded(x);
+                        }
+                    }
+                }
+                progress.hashed((end - start) as u64, bytes);
+                start = end;
+            }
+            for (i, file, stat) in std::mem::take(&mut large) {
+                let shown = self
+                    .root
+                    .join(std::ffi::OsStr::from_bytes(&entries[i].path));
+                let (id, len) = if mode == Reading::Store {
+                    let w = match &mut writer {
+                        Some(w) => w,
+                        None => writer.insert(PackWriter::create(&self.dirs().packs, &packs_path)?),
+                    };
+                    let s = w.append_stream(&file, level, |id| {
+                        !known.contains_key(id) && !fresh.contains(id)
+                    })?;
+                    if let Some((offset, clen)) = s.kept {
+                        fresh.insert(s.id);
+                        stats.stored_bytes += clen;
+                        blobs.push(StoredBlob {
+                            pack: None,
+                            base: None,
+                            id: s.id,
+                            offset,
+                            len: clen,
+                            size: s.size,
+                        });
+                    }
+                    (s.id, s.size)
+                } else {
+                    let mut h = pack::HashingReader::new(&file);
+                    io::copy(&mut h, &mut io::sink()).ctx("read", &shown)?;
+                    h.finish()
+                };
+                stats.hashed_files += 1;
+                stats.hashed_bytes += len;
+                entries[i].stat = stat;
+                entries[i].kind = Kind::File { blob: id };
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            if let Some(w) = writer {
+                w.abandon(&self.dirs().packs);
+            }
+            return Err(e);
+        }
+        progress.done();
+        if !gone.is_empty() {
+            let mut k = 0;
+            entries.retain(|_| {
+                k += 1;
+                !gone.contains(&(k - 1))
+            });
+        }
+        stats.new_blobs = blobs.len() as u64;
+        for e in &entries {
+            match &e.kind {
+                Kind::File { .. } => {
+                    stats.files += 1;
+                    stats.bytes += e.stat.size;
+                }
+                Kind::Symlink { .. } => stats.symlinks += 1,
+                Kind::Dir => stats.dirs += 1,
+                Kind::Excluded(_) => stats.excluded += 1,
+            }
+        }
+        let pack = match writer {
+            Some(w) if !blobs.is_empty() => Some((w, blobs)),
+            Some(w) => {
+                w.abandon(&self.dirs().packs);
+                None
+            }
+            None => None,
+        };
+        Ok(Scan {
+            entries,
+            stats,
+            pack,
+            warnings,
+        })
+    }
+
+    /// Takes one half of a command's snapshot in `turn`: the before half
+    /// (`after = false`) or the after half, which records the changes since
+    /// the before half in the turn (see the module doc). Holds the store
+    /// lock throughout.
+    pub fn snapshot(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        after: bool,
+        progress: &dyn Progress,
+    ) -> Result<SnapshotReport> {
+        let _guard = self.begin_mutation()?;
+        let store_fd = rustix::io::dup(&self.dirs().store).ctx("open", &self.store_path)?;
+        let packs_fd = rustix::io::dup(&self.dirs().packs).ctx("open", &self.store_path)?;
+        tree::sweep_temps(&store_fd, &self.store_path)?;
+        let mut warnings = Vec::new();
+        let old = match tree::load(&store_fd, &self.store_path)? {
+            Loaded::Missing => None,
+            Loaded::Damaged(why) => {
+                warnings.push(format!(
+                    "{why}; the tree state is rebuilt and every file hashed again"
+                ));
+                None
+            }
+            Loaded::Tree(t) => Some(t),
+        };
+        if after && old.is_none() {
+            return Err(Error::NoSnapshot {
+                root: self.root.clone(),
+            });
+        }
+        let writer = TreeWriter::begin(&store_fd, &self.store_path)?;
+        let stamp_ns = writer.stamp_ns;
+        let scan = match self.scan(old.as_ref(), Reading::Store, progress) {
+            Ok(s) => s,
+            Err(e) => {
+                writer.abandon(&store_fd);
+                return Err(e);
+            }
+        };
+        let recorded = self.record(
+            turn,
+            label,
+            after,
+            old.as_ref(),
+            scan,
+            &packs_fd,
+            &mut warnings,
+        );
+        let (entries, mut stats, recorded) = match recorded {
+            Ok(r) => r,
+            Err(e) => {
+                writer.abandon(&store_fd);
+                return Err(e);
+            }
+        };
+        let new_tree = Tree {
+            stamp_ns,
+            log_seq: self.index.last_seq,
+            turn: turn.clone(),
+            pending: !after,
+            entries,
+        };
+        stats.tree_bytes = writer.commit(&store_fd, &self.store_path, &new_tree)?;
+        Ok(SnapshotReport {
+            turn: turn.clone(),
+            after,
+            scan: stats,
+            recorded,
+            warnings,
+        })
+    }
+
+    /// Makes the scan's blobs durable and records the diff into a turn.
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        after: bool,
+        old: Option<&Tree>,
+        scan: Scan,
+        packs_fd: &std::os::fd::OwnedFd,
+        warnings: &mut Vec<String>,
+    ) -> Result<(Vec<Entry>, ScanStats, Option<Recorded>)> {
+        let Scan {
+            entries,
+            stats,
+            pack,
+            warnings: scan_warnings,
+        } = scan;
+        warnings.extend(scan_warnings);
+        if let Some((w, blobs)) = pack {
+            let name = pack::pack_name(self.index.last_seq + 1);
+            w.commit(packs_fd, &name)?;
+            self.append(Op::Snapshot {
+                turn: turn.clone(),
+                after,
+                pack: name,
+                blobs,
+            })?;
+        }
+        let rewound_since = |t: &Tree| self.index.ops.keys().any(|&s| s > t.log_seq);
+        let target: Option<(&Tree, TurnId, Option<&str>)> = match old {
+            Some(t) if after => {
+                if !t.pending {
+                    warnings.push(format!(
+                        "no before-snapshot was pending: the changes since the last snapshot (the after half of turn {:?}) are recorded in turn {:?}",
+                        t.turn.as_str(),
+                        turn.as_str()
+                    ));
+                } else if &t.turn != turn {
+                    warnings.push(format!(
+                        "the pending before-snapshot was taken for turn {:?}; its changes are recorded in turn {:?}",
+                        t.turn.as_str(),
+                        turn.as_str()
+                    ));
+                }
+                if rewound_since(t) {
+                    warnings.push(
+                        "a rewind ran since the last snapshot: the paths it restored are recorded in this turn too"
+                            .into(),
+                    );
+                }
+                Some((t, turn.clone(), label))
+            }
+            Some(t) if t.pending => {
+                if rewound_since(t) {
+                    warnings.push(format!(
+                        "the before-snapshot of turn {:?} was followed by a rewind, not by its after half; it is set aside",
+                        t.turn.as_str()
+                    ));
+                    None
+                } else {
+                    warnings.push(format!(
+                        "the before-snapshot of turn {:?} never got its after half (was its command killed?); the changes since then are recorded in that turn",
+                        t.turn.as_str()
+                    ));
+                    Some((t, t.turn.clone(), None))
+                }
+            }
+            _ => None,
+        };
+        let Some((base, into, label)) = target else {
+            return Ok((entries, stats, None));
+        };
+        let blob_size = |id: &BlobId| self.index.blobs.get(id).map(|l| l.size);
+        let (changes, files) = diff(&base.entries, &entries, blob_size);
+        let already_paths: HashSet<&RelPath> = self
+            .index
+            .turn(&into)
+            .map(|t| t.files.iter().map(|c| &c.entry.path).collect())
+            .unwrap_or_default();
+        let (already, fresh): (Vec<FileEntry>, Vec<FileEntry>) = files
+            .into_iter()
+            .partition(|f| already_paths.contains(&f.path));
+        let already_captured: Vec<RelPath> = already.into_iter().map(|f| f.path).collect();
+        self.append(Op::Capture {
+            turn: into.clone(),
+            label: label.map(cut_label).filter(|l| !l.is_empty()),
+            pack: None,
+            blobs: Vec::new(),
+            files: fresh.clone(),
+            posts: Vec::new(),
+        })?;
+        Ok((
+            entries,
+            stats,
+            Some(Recorded {
+                turn: into,
+                changes,
+                captured: fresh,
+                already_captured,
+            }),
+        ))
+    }
+
+    /// What changed on disk since the last snapshot, without storing or
+    /// recording anything. Files whose stat changed are hashed to tell a
+    /// real change from a touch.
+    pub fn status(&self, progress: &dyn Progress) -> Result<Status> {
+        let mut warnings = Vec::new();
+        let old = match &self.dirs {
+            None => None,
+            Some(d) => match tree::load(&d.store, &self.store_path)? {
+                Loaded::Missing => None,
+                Loaded::Damaged(why) => {
+                    warnings.push(format!(
+                        "{why}; the next snapshot rebuilds it and hashes every file again"
+                    ));
+                    None
+                }
+                Loaded::Tree(t) => Some(t),
+            },
+        };
+        let scan = self.scan(old.as_ref(), Reading::Compare, progress)?;
+        warnings.extend(scan.warnings);
+        let empty = Vec::new();
+        let base = old.as_ref().map_or(&empty, |t| &t.entries);
+        let (mut changes, _) = diff(base, &scan.entries, |_| Some(0));
+        if old.is_none() {
+            // With nothing to compare with, every covered path is new and
+            // the excluded ones are listed under not_covered.
+            changes.not_captured.clear();
+        }
+        let mut captured = Vec::new();
+        if let Some(t) = &old {
+            let mut by_path: HashMap<&str, &TurnId> = HashMap::new();
+            for turn in &self.index.turns {
+                for c in &turn.files {
+                    if c.seq > t.log_seq {
+                        by_path.entry(c.entry.path.as_str()).or_insert(&turn.id);
+                    }
+                }
+            }
+            let changed = changes
+                .modified
+                .iter()
+                .chain(&changes.created)
+                .chain(&changes.deleted)
+                .chain(changes.renamed.iter().flat_map(|r| [&r.from, &r.to]));
+            for p in changed {
+                if let Some(turn) = by_path.get(p.trim_end_matches('/')) {
+                    captured.push(CapturedSince {
+                        path: p.clone(),
+                        turn: (*turn).clone(),
+                    });
+                }
+            }
+        }
+        let not_covered = scan
+            .entries
+            .iter()
+            .filter_map(|e| match &e.kind {
+                Kind::Excluded(x) => Some(NotCovered {
+                    path: shown_path(e),
+                    reason: x.describe(),
+                }),
+                _ => None,
+            })
+            .collect();
+        Ok(Status {
+            root: self.root.clone(),
+            snapshot: old.map(|t| Baseline {
+                turn: t.turn,
+                pending: t.pending,
+                at_ns: t.stamp_ns,
+            }),
+            changes,
+            captured,
+            not_covered,
+            files: scan.stats.files,
+            bytes: scan.stats.bytes,
+            warnings,
+        })
+    }
+}
+
+// ------------------------------------------------------------------ diff
+
+/// A path for people: lossy UTF-8, directories with a trailing `/`.
+fn shown_path(e: &Entry) -> String {
+    let mut s = e.path_lossy();
+    let is_dir = matches!(e.kind, Kind::Dir)
+        || rustix::fs::FileType::from_raw_mode(e.stat.mode) == rustix::fs::FileType::Directory;
+    if is_dir {
+        s.push('/');
+    }
+    s
+}
+
+fn rel(e: &Entry) -> Option<RelPath> {
+    std::str::from_utf8(&e.path)
+        .ok()
+        .and_then(|s| RelPath::parse(s).ok())
+}
+
+/// Compares two sorted entry lists. Returns the changes grouped for people
+/// and the pre-image of every changed path (what a rewind needs).
+/// `blob_size` says whether the store holds a blob, and its size.
+fn diff(
+    old: &[Entry],
+    new: &[Entry],
+    blob_size: impl Fn(&BlobId) -> Option<u64>,
+) -> (Changes, Vec<FileEntry>) {
+    let mut ch = Changes::default();
+    let mut files: Vec<FileEntry> = Vec::new();
+    // For rename pairing: (inode, blob) of deleted and created files.
+    let mut gone_files: HashMap<(u64, BlobId), usize> = HashMap::new();
+    let mut new_files: Vec<((u64, BlobId), usize)> = Vec::new();
+    let old_excluded: HashSet<&[u8]> = old
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::Excluded(_)))
+        .map(|e| e.path.as_slice())
+        .collect();
+    let inside_excluded = |p: &[u8]| -> Option<String> {
+        if old_excluded.is_empty() {
+            return None;
+        }
+        p.iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'/')
+            .map(|(k, _)| &p[..k])
+            .find(|anc| old_excluded.contains(anc))
+            .map(|anc| String::from_utf8_lossy(anc).into_owned())
+    };
+    let not_captured = |ch: &mut Changes,
+                        files: &mut Vec<FileEntry>,
+                        e: &Entry,
+                        change: ChangeKind,
+                        reason: String| {
+        if let Some(path) = rel(e) {
+            files.push(FileEntry {
+                path,
+                pre: Pre::Skipped {
+                    reason: format!("not captured by the snapshot: {reason}"),
+                    size: e.stat.size,
+                },
+            });
+        }
+        ch.not_captured.push(NotCaptured {
+            path: shown_path(e),
+            change,
+            reason,
+        });
+    };
+    // The pre-image of an old covered entry, or why there is none.
+    let pre_of = |o: &Entry| -> std::result::Result<Pre, String> {
+        match &o.kind {
+            Kind::File { blob } => match blob_size(blob) {
+                Some(size) => Ok(Pre::File {
+                    blob: *blob,
+                    size,
+                    mode: o.stat.perm(),
+                }),
+                None => Err("its bytes from before are not in the store".into()),
+            },
+            Kind::Symlink { target } => Ok(Pre::Symlink {
+                target: target.clone(),
+            }),
+            Kind::Dir => Ok(Pre::Absent),
+            Kind::Excluded(x) => Err(x.describe()),
+        }
+    };
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        let ord = match (old.get(i), new.get(j)) {
+            (Some(o), Some(n)) => o.path.cmp(&n.path),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            _ => std::cmp::Ordering::Greater,
+        };
+        match ord {
+            std::cmp::Ordering::Less => {
+                let o = &old[i];
+                i += 1;
+                match &o.kind {
+                    Kind::Dir => {
+                        // Restored as the parent of its files, unless it held none.
+                        let mut prefix = o.path.clone();
+                        prefix.push(b'/');
+                        let start = old.partition_point(|e| e.path < prefix);
+                        let held = old[start..]
+                            .iter()
+                            .take_while(|e| e.path.starts_with(&prefix))
+                            .any(|e| matches!(e.kind, Kind::File { .. } | Kind::Symlink { .. }));
+                        if !held {
+                            not_captured(
+                                &mut ch,
+                                &mut files,
+                                o,
+                                ChangeKind::Deleted,
+                                "an empty directory: a rewind re-creates directories only as the parents of files".into(),
+                            );
+                        }
+                    }
+                    Kind::Excluded(x) => {
+                        not_captured(&mut ch, &mut files, o, ChangeKind::Deleted, x.describe())
+                    }
+                    _ => match (pre_of(o), rel(o)) {
+                        (Ok(pre), Some(path)) => {
+                            if let Kind::File { blob } = &o.kind {
+                                gone_files.insert((o.stat.ino, *blob), ch.deleted.len());
+                            }
+                            ch.deleted.push(shown_path(o));
+                            files.push(FileEntry { path, pre });
+                        }
+                        (Err(why), _) => {
+                            not_captured(&mut ch, &mut files, o, ChangeKind::Deleted, why)
+                        }
+                        (Ok(_), None) => {}
+                    },
+                }
+            }
+            std::cmp::Ordering::Greater => {
+                let n = &new[j];
+                j += 1;
+                if let Some(anc) = inside_excluded(&n.path) {
+                    let why = format!("inside {anc}/, which was not covered before");
+                    not_captured(&mut ch, &mut files, n, ChangeKind::Created, why);
+                    continue;
+                }
+                match &n.kind {
+                    Kind::Excluded(x) => {
+                        not_captured(&mut ch, &mut files, n, ChangeKind::Created, x.describe())
+                    }
+                    _ => {
+                        if let Some(path) = rel(n) {
+                            if let Kind::File { blob } = &n.kind {
+                                new_files.push(((n.stat.ino, *blob), ch.created.len()));
+                            }
+                            ch.created.push(shown_path(n));
+                            files.push(FileEntry {
+                                path,
+                                pre: Pre::Absent,
+                            });
+                        }
+                    }
+                }
+            }
+            std::cmp::Ordering::Equal => {
+                let (o, n) = (&old[i], &new[j]);
+                i += 1;
+                j += 1;
+                let changed = match (&o.kind, &n.kind) {
+                    (Kind::File { blob: a }, Kind::File { blob: b }) => {
+                        a != b || o.stat.perm() != n.stat.perm()
+                    }
+                    (Kind::Symlink { target: a }, Kind::Symlink { target: b }) => a != b,
+                    (Kind::Dir, Kind::Dir) => false,
+                    (Kind::Excluded(_), Kind::Excluded(x)) => {
+                        if o.stat != n.stat {
+                            not_captured(
+                                &mut ch,
+                                &mut files,
+                                n,
+                                ChangeKind::Modified,
+                                x.describe(),
+                            );
+                        }
+                        false
+                    }
+                    (Kind::Excluded(x), _) => {
+                        if !matches!(n.kind, Kind::Dir) {
+                            let why = format!("it was not covered before: {}", x.describe());
+                            not_captured(&mut ch, &mut files, n, ChangeKind::Modified, why);
+                        }
+                        false
+                    }
+                    // The directory became excluded: its old files show as deleted.
+                    (Kind::Dir, Kind::Excluded(_)) => false,
+                    _ => true,
+                };
+                if changed {
+                    match (pre_of(o), rel(o)) {
+                        (Ok(pre), Some(path)) => {
+                            ch.modified.push(shown_path(n));
+                            files.push(FileEntry { path, pre });
+                        }
+                        (Err(why), _) => {
+                            not_captured(&mut ch, &mut files, n, ChangeKind::Modified, why)
+                        }
+                        (Ok(_), None) => {}
+                    }
+                }
+            }
+        }
+    }
+    // Pair deletions and creations of the same inode and bytes: renames.
+    let mut moved_from: HashSet<usize> = HashSet::new();
+    let mut moved_to: HashSet<usize> = HashSet::new();
+    for (key, k) in new_files {
+        if let Some(&d) = gone_files.get(&key)
+            && moved_from.insert(d)
+        {
+            moved_to.insert(k);
+            ch.renamed.push(Renamed {
+                from: ch.deleted[d].clone(),
+                to: ch.created[k].clone(),
+            });
+        }
+    }
+    if !moved_from.is_empty() {
+        let keep = |list: Vec<String>, drop: &HashSet<usize>| -> Vec<String> {
+            list.into_iter()
+                .enumerate()
+                .filter(|(k, _)| !drop.contains(k))
+                .map(|(_, p)| p)
+                .collect()
+        };
+        ch.deleted = keep(std::mem::take(&mut ch.deleted), &moved_from);
+        ch.created = keep(std::mem::take(&mut ch.created), &moved_to);
+    }
+    (ch, files)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::{Options, RewindOptions};
+
+    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+    fn t(id: &str) -> TurnId {
+        TurnId::new(id).expect("valid turn id")
+    }
+
+    fn put(root: &Path, rel: &str, bytes: &[u8]) {
+        let p = root.join(rel);
+        fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        fs::write(p, bytes).expect("write");
+    }
+
+    /// Every path under `root` but `.turnback/`: kind, bytes or target, mode.
+    fn state(root: &Path) -> BTreeMap<String, (char, Vec<u8>, u32)> {
+        fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (char, Vec<u8>, u32)>) {
+            for e in fs::read_dir(dir).expect("list") {
+                let e = e.expect("entry");
+                let p = e.path();
+                let rel = p
+                    .strip_prefix(root)
+                    .expect("inside")
+                    .to_string_lossy()
+                    .into_owned();
+                if rel == ".turnback" {
+                    continue;
+                }
+                let m = fs::symlink_metadata(&p).expect("stat");
+                let mode = m.permissions().mode() & 0o7777;
+                if m.file_type().is_symlink() {
+                    let target = fs::read_link(&p).expect("link");
+                    out.insert(rel, ('l', target.as_os_str().as_bytes().to_vec(), 0));
+                } else if m.is_dir() {
+                    out.insert(rel, ('d', Vec::new(), 0));
+                    walk(root, &p, out);
+                } else {
+                    out.insert(rel, ('f', fs::read(&p).expect("read"), mode));
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(root, root, &mut out);
+        out
+    }
+
+    fn project() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        put(dir.path(), "src/main.rs", b"fn main() {}\n");
+        put(dir.path(), "src/lib.rs", b"pub fn f() {}\n");
+        put(dir.path(), ".env", b"API_URL=https://prod\n");
+        put(dir.path(), "README.md", b"# readme\n");
+        put(dir.path(), "docs/empty-dir-holder", b"");
+        fs::create_dir_all(dir.path().join("docs/empty")).expect("mkdir");
+        std::os::unix::fs::symlink("src/main.rs", dir.path().join("main-link")).expect("link");
+        let store = Store::open(dir.path()).expect("open");
+        (dir, store)
+    }
+
+    #[test]
+    fn first_scan_stores_every_covered_file_and_an_unchanged_rescan_reads_none() -> TestResult {
+        let (dir, mut store) = project();
+        let r = store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        assert_eq!(r.scan.files, 5);
+        assert_eq!(r.scan.hashed_files, 5);
+        assert_eq!(r.scan.new_blobs, 5, "five distinct contents");
+        assert_eq!(r.scan.symlinks, 1);
+        assert!(r.recorded.is_none(), "a first before half records nothing");
+        // Let the clock pass the scan stamp so nothing is racily clean.
+        std::thread::sleep(Duration::from_millis(20));
+        let r2 = store.snapshot(&t("t1"), None, true, &NoProgress)?;
+        assert_eq!(
+            r2.scan.hashed_files, 0,
+            "the stat cache vouches for every file"
+        );
+        assert_eq!(r2.scan.new_blobs, 0);
+        let rec = r2.recorded.expect("the after half records");
+        assert!(rec.changes.is_empty(), "{:?}", rec.changes);
+        assert!(rec.captured.is_empty());
+        assert_eq!(
+            store.turn(&t("t1"))?.files.len(),
+            0,
+            "the turn exists, empty"
+        );
+        // A fresh process sees the same store (the blobs are in the log).
+        let again = Store::open(dir.path())?;
+        assert_eq!(again.index.blobs.len(), 5);
+        Ok(())
+    }
+
+    #[test]
+    fn racily_clean_files_are_hashed_not_trusted() -> TestResult {
+        let (dir, mut store) = project();
+        // A file stamped in the future is at or after any scan's stamp: the
+        // scan cannot tell a later same-tick write from its own read.
+        let future = SystemTime::now() + Duration::from_secs(3600);
+        fs::File::options()
+            .write(true)
+            .open(dir.path().join("README.md"))?
+            .set_modified(future)?;
+        store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        std::thread::sleep(Duration::from_millis(20));
+        let r = store.snapshot(&t("t1"), None, true, &NoProgress)?;
+        assert_eq!(
+            r.scan.hashed_files, 1,
+            "only the racily clean file is read again"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn after_half_records_every_change_and_rewind_restores_byte_for_byte() -> TestResult {
+        let (dir, mut store) = project();
+        let root = dir.path();
+        let before = state(root);
+        store.snapshot(&t("t1"), Some("shell"), false, &NoProgress)?;
+        // What a command does: modify, delete, rename, create a nested tree,
+        // chmod, retarget a symlink.
+        put(root, "src/main.rs", b"fn main() { broken }\n");
+        fs::remove_file(root.join("README.md"))?;
+        fs::rename(root.join("src/lib.rs"), root.join("src/moved.rs"))?;
+        put(root, "gen/a/b/c.txt", b"generated\n");
+        fs::set_permissions(root.join(".env"), fs::Permissions::from_mode(0o755))?;
+        fs::remove_file(root.join("main-link"))?;
+        std::os::unix::fs::symlink("elsewhere", root.join("main-link"))?;
+        let r = store.snapshot(&t("t1"), Some("shell"), true, &NoProgress)?;
+        let rec = r.recorded.expect("recorded");
+        let c = &rec.changes;
+        assert_eq!(c.modified, [".env", "main-link", "src/main.rs"]);
+        assert_eq!(c.created, ["gen/", "gen/a/", "gen/a/b/", "gen/a/b/c.txt"]);
+        assert_eq!(c.deleted, ["README.md"]);
+        assert_eq!(
+            c.renamed,
+            [Renamed {
+                from: "src/lib.rs".into(),
+                to: "src/moved.rs".into()
+            }]
+        );
+        assert!(c.not_captured.is_empty(), "{:?}", c.not_captured);
+        let report = store.rewind(&t("t1"), &RewindOptions::default())?;
+        assert!(report.complete(), "{:?}", report.failed);
+        assert_eq!(state(root), before);
+        Ok(())
+    }
+
+    #[test]
+    fn excluded_paths_are_listed_and_their_changes_reported_not_captured() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path();
+        put(root, "app.js", b"v1\n");
+        put(root, "node_modules/dep/index.js", b"dep\n");
+        put(root, "build/out.txt", b"built\n");
+        put(root, "dist/bundle.js", b"bundle\n");
+        put(root, "run.log", b"log\n");
+        put(root, "big.bin", &[7u8; 2048]);
+        put(root, IGNORE_FILE, b"*.log\n!build/\n");
+        let opts = Options {
+            max_file_size: 1024,
+            ..Options::default()
+        };
+        let mut store = Store::open_with(root, opts)?;
+        store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        let st = store.status(&NoProgress)?;
+        let listed: Vec<&str> = st.not_covered.iter().map(|n| n.path.as_str()).collect();
+        assert_eq!(listed, ["big.bin", "dist/", "node_modules/", "run.log"]);
+        assert!(st.not_covered[2].reason.contains("by default"));
+        assert!(st.not_covered[3].reason.contains(".turnbackignore"));
+        assert!(st.not_covered[0].reason.contains("cap"));
+        std::thread::sleep(Duration::from_millis(20));
+        put(root, "build/out.txt", b"rebuilt\n");
+        put(root, "run.log", b"log\nmore\n");
+        put(root, "node_modules/new-dep/index.js", b"new\n");
+        let r = store.snapshot(&t("t1"), None, true, &NoProgress)?;
+        let rec = r.recorded.expect("recorded");
+        assert_eq!(
+            rec.changes.modified,
+            ["build/out.txt"],
+            "!build/ covers it again"
+        );
+        let nc: Vec<(&str, ChangeKind)> = rec
+            .changes
+            .not_captured
+            .iter()
+            .map(|n| (n.path.as_str(), n.change))
+            .collect();
+        assert_eq!(
+            nc,
+            [
+                ("node_modules/", ChangeKind::Modified),
+                ("run.log", ChangeKind::Modified)
+            ]
+        );
+        // The turn says so, and a rewind reports them as not restored.
+        let report = store.rewind(&t("t1"), &RewindOptions::default())?;
+        let failed: Vec<&str> = report.failed.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(failed, ["node_modules", "run.log"]);
+        assert_eq!(fs::read(root.join("build/out.txt"))?, b"built\n");
+        Ok(())
+    }
+
+    #[test]
+    fn a_path_the_turn_captured_through_a_file_tool_keeps_its_earlier_pre_image() -> TestResult {
+        let (dir, mut store) = project();
+        let root = dir.path();
+        store.write(&t("t1"), None, "src/main.rs", b"edited by a file tool\n")?;
+        store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        put(root, "src/main.rs", b"then by sed\n");
+        let r = store.snapshot(&t("t1"), None, true, &NoProgress)?;
+        let rec = r.recorded.expect("recorded");
+        assert_eq!(rec.already_captured, [RelPath::parse("src/main.rs")?]);
+        assert!(rec.captured.is_empty());
+        store.rewind(&t("t1"), &RewindOptions::default())?;
+        assert_eq!(fs::read(root.join("src/main.rs"))?, b"fn main() {}\n");
+        Ok(())
+    }
+
+    #[test]
+    fn a_before_half_left_pending_is_completed_into_its_own_turn() -> TestResult {
+        let (dir, mut store) = project();
+        let root = dir.path();
+        store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        put(root, "README.md", b"changed by a command that was killed\n");
+        let r = store.snapshot(&t("t2"), None, false, &NoProgress)?;
+        let rec = r.recorded.expect("the pending half is completed");
+        assert_eq!(rec.turn, t("t1"));
+        assert_eq!(rec.changes.modified, ["README.md"]);
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.contains("never got its after half"))
+        );
+        store.rewind(&t("t1"), &RewindOptions::default())?;
+        assert_eq!(fs::read(root.join("README.md"))?, b"# readme\n");
+        Ok(())
+    }
+
+    #[test]
+    fn an_after_half_with_no_snapshot_is_a_clear_error_and_stores_nothing() {
+        let (dir, mut store) = project();
+        let err = store.snapshot(&t("t1"), None, true, &NoProgress);
+        assert!(matches!(err, Err(Error::NoSnapshot { .. })), "{err:?}");
+        assert!(!dir.path().join(".turnback").join(tree::TREE_FILE).exists());
+        assert!(store.turns().is_empty());
+    }
+
+    #[test]
+    fn a_damaged_tree_is_reported_and_rebuilt_without_storing_twice() -> TestResult {
+        let (dir, mut store) = project();
+        store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        let tree_path = dir.path().join(".turnback").join(tree::TREE_FILE);
+        let mut bytes = fs::read(&tree_path)?;
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x10;
+        fs::write(&tree_path, bytes)?;
+        let r = store.snapshot(&t("t2"), None, false, &NoProgress)?;
+        assert!(
+            r.warnings.iter().any(|w| w.contains("checksum")),
+            "{:?}",
+            r.warnings
+        );
+        assert_eq!(r.scan.hashed_files, 5, "every file is hashed again");
+        assert_eq!(r.scan.new_blobs, 0, "and nothing is stored twice");
+        assert!(matches!(
+            tree::load(&store.dirs().store, &store.store_path)?,
+            Loaded::Tree(_)
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn deleting_an_empty_directory_is_reported_not_captured() -> TestResult {
+        let (dir, mut store) = project();
+        store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        fs::remove_dir(dir.path().join("docs/empty"))?;
+        let r = store.snapshot(&t("t1"), None, true, &NoProgress)?;
+        let nc = &r.recorded.expect("recorded").changes.not_captured;
+        assert_eq!(nc.len(), 1);
+        assert_eq!(nc[0].path, "docs/empty/");
+        assert_eq!(nc[0].change, ChangeKind::Deleted);
+        Ok(())
+    }
+
+    #[test]
+    #[ignore = "known bug: rewind keeps a file that replaced a directory, so the directory's files cannot be restored beneath it"]
+    fn a_directory_replaced_by_a_file_is_rewound() -> TestResult {
+        let (dir, mut store) = project();
+        let root = dir.path();
+        fs::remove_dir(root.join("docs/empty"))?;
+        let before = state(root);
+        store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        fs::remove_dir_all(root.join("docs"))?;
+        put(root, "docs", b"now a file\n");
+        store.snapshot(&t("t1"), None, true, &NoProgress)?;
+        let report = store.rewind(&t("t1"), &RewindOptions::default())?;
+        assert!(report.complete(), "{:?}", report.failed);
+        assert_eq!(state(root), before);
+        Ok(())
+    }
+
+    #[test]
+    fn status_groups_changes_and_names_turns_that_captured_them() -> TestResult {
+        let (dir, mut store) = project();
+        let root = dir.path();
+        let st = store.status(&NoProgress)?;
+        assert!(st.snapshot.is_none());
+        assert_eq!(st.changes.created.len(), 9, "{:?}", st.changes.created);
+        store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        std::thread::sleep(Duration::from_millis(20));
+        // A touch without a change is not a modification.
+        fs::File::options()
+            .write(true)
+            .open(root.join("src/lib.rs"))?
+            .set_modified(SystemTime::now())?;
+        put(root, ".env", b"API_URL=http://localhost\n");
+        store.write(&t("t2"), None, "README.md", b"by a file tool\n")?;
+        put(root, "notes.md", b"new\n");
+        fs::remove_file(root.join("docs/empty-dir-holder"))?;
+        let st = store.status(&NoProgress)?;
+        assert_eq!(st.changes.modified, [".env", "README.md"]);
+        assert_eq!(st.changes.created, ["notes.md"]);
+        assert_eq!(st.changes.deleted, ["docs/empty-dir-holder"]);
+        assert_eq!(st.captured.len(), 1);
+        assert_eq!(st.captured[0].path, "README.md");
+        assert_eq!(st.captured[0].turn, t("t2"));
+        assert_eq!(st.snapshot.map(|b| b.pending), Some(true));
+        Ok(())
+    }
+}

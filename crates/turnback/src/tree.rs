@@ -1,0 +1,687 @@
+//! The tree state: `.turnback/tree`, what the last snapshot saw of the
+//! project, one entry per path, used as a stat cache (a later scan hashes
+//! only files whose metadata changed) and as the "before" side of the next
+//! `snapshot --after`.
+//!
+//! Format (all integers little-endian):
+//!
+//! ```text
+//! magic    "TBTREE1\n"          8 bytes; the digit is the format version
+//! stamp    i64                  scan stamp, ns since the epoch, file-system clock
+//! log_seq  u64                  last log sequence number when the tree was written
+//! pending  u8                   1: a before-snapshot whose after half has not run
+//! turn     u16 len + UTF-8      the turn of the snapshot that wrote the tree
+//! count    u32                  number of entries
+//! entries  sorted by path bytes, each:
+//!   shared u16, suffix u16 + bytes   path: `shared` bytes of the previous path, then the suffix
+//!   kind   u8                        1 file, 2 symlink, 3 directory, 4 excluded
+//!   size u64, mtime i64 (ns), ctime i64 (ns), ino u64, mode u32   as lstat/fstat saw them
+//!   file:     blob [u8; 32]          SHA-256 of the bytes read
+//!   symlink:  u16 len + target bytes (UTF-8)
+//!   excluded: reason u8 + u16 len + detail bytes (UTF-8)
+//! crc      u32                  CRC-32 (IEEE) of every byte before it
+//! ```
+//!
+//! Paths are relative to the root, `/`-separated, raw bytes (an excluded
+//! entry may have a name that is not UTF-8; every other entry's path is a
+//! valid [`crate::RelPath`]).
+//!
+//! Invariants:
+//! - Written only under the store lock, as a temporary file created when the
+//!   scan starts (its own mtime is the scan stamp, taken from the file
+//!   system's clock, the clock that stamps the project's files), then
+//!   `fdatasync`, rename to `tree`, fsync of `.turnback/`. Readers see the old
+//!   tree or the new one, never a mix.
+//! - Every blob a file entry names was made durable, and introduced by a log
+//!   record, before the tree naming it was renamed into place. An entry whose
+//!   blob the log does not know is not trusted: the next scan hashes the file
+//!   again, and a diff reports its pre-image as not saved. A future gc must
+//!   keep every blob the tree names.
+//! - An entry whose mtime or ctime is at or after the tree's stamp is
+//!   "racily clean": the file may have changed within the clock tick after it
+//!   was read, so the next scan hashes it instead of trusting its stat.
+//! - A damaged tree (bad magic, version, checksum, truncation) is reported
+//!   and treated as absent: the next scan hashes every file again (blobs
+//!   already stored are not stored twice).
+
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags};
+
+use crate::error::{IoResultExt, Result};
+use crate::fsx;
+use crate::id::{BlobId, TurnId};
+
+/// The tree state's file name inside the store.
+pub const TREE_FILE: &str = "tree";
+
+/// The first bytes of a tree file.
+pub const MAGIC: &[u8; 8] = b"TBTREE1\n";
+
+/// What `lstat` (or `fstat` of the file read) said about a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stat {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, ns since the epoch.
+    pub mtime_ns: i64,
+    /// Status change time, ns since the epoch.
+    pub ctime_ns: i64,
+    /// Inode number.
+    pub ino: u64,
+    /// `st_mode`: file type and permission bits.
+    pub mode: u32,
+}
+
+impl Stat {
+    /// From a `std` metadata record.
+    pub fn of(m: &std::fs::Metadata) -> Stat {
+        use std::os::unix::fs::MetadataExt;
+        Stat {
+            size: m.size(),
+            mtime_ns: m.mtime().saturating_mul(1_000_000_000) + m.mtime_nsec(),
+            ctime_ns: m.ctime().saturating_mul(1_000_000_000) + m.ctime_nsec(),
+            ino: m.ino(),
+            mode: m.mode(),
+        }
+    }
+
+    /// Whether the file may have changed after it was read by a scan with
+    /// this stamp without its stat showing it.
+    pub fn racy(&self, stamp_ns: i64) -> bool {
+        self.mtime_ns.max(self.ctime_ns) >= stamp_ns
+    }
+
+    /// The permission bits.
+    pub fn perm(&self) -> u32 {
+        self.mode & 0o7777
+    }
+}
+
+/// Why a scan leaves a path out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Excluded {
+    /// A default exclusion (the pattern, e.g. `node_modules/`).
+    Default(String),
+    /// A pattern of `.turnbackignore`.
+    IgnoreFile(String),
+    /// A file larger than the size cap (the cap in bytes).
+    TooLarge(u64),
+    /// A FIFO, socket or device.
+    Special,
+    /// A name the store cannot hold (not UTF-8, a backslash, too long).
+    BadName(String),
+    /// The path could not be read (the error).
+    Unreadable(String),
+}
+
+impl Excluded {
+    fn code(&self) -> (u8, String) {
+        match self {
+            Excluded::Default(p) => (1, p.clone()),
+            Excluded::IgnoreFile(p) => (2, p.clone()),
+            Excluded::TooLarge(cap) => (3, cap.to_string()),
+            Excluded::Special => (4, String::new()),
+            Excluded::BadName(why) => (5, why.clone()),
+            Excluded::Unreadable(why) => (6, why.clone()),
+        }
+    }
+
+    fn from_code(code: u8, detail: String) -> std::result::Result<Excluded, String> {
+        Ok(match code {
+            1 => Excluded::Default(detail),
+            2 => Excluded::IgnoreFile(detail),
+            3 => Excluded::TooLarge(
+                detail
+                    .parse()
+                    .map_err(|_| format!("bad size cap {detail:?}"))?,
+            ),
+            4 => Excluded::Special,
+            5 => Excluded::BadName(detail),
+            6 => Excluded::Unreadable(detail),
+            c => return Err(format!("unknown exclusion code {c}")),
+        })
+    }
+
+    /// A sentence for people: why the path is not covered and what to do.
+    pub fn describe(&self) -> String {
+        match self {
+            Excluded::Default(p) => {
+                format!("excluded by default ({p}); a line `!{p}` in .turnbackignore covers it")
+            }
+            Excluded::IgnoreFile(p) => format!("excluded by .turnbackignore ({p})"),
+            Excluded::TooLarge(cap) => {
+                format!("larger than the {cap}-byte cap (--max-file-size)")
+            }
+            Excluded::Special => "not a regular file, directory or symlink".into(),
+            Excluded::BadName(why) => format!("its name cannot be stored: {why}"),
+            Excluded::Unreadable(why) => format!("it cannot be read: {why}"),
+        }
+    }
+}
+
+/// What a path is, per the snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// A regular file and the id of its bytes.
+    File {
+        /// SHA-256 of the bytes read.
+        blob: BlobId,
+    },
+    /// A symlink (never followed).
+    Symlink {
+        /// Where it points.
+        target: String,
+    },
+    /// A directory (walked).
+    Dir,
+    /// Left out of the snapshot; a directory is not walked.
+    Excluded(Excluded),
+}
+
+/// One path of the tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Root-relative, `/`-separated, raw bytes.
+    pub path: Vec<u8>,
+    /// Its metadata when it was scanned.
+    pub stat: Stat,
+    /// What it is.
+    pub kind: Kind,
+}
+
+impl Entry {
+    /// The path for display (lossy if not UTF-8).
+    pub fn path_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.path).into_owned()
+    }
+}
+
+/// The whole tree state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tree {
+    /// The scan stamp (see the module doc on racily clean entries).
+    pub stamp_ns: i64,
+    /// The last log sequence number when it was written.
+    pub log_seq: u64,
+    /// The turn of the snapshot that wrote it.
+    pub turn: TurnId,
+    /// Whether it is a before-snapshot whose after half has not run.
+    pub pending: bool,
+    /// Entries sorted by path bytes, no duplicates.
+    pub entries: Vec<Entry>,
+}
+
+/// The outcome of reading the tree file.
+#[derive(Debug)]
+pub enum Loaded {
+    /// No tree file: no snapshot was taken yet.
+    Missing,
+    /// A damaged tree file, and what is wrong with it.
+    Damaged(String),
+    /// The tree.
+    Tree(Tree),
+}
+
+const KIND_FILE: u8 = 1;
+const KIND_SYMLINK: u8 = 2;
+const KIND_DIR: u8 = 3;
+const KIND_EXCLUDED: u8 = 4;
+
+fn put_str16(out: &mut Vec<u8>, s: &[u8]) {
+    let n = s.len().min(u16::MAX as usize);
+    out.extend_from_slice(&(n as u16).to_le_bytes());
+    out.extend_from_slice(&s[..n]);
+}
+
+/// Serializes a tree (checksum included).
+pub fn encode(tree: &Tree) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + tree.entries.len() * 96);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&tree.stamp_ns.to_le_bytes());
+    out.extend_from_slice(&tree.log_seq.to_le_bytes());
+    out.push(u8::from(tree.pending));
+    put_str16(&mut out, tree.turn.as_str().as_bytes());
+    out.extend_from_slice(&(tree.entries.len() as u32).to_le_bytes());
+    let mut prev: &[u8] = &[];
+    for e in &tree.entries {
+        let shared = prev
+            .iter()
+            .zip(&e.path)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(u16::MAX as usize);
+        out.extend_from_slice(&(shared as u16).to_le_bytes());
+        put_str16(&mut out, &e.path[shared..]);
+        let kind = match &e.kind {
+            Kind::File { .. } => KIND_FILE,
+            Kind::Symlink { .. } => KIND_SYMLINK,
+            Kind::Dir => KIND_DIR,
+            Kind::Excluded(_) => KIND_EXCLUDED,
+        };
+        out.push(kind);
+        let s = &e.stat;
+        out.extend_from_slice(&s.size.to_le_bytes());
+        out.extend_from_slice(&s.mtime_ns.to_le_bytes());
+        out.extend_from_slice(&s.ctime_ns.to_le_bytes());
+        out.extend_from_slice(&s.ino.to_le_bytes());
+        out.extend_from_slice(&s.mode.to_le_bytes());
+        match &e.kind {
+            Kind::File { blob } => out.extend_from_slice(&blob.0),
+            Kind::Symlink { target } => put_str16(&mut out, target.as_bytes()),
+            Kind::Dir => {}
+            Kind::Excluded(x) => {
+                let (code, detail) = x.code();
+                out.push(code);
+                put_str16(&mut out, detail.as_bytes());
+            }
+        }
+        prev = &e.path;
+    }
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], String> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| format!("truncated at byte {}", self.pos))?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    fn arr<const N: usize>(&mut self) -> std::result::Result<[u8; N], String> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+    fn u8(&mut self) -> std::result::Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> std::result::Result<u16, String> {
+        Ok(u16::from_le_bytes(self.arr()?))
+    }
+    fn u32(&mut self) -> std::result::Result<u32, String> {
+        Ok(u32::from_le_bytes(self.arr()?))
+    }
+    fn u64(&mut self) -> std::result::Result<u64, String> {
+        Ok(u64::from_le_bytes(self.arr()?))
+    }
+    fn i64(&mut self) -> std::result::Result<i64, String> {
+        Ok(i64::from_le_bytes(self.arr()?))
+    }
+    fn str16(&mut self) -> std::result::Result<&'a [u8], String> {
+        let n = self.u16()? as usize;
+        self.take(n)
+    }
+    fn utf8(&mut self) -> std::result::Result<String, String> {
+        let b = self.str16()?;
+        String::from_utf8(b.to_vec())
+            .map_err(|_| format!("text before byte {} is not UTF-8", self.pos))
+    }
+}
+
+/// Parses a tree file's bytes.
+pub fn decode(bytes: &[u8]) -> std::result::Result<Tree, String> {
+    if bytes.len() < MAGIC.len() + 4 {
+        return Err("too short to be a tree file".into());
+    }
+    if bytes[..7] != MAGIC[..7] {
+        return Err("not a tree file (bad magic)".into());
+    }
+    if bytes[..8] != MAGIC[..] {
+        return Err(format!(
+            "tree format version {:?} is not the one this turnback reads (1)",
+            bytes[7] as char
+        ));
+    }
+    let (body, tail) = bytes.split_at(bytes.len() - 4);
+    let want = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
+    let got = crc32fast::hash(body);
+    if got != want {
+        return Err(format!(
+            "checksum mismatch (file says {want:08x}, bytes give {got:08x})"
+        ));
+    }
+    let mut r = Reader {
+        buf: body,
+        pos: MAGIC.len(),
+    };
+    let stamp_ns = r.i64()?;
+    let log_seq = r.u64()?;
+    let pending = match r.u8()? {
+        0 => false,
+        1 => true,
+        b => return Err(format!("bad pending flag {b}")),
+    };
+    let turn = TurnId::new(r.utf8()?).map_err(|e| e.to_string())?;
+    let count = r.u32()? as usize;
+    // Every entry takes at least 41 bytes: a hostile count cannot make us
+    // allocate more than the file justifies.
+    let mut entries: Vec<Entry> = Vec::with_capacity(count.min(body.len() / 41));
+    let mut prev: Vec<u8> = Vec::new();
+    for i in 0..count {
+        let shared = r.u16()? as usize;
+        if shared > prev.len() {
+            return Err(format!("entry {i}: shares more than the previous path"));
+        }
+        let mut path = prev[..shared].to_vec();
+        path.extend_from_slice(r.str16()?);
+        if path <= prev && i > 0 {
+            return Err(format!("entry {i}: paths are not sorted"));
+        }
+        if path.is_empty() {
+            return Err(format!("entry {i}: empty path"));
+        }
+        let kind = r.u8()?;
+        let stat = Stat {
+            size: r.u64()?,
+            mtime_ns: r.i64()?,
+            ctime_ns: r.i64()?,
+            ino: r.u64()?,
+            mode: r.u32()?,
+        };
+        let kind = match kind {
+            KIND_FILE => Kind::File {
+                blob: BlobId(r.arr()?),
+            },
+            KIND_SYMLINK => Kind::Symlink { target: r.utf8()? },
+            KIND_DIR => Kind::Dir,
+            KIND_EXCLUDED => {
+                let code = r.u8()?;
+                let detail = r.utf8()?;
+                Kind::Excluded(Excluded::from_code(code, detail)?)
+            }
+            k => return Err(format!("entry {i}: unknown kind {k}")),
+        };
+        if !matches!(kind, Kind::Excluded(_)) && std::str::from_utf8(&path).is_err() {
+            return Err(format!("entry {i}: a covered path that is not UTF-8"));
+        }
+        prev.clone_from(&path);
+        entries.push(Entry { path, stat, kind });
+    }
+    if r.pos != body.len() {
+        return Err(format!("{} bytes after the last entry", body.len() - r.pos));
+    }
+    Ok(Tree {
+        stamp_ns,
+        log_seq,
+        turn,
+        pending,
+        entries,
+    })
+}
+
+/// Reads the tree of the store whose directory is `store`.
+pub(crate) fn load(store: &OwnedFd, store_path: &Path) -> Result<Loaded> {
+    let path = store_path.join(TREE_FILE);
+    let fd = match rustix::fs::openat(
+        store,
+        TREE_FILE,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(Loaded::Missing),
+        Err(e) => return Err(e).ctx("open", &path),
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .read_to_end(&mut bytes)
+        .ctx("read", &path)?;
+    Ok(match decode(&bytes) {
+        Ok(t) => Loaded::Tree(t),
+        Err(reason) => Loaded::Damaged(format!("{}: {reason}", path.display())),
+    })
+}
+
+/// A tree file being written: created when a scan starts (its mtime is the
+/// scan stamp), filled and renamed into place when the scan is recorded.
+pub(crate) struct TreeWriter {
+    file: std::fs::File,
+    tmp: String,
+    shown: PathBuf,
+    /// The scan stamp.
+    pub(crate) stamp_ns: i64,
+}
+
+impl TreeWriter {
+    /// Creates the temporary tree file in `store` and reads its stamp.
+    pub(crate) fn begin(store: &OwnedFd, store_path: &Path) -> Result<TreeWriter> {
+        let (file, tmp) = fsx::create_temp(store, TREE_FILE, 0o644).ctx("create", store_path)?;
+        let shown = store_path.join(&tmp);
+        let s = Stat::of(&file.metadata().ctx("stat", &shown)?);
+        Ok(TreeWriter {
+            file,
+            tmp,
+            shown,
+            stamp_ns: s.mtime_ns.max(s.ctime_ns),
+        })
+    }
+
+    /// Writes `tree`, makes it durable and renames it to `tree`.
+    pub(crate) fn commit(mut self, store: &OwnedFd, store_path: &Path, tree: &Tree) -> Result<u64> {
+        let bytes = encode(tree);
+        let res = self
+            .file
+            .write_all(&bytes)
+            .ctx("write", &self.shown)
+            .and_then(|()| fsx::fdatasync(&self.file).ctx("fsync", &self.shown))
+            .and_then(|()| fsx::rename(store, &self.tmp, TREE_FILE).ctx("rename", &self.shown));
+        if let Err(e) = res {
+            let _ = fsx::unlink(store, &self.tmp);
+            return Err(e);
+        }
+        fsx::fsync(store).ctx("fsync", store_path)?;
+        Ok(bytes.len() as u64)
+    }
+
+    /// Removes the temporary file (the scan was not recorded).
+    pub(crate) fn abandon(self, store: &OwnedFd) {
+        // A leftover is swept by the next snapshot.
+        let _ = fsx::unlink(store, &self.tmp);
+    }
+}
+
+/// Removes temporary tree files left by a crashed snapshot (under the lock).
+pub(crate) fn sweep_temps(store: &OwnedFd, store_path: &Path) -> Result<()> {
+    let prefix = format!(".{TREE_FILE}{}", fsx::TEMP_MARK);
+    for e in std::fs::read_dir(store_path).ctx("list", store_path)? {
+        let e = e.ctx("list", store_path)?;
+        if let Some(name) = e.file_name().to_str()
+            && name.starts_with(&prefix)
+        {
+            fsx::unlink(store, name).ctx("remove stale temporary", store_path.join(name))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Tree {
+        let stat = |n: u64| Stat {
+            size: n,
+            mtime_ns: 1_700_000_000_123_456_789,
+            ctime_ns: 1_700_000_000_223_456_789,
+            ino: 1000 + n,
+            mode: 0o100644,
+        };
+        Tree {
+            stamp_ns: 1_700_000_001_000_000_000,
+            log_seq: 7,
+            turn: TurnId::new("t1").expect("valid"),
+            pending: true,
+            entries: vec![
+                Entry {
+                    path: b".env".to_vec(),
+                    stat: stat(12),
+                    kind: Kind::File {
+                        blob: crate::pack::hash_bytes(b"API_URL=x\n"),
+                    },
+                },
+                Entry {
+                    path: b"link".to_vec(),
+                    stat: stat(5),
+                    kind: Kind::Symlink {
+                        target: "src/a".into(),
+                    },
+                },
+                Entry {
+                    path: b"node_modules".to_vec(),
+                    stat: stat(4096),
+                    kind: Kind::Excluded(Excluded::Default("node_modules/".into())),
+                },
+                Entry {
+                    path: b"src".to_vec(),
+                    stat: stat(4096),
+                    kind: Kind::Dir,
+                },
+                Entry {
+                    path: b"src/big.bin".to_vec(),
+                    stat: stat(1 << 40),
+                    kind: Kind::Excluded(Excluded::TooLarge(1 << 30)),
+                },
+                Entry {
+                    path: b"src/\xff".to_vec(),
+                    stat: stat(1),
+                    kind: Kind::Excluded(Excluded::BadName("not UTF-8".into())),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn tree_round_trips() {
+        let t = sample();
+        assert_eq!(decode(&encode(&t)), Ok(t));
+    }
+
+    /// Pins the on-disk format: a change here needs a version bump.
+    #[test]
+    fn on_disk_tree_format_is_pinned() {
+        let t = Tree {
+            entries: sample().entries[..2].to_vec(),
+            ..sample()
+        };
+        let bytes = encode(&t);
+        let hex = hex::encode(&bytes);
+        assert_eq!(
+            hex,
+            concat!(
+                "544254524545310a", // magic
+                "00cac471fe9c9717", // stamp
+                "0700000000000000", // log_seq
+                "01",
+                "0200",
+                "7431",     // pending, turn "t1"
+                "02000000", // count
+                "0000",
+                "0400",
+                "2e656e76",
+                "01", // ".env", file
+                "0c00000000000000",
+                "15cd853dfe9c9717",
+                "15ae7b43fe9c9717",
+                "f403000000000000",
+                "a4810000",
+                "5e8c4fb4bbd5a8a1cb6f3a3c7a6e5f4fa77d7c2e8a33bd2b7bd5b1a8e0d41c22",
+                "0000",
+                "0400",
+                "6c696e6b",
+                "02", // "link", symlink
+                "0500000000000000",
+                "15cd853dfe9c9717",
+                "15ae7b43fe9c9717",
+                "ed03000000000000",
+                "a4810000",
+                "0500",
+                "7372632f61",
+                "CRC"
+            )
+            .replace(
+                "5e8c4fb4bbd5a8a1cb6f3a3c7a6e5f4fa77d7c2e8a33bd2b7bd5b1a8e0d41c22",
+                &crate::pack::hash_bytes(b"API_URL=x\n").to_hex()
+            )
+            .replace(
+                "CRC",
+                &hex::encode(crc32fast::hash(&bytes[..bytes.len() - 4]).to_le_bytes())
+            )
+        );
+    }
+
+    #[test]
+    fn damage_is_detected_not_trusted() {
+        let bytes = encode(&sample());
+        for i in [0, 7, 9, 30, bytes.len() / 2, bytes.len() - 1] {
+            let mut m = bytes.clone();
+            m[i] ^= 0x04;
+            assert!(decode(&m).is_err(), "flip at {i} went unnoticed");
+        }
+        for n in [0, 5, 12, bytes.len() - 1] {
+            assert!(decode(&bytes[..n]).is_err(), "truncation to {n}");
+        }
+        let mut v2 = bytes.clone();
+        v2[7] = b'2';
+        let err = decode(&v2).expect_err("other version");
+        assert!(err.contains("version"), "{err}");
+    }
+
+    #[test]
+    fn racy_entries_are_those_at_or_after_the_stamp() {
+        let s = Stat {
+            mtime_ns: 100,
+            ctime_ns: 90,
+            ..Stat::default()
+        };
+        assert!(s.racy(100));
+        assert!(s.racy(95));
+        assert!(!s.racy(101));
+        let c = Stat {
+            mtime_ns: 10,
+            ctime_ns: 200,
+            ..Stat::default()
+        };
+        assert!(c.racy(150), "a ctime after the stamp is racy too");
+    }
+
+    #[test]
+    fn writer_stamp_comes_from_the_file_system_clock() -> Result<()> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fd = fsx::open_dir_path(dir.path()).ctx("open", dir.path())?;
+        let before = std::fs::metadata(dir.path()).expect("meta");
+        let w = TreeWriter::begin(&fd, dir.path())?;
+        std::fs::write(dir.path().join("later"), b"x").expect("write");
+        let later = Stat::of(&std::fs::metadata(dir.path().join("later")).expect("meta"));
+        assert!(
+            later.racy(w.stamp_ns),
+            "a file written after the stamp is racy"
+        );
+        assert!(Stat::of(&before).mtime_ns <= w.stamp_ns);
+        let t = sample();
+        w.commit(&fd, dir.path(), &t)?;
+        match load(&fd, dir.path())? {
+            Loaded::Tree(back) => assert_eq!(back, t),
+            other => panic!("{other:?}"),
+        }
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "no temporary left: {names:?}");
+        Ok(())
+    }
+}
