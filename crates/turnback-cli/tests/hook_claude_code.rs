@@ -380,7 +380,7 @@ fn internal_errors_and_foreign_paths_never_break_the_agent() -> TestResult {
 }
 
 #[test]
-fn bash_hook_reports_that_shell_edits_are_not_captured_yet() -> TestResult {
+fn bash_hook_notes_changes_to_paths_a_scan_leaves_out() -> TestResult {
     let tmp = project()?;
     let root = tmp.path();
     init(root)?;
@@ -391,16 +391,20 @@ fn bash_hook_reports_that_shell_edits_are_not_captured_yet() -> TestResult {
         Some(0),
         "a shell command is never blocked"
     );
+    // The command changes a file in an excluded folder.
+    std::fs::create_dir_all(root.join("node_modules/pkg"))?;
+    std::fs::write(root.join("node_modules/pkg/index.js"), "x")?;
+    let out = send(root, &fixture("post_tool_use_bash.json", root)?)?;
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("does not snapshot shell commands"),
-        "the user is told, not misled: {}",
-        String::from_utf8_lossy(&out.stderr)
+        err.contains("node_modules") && err.contains("not captured"),
+        "the user is told: {err}"
     );
     Ok(())
 }
 
 #[test]
-#[ignore = "needs the store's shell snapshot API (shell_snapshot in commands/hook/engine.rs records nothing yet)"]
 fn a_turn_that_changed_files_only_through_bash_is_rewindable() -> TestResult {
     let tmp = project()?;
     let root = tmp.path();

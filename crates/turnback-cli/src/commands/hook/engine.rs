@@ -181,7 +181,11 @@ fn handle(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<Verdict> {
         let phase = if pre { Phase::Before } else { Phase::After };
         match shell_snapshot(&mut store, &session, phase)? {
             Coverage::Recorded => {}
-            Coverage::NotCaptured(why) => eprintln!("turnback: note: {why}"),
+            Coverage::RecordedWithNotes(notes) => {
+                for n in notes {
+                    eprintln!("turnback: note: {n}");
+                }
+            }
         }
     } else if post && d.file_tools.contains(&tool) {
         let mut store = open(ctx, d, event)?;
@@ -412,24 +416,40 @@ pub enum Phase {
 /// Whether a shell command's edits are rewindable.
 pub enum Coverage {
     /// The snapshot was recorded in the turn.
-    #[expect(dead_code, reason = "returned once the store snapshots shell commands")]
     Recorded,
-    /// Nothing was recorded, with the reason.
-    NotCaptured(String),
+    /// Recorded, with things the agent's user should know (paths a scan
+    /// leaves out that changed, a missing before half).
+    RecordedWithNotes(Vec<String>),
 }
 
-/// The before/after snapshot of a shell command, so that files it changes
-/// are rewindable too: the one place where the store's snapshot call goes.
-/// This build has no snapshot support in the store, so nothing is recorded
-/// and the caller says so.
+/// Pre/post-tool event of a shell tool: the before or after snapshot of the
+/// tree in the session's turn, so a file the command created, changed,
+/// deleted or renamed is rewound like a file tool's write.
 pub fn shell_snapshot(
-    _store: &mut Store,
-    _session: &Session,
-    _phase: Phase,
+    store: &mut Store,
+    session: &Session,
+    phase: Phase,
 ) -> anyhow::Result<Coverage> {
-    Ok(Coverage::NotCaptured(
-        "this turnback build does not snapshot shell commands: files changed by shell commands are not rewindable; use the agent's file tools, or `turnback capture` before the command".into(),
-    ))
+    let report = store.snapshot(
+        &session.turn,
+        session.label.as_deref(),
+        phase == Phase::After,
+        &turnback::NoProgress,
+    )?;
+    let mut notes = report.warnings;
+    if let Some(r) = &report.recorded {
+        for n in &r.changes.not_captured {
+            notes.push(format!(
+                "{} changed but is not captured: {}",
+                n.path, n.reason
+            ));
+        }
+    }
+    Ok(if notes.is_empty() {
+        Coverage::Recorded
+    } else {
+        Coverage::RecordedWithNotes(notes)
+    })
 }
 
 /// Post-tool event of a file tool: records the written file's post-image
