@@ -578,9 +578,10 @@ fn full_and_small(tree: &Tree, cfg: &Config, rep: usize, fig: &mut Figures) -> R
 /// A store holding `records` single-file capture records, built with
 /// ordinary `Store::write` calls (capture, then write a new line) in turns of
 /// `PER_TURN`, in `cfg.build_dir` (a tmpfs makes the fsyncs free; the store
-/// is the same bytes either way). The tree first gets one line added to every
-/// file, so no pristine file's blob is in the store and the measured
-/// captures of pristine files store new blobs, as in the empty store.
+/// is the same bytes either way). The tree first gets one line, naming the
+/// file, added to every file, so every record stores a new blob and no
+/// pristine file's blob is in the store: the measured captures of pristine
+/// files store new blobs, as in the empty store.
 fn build_large_store(tree: &Tree, cfg: &Config) -> Res<(TempDir, f64)> {
     let dir = TempDir::with_prefix_in("turnback-bench-large-", &cfg.build_dir)?;
     let root = dir.path().join("tree");
@@ -588,7 +589,13 @@ fn build_large_store(tree: &Tree, cfg: &Config) -> Res<(TempDir, f64)> {
     let mut current: Vec<Vec<u8>> = tree
         .files
         .iter()
-        .map(|f| with_line(&f.bytes, b"// turnback benchmark: large store\n"))
+        .enumerate()
+        .map(|(j, f)| {
+            // The file's index makes every pre-image unique, even of files
+            // the tree holds twice.
+            let line = format!("// turnback benchmark: large store, file {j}\n");
+            with_line(&f.bytes, line.as_bytes())
+        })
         .collect();
     for (f, c) in tree.files.iter().zip(&current) {
         fs::write(root.join(&f.rel), c)?;
