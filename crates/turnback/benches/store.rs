@@ -89,6 +89,7 @@ fn env_usize(name: &str, default: usize) -> Res<usize> {
 
 fn config() -> Res<Config> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let workspace = fs::canonicalize(&workspace).unwrap_or(workspace);
     let mut reps = env_usize("TURNBACK_BENCH_REPS", MIN_REPS)?;
     let mut write =
         std::env::var("TURNBACK_BENCH_NO_WRITE").map_or(true, |v| v.is_empty() || v == "0");
@@ -432,7 +433,7 @@ struct Figures {
 }
 
 /// Row 1 and row 3, one repetition.
-fn full_and_small(tree: &Tree, cfg: &Config, rep: usize, fig: &mut Figures) -> Res<()> {
+fn full_and_small(tree: &Tree, cfg: &Config, rep: usize, fig: &mut Figures) -> Res<TempDir> {
     let work = TempDir::with_prefix_in("turnback-bench-", &cfg.tmp)?;
     let subject = work.path().join("subject");
     let peer = work.path().join("peer");
@@ -572,7 +573,7 @@ fn full_and_small(tree: &Tree, cfg: &Config, rep: usize, fig: &mut Figures) -> R
         .map(|f| (f.rel.as_str(), f.bytes.as_slice()))
         .collect();
     verify(&subject, &originals, &[new_rel.as_str()], true)?;
-    Ok(())
+    Ok(work)
 }
 
 /// A store holding `records` single-file capture records, built with
@@ -667,7 +668,7 @@ fn p90(xs: &[f64]) -> f64 {
 }
 
 /// Row 2, one repetition.
-fn singles(tree: &Tree, cfg: &Config, large: &Path, rep: usize, fig: &mut Figures) -> Res<()> {
+fn singles(tree: &Tree, cfg: &Config, large: &Path, rep: usize, fig: &mut Figures) -> Res<TempDir> {
     let work = TempDir::with_prefix_in("turnback-bench-single-", &cfg.tmp)?;
     let empty = work.path().join("empty");
     let full = work.path().join("large");
@@ -714,10 +715,10 @@ fn singles(tree: &Tree, cfg: &Config, large: &Path, rep: usize, fig: &mut Figure
         )
         .into());
     }
-    Ok(())
+    Ok(work)
 }
 
-fn git_objects(tree: &Tree, cfg: &Config) -> Res<(u64, f64)> {
+fn git_objects(tree: &Tree, cfg: &Config) -> Res<(u64, f64, TempDir)> {
     let work = TempDir::with_prefix_in("turnback-bench-git-", &cfg.tmp)?;
     let root = work.path().join("tree");
     copy_tree(tree, &root)?;
@@ -752,7 +753,7 @@ fn git_objects(tree: &Tree, cfg: &Config) -> Res<(u64, f64)> {
         git(&["add", "-A"])?;
         git(&["commit", "-q", "-m", "tree"])
     })?;
-    Ok((du_kib(&root.join(".git/objects"))?, t))
+    Ok((du_kib(&root.join(".git/objects"))?, t, work))
 }
 
 // ---------------------------------------------------------------- machine
@@ -812,7 +813,23 @@ fn machine(cfg: &Config) -> Res<Machine> {
         .find_map(|l| l.strip_prefix("MemTotal:"))
         .and_then(|r| r.split_whitespace().next()?.parse().ok())
         .unwrap_or(0.0);
-    let (fs, device) = fs_type(&cfg.tmp)?;
+    let (mut fs, device) = fs_type(&cfg.tmp)?;
+    if fs == "ext4" {
+        // A journalled ext4 has a jbd2 entry named after its device.
+        let dev = device.rsplit('/').next().unwrap_or_default().to_string();
+        let journalled = fs::read_dir("/proc/fs/jbd2").is_ok_and(|mut entries| {
+            entries.any(|e| {
+                e.is_ok_and(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&format!("{dev}-"))
+                })
+            })
+        });
+        if !journalled {
+            fs.push_str(" without a journal");
+        }
+    }
     Ok(Machine {
         cpu,
         cores,
@@ -1108,7 +1125,8 @@ fn render(
          - Every write, on both sides of every comparison, is a plain `std::fs::write` of \
          bytes prepared in memory beforehand (the original plus one line). The file system \
          is synced (`syncfs`, not timed) before each timed phase, so no phase pays for the \
-         dirty pages of the one before.\n\
+         dirty pages of the one before. Every copy is kept until the run ends, so no \
+         repetition pays for the deletions of the one before.\n\
          - Row 1 times `Store::open` + `capture_many` (every file, one call) + the writes, \
          against the writes alone on a second copy of the tree; which side runs first \
          alternates between repetitions. The rewind is `Store::rewind` of that turn after \
@@ -1208,7 +1226,12 @@ fn main() -> Res<()> {
     let mut fig = Figures::default();
 
     eprintln!("git object store ...");
-    let (git_kib, git_secs) = git_objects(&tree, &cfg)?;
+    // Every copy is kept until the end of the run: deleting thousands of
+    // files between repetitions would make the next ones pay for it (ext4
+    // without a journal skips recently freed inodes when allocating).
+    let mut keep: Vec<TempDir> = Vec::new();
+    let (git_kib, git_secs, git_dir) = git_objects(&tree, &cfg)?;
+    keep.push(git_dir);
     eprintln!(
         "building the {}-record store in {} ...",
         cfg.records,
@@ -1219,8 +1242,8 @@ fn main() -> Res<()> {
 
     for rep in 0..cfg.reps {
         eprintln!("repetition {}/{} ...", rep + 1, cfg.reps);
-        full_and_small(&tree, &cfg, rep, &mut fig)?;
-        singles(&tree, &cfg, &large_root, rep, &mut fig)?;
+        keep.push(full_and_small(&tree, &cfg, rep, &mut fig)?);
+        keep.push(singles(&tree, &cfg, &large_root, rep, &mut fig)?);
     }
     drop(large);
     let load_end = load_average();
@@ -1256,5 +1279,7 @@ fn main() -> Res<()> {
         write_section(&cfg.out, &body)?;
         println!("written to {}", cfg.out.display());
     }
+    eprintln!("removing the tree copies ...");
+    drop(keep);
     Ok(())
 }
