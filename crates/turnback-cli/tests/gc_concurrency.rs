@@ -62,7 +62,7 @@ fn gc_beside_a_paused_capture_loses_nothing() -> TestResult {
         .stdout(Stdio::null())
         .spawn()?;
     // Wait until its temporary pack exists, then pause it mid-write.
-    let packs = root.join(".turnback/packs");
+    let packs = root.join(".turnback");
     let start = Instant::now();
     loop {
         let writing = std::fs::read_dir(&packs)?

@@ -8,8 +8,9 @@
 //! pack is durable.
 //!
 //! Invariants:
-//! - A pack is written once, as a temporary file in `packs/`, `fdatasync`ed,
-//!   renamed to its name, and `packs/` is fsynced; only then may a log
+//! - A pack is written once, as a temporary file in the store directory,
+//!   `fdatasync`ed, renamed into `packs/` under its name, and `packs/` is
+//!   fsynced; only then may a log
 //!   record name it. It is never modified afterwards (gc writes new packs).
 //! - One pack per capture call: a batch of 5,000 files costs three fsyncs in
 //!   all (pack, directory, log), not three per file, and no 4 KiB block per
@@ -150,19 +151,24 @@ pub(crate) struct Streamed {
 /// A pack being written.
 pub(crate) struct PackWriter {
     file: File,
+    /// The directory holding the temporary file (the store directory, so
+    /// that finding stale temporary packs never lists `packs/`).
+    tmp_dir: OwnedFd,
     tmp: String,
     len: u64,
     shown: std::path::PathBuf,
 }
 
 impl PackWriter {
-    /// Starts a temporary pack in `packs`.
-    pub(crate) fn create(packs: &OwnedFd, shown_dir: &std::path::Path) -> Result<Self> {
-        let (mut file, tmp) = fsx::create_temp(packs, "pack", 0o444).ctx("create", shown_dir)?;
+    /// Starts a temporary pack in `tmp_dir` (on the file system of `packs/`).
+    pub(crate) fn create(tmp_dir: &OwnedFd, shown_dir: &std::path::Path) -> Result<Self> {
+        let (mut file, tmp) = fsx::create_temp(tmp_dir, "pack", 0o444).ctx("create", shown_dir)?;
         let shown = shown_dir.join(&tmp);
         file.write_all(MAGIC).ctx("write", &shown)?;
+        let tmp_dir = rustix::io::dup(tmp_dir).ctx("open", shown_dir)?;
         Ok(PackWriter {
             file,
+            tmp_dir,
             tmp,
             len: MAGIC.len() as u64,
             shown,
@@ -223,21 +229,16 @@ impl PackWriter {
     /// fsync of `packs/`. Any fsync error is returned, never retried.
     pub(crate) fn commit(self, packs: &OwnedFd, name: &str) -> Result<()> {
         fsx::fdatasync(&self.file).ctx("fsync", &self.shown)?;
-        let dir = self
-            .shown
-            .parent()
-            .map(|p| p.to_path_buf())
-            .unwrap_or_default();
-        fsx::rename(packs, &self.tmp, name).ctx("rename", &self.shown)?;
-        fsx::fsync(packs).ctx("fsync", &dir)?;
+        rustix::fs::renameat(&self.tmp_dir, self.tmp.as_str(), packs, name).ctx("rename", &self.shown)?;
+        fsx::fsync(packs).ctx("fsync the pack directory of", &self.shown)?;
         Ok(())
     }
 
     /// Removes the temporary pack (on failure).
-    pub(crate) fn abandon(self, packs: &OwnedFd) {
+    pub(crate) fn abandon(self) {
         // The store stays valid if this fails: an unnamed temp pack is
         // swept on the next mutation.
-        let _ = fsx::unlink(packs, &self.tmp);
+        let _ = fsx::unlink(&self.tmp_dir, &self.tmp);
     }
 }
 

@@ -57,7 +57,7 @@ use crate::id::{BlobId, TurnId, cut_label};
 use crate::log::{FileEntry, Op, Pre, StoredBlob};
 use crate::pack::{self, BlobLoc, PackWriter};
 use crate::path::{RelPath, STORE_DIR};
-use crate::store::{PACKS_DIR, Store};
+use crate::store::Store;
 use crate::tree::{self, Entry, Excluded, Kind, Loaded, Stat, Tree, TreeWriter};
 
 /// Directories a snapshot leaves out unless `.turnbackignore` says
@@ -722,7 +722,6 @@ impl Store {
         progress.hashing(to_read.len() as u64, read_bytes);
         let mut stats = ScanStats::default();
         let level = self.options.compression_level;
-        let packs_path = self.store_path.join(PACKS_DIR);
         let mut writer: Option<PackWriter> = None;
         let mut blobs: Vec<StoredBlob> = Vec::new();
         let mut fresh: HashSet<BlobId> = HashSet::new();
@@ -760,10 +759,7 @@ impl Store {
                             {
                                 let w = match &mut writer {
                                     Some(w) => w,
-                                    None => writer.insert(PackWriter::create(
-                                        &self.dirs().packs,
-                                        &packs_path,
-                                    )?),
+                                    None => writer.insert(PackWriter::create(&self.dirs().store, &self.store_path)?),
                                 };
                                 let offset = w.append(&frame)?;
                                 stats.stored_bytes += frame.len() as u64;
@@ -797,7 +793,7 @@ impl Store {
                 let (id, len) = if mode == Reading::Store {
                     let w = match &mut writer {
                         Some(w) => w,
-                        None => writer.insert(PackWriter::create(&self.dirs().packs, &packs_path)?),
+                        None => writer.insert(PackWriter::create(&self.dirs().store, &self.store_path)?),
                     };
                     let s = w.append_stream(&file, level, |id| {
                         !known.contains_key(id) && !fresh.contains(id)
@@ -829,7 +825,7 @@ impl Store {
         })();
         if let Err(e) = result {
             if let Some(w) = writer {
-                w.abandon(&self.dirs().packs);
+                w.abandon();
             }
             return Err(e);
         }
@@ -856,7 +852,7 @@ impl Store {
         let pack = match writer {
             Some(w) if !blobs.is_empty() => Some((w, blobs)),
             Some(w) => {
-                w.abandon(&self.dirs().packs);
+                w.abandon();
                 None
             }
             None => None,

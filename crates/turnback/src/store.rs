@@ -337,16 +337,17 @@ impl Store {
         Ok(guard)
     }
 
+    /// Removes temporary files a crashed mutation left in the store
+    /// directory (called under the exclusive lock, so none is in use).
     fn sweep_temp_packs(&self) -> Result<()> {
-        let packs_path = self.store_path.join(PACKS_DIR);
-        let entries = std::fs::read_dir(&packs_path).ctx("list", &packs_path)?;
+        let entries = std::fs::read_dir(&self.store_path).ctx("list", &self.store_path)?;
         for e in entries {
-            let e = e.ctx("list", &packs_path)?;
+            let e = e.ctx("list", &self.store_path)?;
             if let Some(name) = e.file_name().to_str()
+                && name.starts_with(".pack")
                 && name.contains(fsx::TEMP_MARK)
             {
-                fsx::unlink(&self.dirs().packs, name)
-                    .ctx("remove stale temporary", packs_path.join(name))?;
+                fsx::unlink(&self.dirs().store, name).ctx("remove stale temporary", self.store_path.join(name))?;
             }
         }
         Ok(())
@@ -863,9 +864,8 @@ impl Store {
         if files.is_empty() {
             return Ok((Vec::new(), 0));
         }
-        let packs_path = self.store_path.join(PACKS_DIR);
         let packs = &self.dirs().packs;
-        let mut writer = PackWriter::create(packs, &packs_path)?;
+        let mut writer = PackWriter::create(&self.dirs().store, &self.store_path)?;
         let result = self.fill_pack(&mut writer, entries, files);
         match result {
             Ok((blobs, stored)) if !blobs.is_empty() => {
@@ -873,11 +873,11 @@ impl Store {
                 Ok((blobs, stored))
             }
             Ok(done) => {
-                writer.abandon(packs);
+                writer.abandon();
                 Ok(done)
             }
             Err(e) => {
-                writer.abandon(packs);
+                writer.abandon();
                 Err(e)
             }
         }
