@@ -229,7 +229,8 @@ impl PackWriter {
     /// fsync of `packs/`. Any fsync error is returned, never retried.
     pub(crate) fn commit(self, packs: &OwnedFd, name: &str) -> Result<()> {
         fsx::fdatasync(&self.file).ctx("fsync", &self.shown)?;
-        rustix::fs::renameat(&self.tmp_dir, self.tmp.as_str(), packs, name).ctx("rename", &self.shown)?;
+        rustix::fs::renameat(&self.tmp_dir, self.tmp.as_str(), packs, name)
+            .ctx("rename", &self.shown)?;
         fsx::fsync(packs).ctx("fsync the pack directory of", &self.shown)?;
         Ok(())
     }

@@ -759,7 +759,10 @@ impl Store {
                             {
                                 let w = match &mut writer {
                                     Some(w) => w,
-                                    None => writer.insert(PackWriter::create(&self.dirs().store, &self.store_path)?),
+                                    None => writer.insert(PackWriter::create(
+                                        &self.dirs().store,
+                                        &self.store_path,
+                                    )?),
                                 };
                                 let offset = w.append(&frame)?;
                                 stats.stored_bytes += frame.len() as u64;
@@ -793,7 +796,9 @@ impl Store {
                 let (id, len) = if mode == Reading::Store {
                     let w = match &mut writer {
                         Some(w) => w,
-                        None => writer.insert(PackWriter::create(&self.dirs().store, &self.store_path)?),
+                        None => {
+                            writer.insert(PackWriter::create(&self.dirs().store, &self.store_path)?)
+                        }
                     };
                     let s = w.append_stream(&file, level, |id| {
                         !known.contains_key(id) && !fresh.contains(id)

@@ -347,7 +347,8 @@ impl Store {
                 && name.starts_with(".pack")
                 && name.contains(fsx::TEMP_MARK)
             {
-                fsx::unlink(&self.dirs().store, name).ctx("remove stale temporary", self.store_path.join(name))?;
+                fsx::unlink(&self.dirs().store, name)
+                    .ctx("remove stale temporary", self.store_path.join(name))?;
             }
         }
         Ok(())
