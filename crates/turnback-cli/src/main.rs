@@ -156,11 +156,27 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             if ctx.json {
-                let msg = serde_json::json!({ "error": format!("{e:#}") });
+                let msg = serde_json::json!({ "error": message(&e) });
                 println!("{msg}");
             }
-            eprintln!("turnback: error: {e:#}");
+            eprintln!("turnback: error: {}", message(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes, each once (the library's messages already
+/// include their I/O cause).
+fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
 }

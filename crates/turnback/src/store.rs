@@ -38,6 +38,10 @@ pub const DEFAULT_MAX_FILE_SIZE: u64 = 1 << 30;
 /// ones are streamed (memory stays bounded).
 const WHOLE_READ_LIMIT: u64 = 4 << 20;
 
+/// At most this many files are open at once while a batch is read, so a
+/// capture of any size fits a descriptor limit of 1,024 (or far less).
+const OPEN_CHUNK: usize = 32;
+
 /// Settings of a [`Store`].
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -91,8 +95,9 @@ enum Collect {
 #[derive(Default)]
 struct Collected {
     entries: Vec<FileEntry>,
-    /// Regular files to read: (entry index, open file, size).
-    files: Vec<(usize, File, u64)>,
+    /// Regular files to read: (entry index, size). They are opened in
+    /// chunks when read, so a batch of any size holds few descriptors.
+    files: Vec<(usize, u64)>,
     already: Vec<RelPath>,
     links_outside: Vec<RelPath>,
 }
@@ -456,6 +461,17 @@ impl Store {
     /// root). With `follow_final`, a symlink in the last component is
     /// resolved too.
     pub fn resolve(&self, input: impl AsRef<Path>, follow_final: bool) -> Result<RelPath> {
+        self.resolve_with(input, follow_final, &mut HashSet::new())
+    }
+
+    /// [`Store::resolve`] for many paths: `real_dirs` remembers directories
+    /// already seen to be real (not symlinks), so a batch stats each once.
+    fn resolve_with(
+        &self,
+        input: impl AsRef<Path>,
+        follow_final: bool,
+        real_dirs: &mut HashSet<String>,
+    ) -> Result<RelPath> {
         let input = input.as_ref();
         let shown = input.to_string_lossy().into_owned();
         let bad = |reason| Error::BadPath {
@@ -472,7 +488,11 @@ impl Store {
                 if comps[i] == STORE_DIR || comps[i] == ".git" {
                     break;
                 }
-                let p = self.root.join(comps[..=i].join("/"));
+                let prefix = comps[..=i].join("/");
+                if i + 1 < comps.len() && real_dirs.contains(&prefix) {
+                    continue;
+                }
+                let p = self.root.join(&prefix);
                 match std::fs::symlink_metadata(&p) {
                     Ok(m) if m.file_type().is_symlink() => {
                         hops += 1;
@@ -487,7 +507,11 @@ impl Store {
                         comps = next;
                         continue 'restart;
                     }
-                    Ok(_) => {}
+                    Ok(m) => {
+                        if m.is_dir() {
+                            real_dirs.insert(prefix);
+                        }
+                    }
                     Err(e)
                         if matches!(
                             e.kind(),
@@ -526,9 +550,10 @@ impl Store {
         label: Option<&str>,
         paths: &[P],
     ) -> Result<CaptureReport> {
+        let mut real_dirs = HashSet::new();
         let rels = paths
             .iter()
-            .map(|p| self.resolve(p, false))
+            .map(|p| self.resolve_with(p, false, &mut real_dirs))
             .collect::<Result<Vec<_>>>()?;
         let _guard = self.begin_mutation()?;
         self.capture_locked(turn, label, &rels, Vec::new())
@@ -649,20 +674,22 @@ impl Store {
     pub(crate) fn hash_states(&self, rels: &[RelPath]) -> Result<Vec<PostEntry>> {
         let collected = self.collect(rels, &HashSet::new(), Collect::State)?;
         let mut entries = collected.entries;
-        let hashed: Vec<Result<(usize, BlobId)>> = collected
-            .files
-            .par_iter()
-            .map(|(i, file, _)| {
-                let mut h = pack::HashingReader::new(file);
-                io::copy(&mut h, &mut io::sink())
-                    .ctx("read", self.root.join(entries[*i].path.as_str()))?;
-                Ok((*i, h.finish().0))
-            })
-            .collect();
-        for r in hashed {
-            let (i, id) = r?;
-            if let Pre::File { blob, .. } = &mut entries[i].pre {
-                *blob = id;
+        for chunk in collected.files.chunks(OPEN_CHUNK) {
+            let opened = self.open_files(&mut entries, chunk)?;
+            let hashed: Vec<Result<(usize, BlobId)>> = opened
+                .par_iter()
+                .map(|(i, file)| {
+                    let mut h = pack::HashingReader::new(file);
+                    io::copy(&mut h, &mut io::sink())
+                        .ctx("read", self.root.join(entries[*i].path.as_str()))?;
+                    Ok((*i, h.finish().0))
+                })
+                .collect();
+            for r in hashed {
+                let (i, id) = r?;
+                if let Pre::File { blob, .. } = &mut entries[i].pre {
+                    *blob = id;
+                }
             }
         }
         Ok(entries
@@ -701,6 +728,9 @@ impl Store {
     ) -> Result<Collected> {
         let mut out = Collected::default();
         let mut seen: HashSet<RelPath> = HashSet::new();
+        // Directory handles by path, reached without following symlinks.
+        let mut dirs: std::collections::HashMap<RelPath, OwnedFd> =
+            std::collections::HashMap::new();
         let mut queue: Vec<RelPath> = rels.to_vec();
         let mut qi = 0;
         while qi < queue.len() {
@@ -723,12 +753,19 @@ impl Store {
             if !seen.insert(rel.clone()) {
                 continue;
             }
-            // Walk to the parent. On capture, directories the write would
-            // have to create are recorded as absent, so a rewind removes them.
-            let mut dir = rustix::io::dup(&self.root_fd).ctx("open", &self.root)?;
-            let mut blocked = false;
+            // Walk to the parent, from the deepest directory already open.
+            // On capture, directories the write would have to create are
+            // recorded as absent, so a rewind removes them.
             let ancestors = rel.ancestors();
-            for (k, anc) in ancestors.iter().enumerate() {
+            let start = ancestors.iter().rposition(|a| dirs.contains_key(a));
+            let mut dir = match start {
+                Some(k) => rustix::io::dup(&dirs[&ancestors[k]])
+                    .ctx("open", self.root.join(ancestors[k].as_str()))?,
+                None => rustix::io::dup(&self.root_fd).ctx("open", &self.root)?,
+            };
+            let skip = start.map_or(0, |k| k + 1);
+            let mut blocked = false;
+            for (k, anc) in ancestors.iter().enumerate().skip(skip) {
                 let shown = self.root.join(anc.as_str());
                 match fsx::node_at(&dir, anc.file_name()).ctx("look at", &shown)? {
                     Node::Dir => {
@@ -739,6 +776,12 @@ impl Store {
                                 path: shown,
                                 source: io::Error::from(io::ErrorKind::NotFound),
                             })?;
+                        if dirs.len() < OPEN_CHUNK {
+                            dirs.insert(
+                                anc.clone(),
+                                rustix::io::dup(&dir).ctx("open", self.root.join(anc.as_str()))?,
+                            );
+                        }
                     }
                     Node::Missing => {
                         if mode == Collect::Capture {
@@ -824,27 +867,13 @@ impl Store {
                         size,
                     }
                 }
-                Node::File { .. } => {
-                    let (file, node) = fsx::open_file(&dir, name).ctx("open", &shown)?;
-                    match node {
-                        Node::File { size, mode } => {
-                            out.files.push((out.entries.len(), file, size));
-                            // Filled in once the blob is hashed.
-                            Pre::File {
-                                blob: BlobId([0; 32]),
-                                size,
-                                mode,
-                            }
-                        }
-                        _ => {
-                            return Err(Error::Io {
-                                op: "capture",
-                                path: shown,
-                                source: io::Error::other(
-                                    "it changed while being captured; try again",
-                                ),
-                            });
-                        }
+                Node::File { size, mode: bits } => {
+                    out.files.push((out.entries.len(), size));
+                    // Filled in once the blob is hashed.
+                    Pre::File {
+                        blob: BlobId([0; 32]),
+                        size,
+                        mode: bits,
                     }
                 }
             };
@@ -859,7 +888,7 @@ impl Store {
     fn store_blobs(
         &self,
         entries: &mut [FileEntry],
-        files: Vec<(usize, File, u64)>,
+        files: Vec<(usize, u64)>,
         pack_name: &str,
     ) -> Result<(Vec<StoredBlob>, u64)> {
         if files.is_empty() {
@@ -884,11 +913,57 @@ impl Store {
         }
     }
 
+    /// Opens the regular files of `chunk` for reading, never through a
+    /// symlink, and updates their entries' size and mode from `fstat`.
+    fn open_files(
+        &self,
+        entries: &mut [FileEntry],
+        chunk: &[(usize, u64)],
+    ) -> Result<Vec<(usize, File)>> {
+        let mut dirs: std::collections::HashMap<Option<RelPath>, OwnedFd> =
+            std::collections::HashMap::new();
+        let mut out = Vec::with_capacity(chunk.len());
+        let changed = |shown: PathBuf| Error::Io {
+            op: "capture",
+            path: shown,
+            source: io::Error::other("it changed while being captured; try again"),
+        };
+        for &(i, _) in chunk {
+            let rel = entries[i].path.clone();
+            let shown = self.root.join(rel.as_str());
+            let parent = rel.parent();
+            if !dirs.contains_key(&parent) {
+                let mut dir = rustix::io::dup(&self.root_fd).ctx("open", &self.root)?;
+                for comp in parent.iter().flat_map(|p| p.components()) {
+                    dir = fsx::open_subdir(&dir, comp)
+                        .ctx("open directory", &shown)?
+                        .ok_or_else(|| changed(shown.clone()))?;
+                }
+                dirs.insert(parent.clone(), dir);
+            }
+            let (file, node) =
+                fsx::open_file(&dirs[&parent], rel.file_name()).ctx("open", &shown)?;
+            match (node, &mut entries[i].pre) {
+                (
+                    Node::File { size, mode },
+                    Pre::File {
+                        size: s, mode: m, ..
+                    },
+                ) => {
+                    (*s, *m) = (size, mode);
+                    out.push((i, file));
+                }
+                _ => return Err(changed(shown)),
+            }
+        }
+        Ok(out)
+    }
+
     fn fill_pack(
         &self,
         writer: &mut PackWriter,
         entries: &mut [FileEntry],
-        files: Vec<(usize, File, u64)>,
+        files: Vec<(usize, u64)>,
     ) -> Result<(Vec<StoredBlob>, u64)> {
         let level = self.options.compression_level;
         let mut blobs: Vec<StoredBlob> = Vec::new();
@@ -896,7 +971,7 @@ impl Store {
         let mut stored = 0u64;
         let (small, large): (Vec<_>, Vec<_>) = files
             .into_iter()
-            .partition(|(_, _, size)| *size <= WHOLE_READ_LIMIT);
+            .partition(|(_, size)| *size <= WHOLE_READ_LIMIT);
         let shown = |i: usize, entries: &[FileEntry]| self.root.join(entries[i].path.as_str());
         let set_blob = |entries: &mut [FileEntry], i: usize, id: BlobId, len: u64| {
             if let Pre::File { blob, size, .. } = &mut entries[i].pre {
@@ -904,11 +979,12 @@ impl Store {
                 *size = len;
             }
         };
-        // Bounded memory: chunks of at most 256 files or 64 MiB.
-        let mut chunks: Vec<&[(usize, File, u64)]> = Vec::new();
+        // Bounded memory and descriptors: chunks of at most OPEN_CHUNK files
+        // or 64 MiB.
+        let mut chunks: Vec<&[(usize, u64)]> = Vec::new();
         let (mut start, mut bytes) = (0, 0u64);
-        for (k, (_, _, size)) in small.iter().enumerate() {
-            if k > start && (k - start >= 256 || bytes + size > 64 << 20) {
+        for (k, (_, size)) in small.iter().enumerate() {
+            if k > start && (k - start >= OPEN_CHUNK || bytes + size > 64 << 20) {
                 chunks.push(&small[start..k]);
                 (start, bytes) = (k, 0);
             }
@@ -918,11 +994,17 @@ impl Store {
             chunks.push(&small[start..]);
         }
         for chunk in chunks {
+            let opened = self.open_files(entries, chunk)?;
             let known = &self.index.blobs;
-            let done: Vec<Result<Hashed, (usize, io::Error)>> = chunk
+            let entries_ro: &[FileEntry] = entries;
+            let done: Vec<Result<Hashed, (usize, io::Error)>> = opened
                 .par_iter()
-                .map(|(i, file, size)| {
-                    let mut data = Vec::with_capacity(*size as usize);
+                .map(|(i, file)| {
+                    let size = match &entries_ro[*i].pre {
+                        Pre::File { size, .. } => *size,
+                        _ => 0,
+                    };
+                    let mut data = Vec::with_capacity(size.min(WHOLE_READ_LIMIT) as usize);
                     file.take(WHOLE_READ_LIMIT + 1)
                         .read_to_end(&mut data)
                         .map_err(|e| (*i, e))?;
@@ -936,7 +1018,8 @@ impl Store {
                             base: None,
                         });
                     }
-                    let (frame, base) = match self.delta_base(&entries[*i].path, data.len() as u64)
+                    let (frame, base) = match self
+                        .delta_base(&entries_ro[*i].path, data.len() as u64)
                     {
                         Some((base, base_bytes)) => (
                             pack::compress_delta(&data, &base_bytes, level).map_err(|e| (*i, e))?,
@@ -985,7 +1068,10 @@ impl Store {
                 }
             }
         }
-        for (i, file, _) in large {
+        for one in large.chunks(1) {
+            let Some((i, file)) = self.open_files(entries, one)?.pop() else {
+                continue;
+            };
             let known = &self.index.blobs;
             let pack::Streamed {
                 id,
