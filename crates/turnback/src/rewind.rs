@@ -35,6 +35,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::{BufWriter, Write};
 use std::os::fd::OwnedFd;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{Error, IoResultExt, Result};
@@ -621,16 +622,45 @@ impl Store {
                 }
             }
         }
-        // Temporary files, verified.
-        let mut staged: Vec<(&RelPath, String)> = Vec::new();
+        // Temporary files, verified: directories and packs are opened
+        // first, then the blobs are decompressed on every core.
         let mut packs: HashMap<String, std::fs::File> = HashMap::new();
+        let mut jobs: Vec<(&RelPath, &BlobId, u32)> = Vec::new();
         for step in &restores {
             let Action::Restore { blob, mode, .. } = &step.action else {
                 continue;
             };
-            match self.stage(&mut dirs, &mut packs, &step.path, blob, *mode) {
-                Ok(tmp) => staged.push((&step.path, tmp)),
+            let ready = dirs.parent(&step.path, true).map_err(|e| e.to_string()).and_then(|d| {
+                d.map(|_| ()).ok_or_else(|| "its directory cannot be created".to_string())
+            });
+            let ready = ready.and_then(|()| {
+                let loc = self.index.blobs.get(blob).ok_or("its blob is not in the store")?;
+                if !packs.contains_key(&loc.pack) {
+                    let f = self.open_pack(&loc.pack).map_err(|e| e.to_string())?;
+                    packs.insert(loc.pack.clone(), f);
+                }
+                Ok(())
+            });
+            match ready {
+                Ok(()) => jobs.push((&step.path, blob, *mode)),
                 Err(reason) => fail(&mut report.failed, &step.path, reason),
+            }
+        }
+        let staged_or_failed: Vec<PathResult<String>> = {
+            let (dirs, packs) = (&dirs, &packs);
+            jobs.par_iter()
+                .map(|&(path, blob, mode)| {
+                    self.stage(dirs, packs, path, blob, mode)
+                        .map(|tmp| (path, tmp))
+                        .map_err(|reason| (path, reason))
+                })
+                .collect()
+        };
+        let mut staged: Vec<(&RelPath, String)> = Vec::new();
+        for r in staged_or_failed {
+            match r {
+                Ok(done) => staged.push(done),
+                Err((path, reason)) => fail(&mut report.failed, path, reason),
             }
         }
         // Their bytes are durable before any of them replaces a file.
@@ -660,19 +690,35 @@ impl Store {
                 Err(reason) => fail(&mut report.failed, &step.path, reason),
             }
         }
-        // Renames, shallowest first; symlinks last.
-        staged.sort_by_key(|(p, _)| p.depth());
-        for (path, tmp) in staged {
-            match self.put(&mut dirs, path, |d, name| {
-                fsx::rename(d, &tmp, name).map_err(|e| e.to_string())
-            }) {
-                Ok(()) => report.restored.push(path.clone()),
-                Err(reason) => {
-                    if let Ok(Some(d)) = dirs.parent(path, false) {
-                        let _ = fsx::unlink(d, &tmp);
+        // Renames (in parallel: each waits on the disk on its own); then
+        // symlinks, last.
+        let renamed: Vec<PathResult<()>> = {
+            let dirs = &dirs;
+            staged
+                .par_iter()
+                .map(|(path, tmp)| {
+                    let Some(d) = dirs.get(path) else {
+                        return Err((*path, "its directory is gone".to_string()));
+                    };
+                    let name = path.file_name();
+                    let res = match fsx::node_at(d, name) {
+                        Ok(Node::Dir) => fsx::rmdir(d, name)
+                            .map_err(|e| format!("a directory stands in its place and cannot be removed: {e}")),
+                        Ok(_) => Ok(()),
+                        Err(e) => Err(e.to_string()),
                     }
-                    fail(&mut report.failed, path, reason);
-                }
+                    .and_then(|()| fsx::rename(d, tmp, name).map_err(|e| e.to_string()));
+                    res.map(|()| (*path, ())).map_err(|reason| {
+                        let _ = fsx::unlink(d, tmp);
+                        (*path, reason)
+                    })
+                })
+                .collect()
+        };
+        for r in renamed {
+            match r {
+                Ok((path, ())) => report.restored.push(path.clone()),
+                Err((path, reason)) => fail(&mut report.failed, path, reason),
             }
         }
         for (step, target) in links {
@@ -700,26 +746,15 @@ impl Store {
     /// Decompresses and verifies a blob into a temporary file beside `path`.
     fn stage(
         &self,
-        dirs: &mut DirCache,
-        packs: &mut HashMap<String, std::fs::File>,
+        dirs: &DirCache,
+        packs: &HashMap<String, std::fs::File>,
         path: &RelPath,
         blob: &BlobId,
         mode: u32,
     ) -> Result<String, String> {
-        let loc = self
-            .index
-            .blobs
-            .get(blob)
-            .ok_or("its blob is not in the store")?;
-        if !packs.contains_key(&loc.pack) {
-            let f = self.open_pack(&loc.pack).map_err(|e| e.to_string())?;
-            packs.insert(loc.pack.clone(), f);
-        }
-        let pack = &packs[&loc.pack];
-        let dir = dirs
-            .parent(path, true)
-            .map_err(|e| e.to_string())?
-            .ok_or("its directory cannot be created")?;
+        let loc = self.index.blobs.get(blob).ok_or("its blob is not in the store")?;
+        let pack = packs.get(&loc.pack).ok_or("its pack is not open")?;
+        let dir = dirs.get(path).ok_or("its directory cannot be created")?;
         let (file, tmp) = fsx::create_temp(dir, path.file_name(), mode)
             .map_err(|e| format!("cannot create a temporary file: {e}"))?;
         let mut w = BufWriter::with_capacity(256 * 1024, file);
@@ -804,6 +839,10 @@ impl Store {
     }
 }
 
+/// The outcome of one path's step: the path with a value, or with the
+/// reason it failed.
+type PathResult<'a, T> = Result<(&'a RelPath, T), (&'a RelPath, String)>;
+
 /// Directory handles reached from the root without following symlinks,
 /// cached by path for the length of one operation.
 struct DirCache {
@@ -817,6 +856,14 @@ impl DirCache {
             root: rustix::io::dup(&store.root_fd).ctx("open", &store.root)?,
             open: HashMap::new(),
         })
+    }
+
+    /// The directory holding `path`, if [`DirCache::parent`] opened it.
+    fn get(&self, path: &RelPath) -> Option<&OwnedFd> {
+        match path.parent() {
+            None => Some(&self.root),
+            Some(p) => self.open.get(p.as_str()),
+        }
     }
 
     /// The directory holding `path`; with `create`, missing directories are
