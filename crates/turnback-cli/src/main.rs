@@ -44,6 +44,7 @@ enum Command {
     Show(commands::show::Args),
     Diff(commands::diff::Args),
     Demo(commands::demo::Args),
+    Verify(commands::verify::Args),
 }
 
 /// What a command hands back to `main`: the exit code.
@@ -104,6 +105,7 @@ fn main() -> ExitCode {
         Command::Show(a) => commands::show::run(&ctx, a),
         Command::Diff(a) => commands::diff::run(&ctx, a),
         Command::Demo(a) => commands::demo::run(&ctx, a),
+        Command::Verify(a) => commands::verify::run(&ctx, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -44,6 +44,7 @@ pub mod pack;
 pub mod path;
 mod rewind;
 mod store;
+pub mod verify;
 
 pub use error::{Error, PathProblem, Result};
 pub use id::{BadBlobId, BlobId, TurnId, cut_label};
@@ -53,3 +54,4 @@ pub use rewind::{Action, Report, RewindOptions, Step};
 pub use store::{
     CaptureReport, Captured, DEFAULT_MAX_FILE_SIZE, Options, Store, Turn, discover_root,
 };
+pub use verify::{VerifyReport, verify_root};

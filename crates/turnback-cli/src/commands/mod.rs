@@ -7,6 +7,7 @@ pub mod diff;
 pub mod list;
 pub mod rewind;
 pub mod show;
+pub mod verify;
 pub mod write;
 
 use turnback::{Options, Pre};
