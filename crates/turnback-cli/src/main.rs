@@ -45,6 +45,7 @@ enum Command {
     Diff(commands::diff::Args),
     Demo(commands::demo::Args),
     Verify(commands::verify::Args),
+    ImportOsfoundry(commands::import_osfoundry::Args),
 }
 
 /// What a command hands back to `main`: the exit code.
@@ -106,6 +107,7 @@ fn main() -> ExitCode {
         Command::Diff(a) => commands::diff::run(&ctx, a),
         Command::Demo(a) => commands::demo::run(&ctx, a),
         Command::Verify(a) => commands::verify::run(&ctx, a),
+        Command::ImportOsfoundry(a) => commands::import_osfoundry::run(&ctx, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

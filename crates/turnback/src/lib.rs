@@ -38,6 +38,7 @@
 mod error;
 mod fsx;
 mod id;
+pub mod import;
 pub mod lock;
 pub mod log;
 pub mod pack;
@@ -48,6 +49,7 @@ pub mod verify;
 
 pub use error::{Error, PathProblem, Result};
 pub use id::{BadBlobId, BlobId, TurnId, cut_label};
+pub use import::ImportReport;
 pub use log::{FailedPath, FileEntry, Pre};
 pub use path::RelPath;
 pub use rewind::{Action, Report, RewindOptions, Step};

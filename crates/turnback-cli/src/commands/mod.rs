@@ -4,6 +4,7 @@
 pub mod capture;
 pub mod demo;
 pub mod diff;
+pub mod import_osfoundry;
 pub mod list;
 pub mod rewind;
 pub mod show;
