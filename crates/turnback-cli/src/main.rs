@@ -64,6 +64,8 @@ enum Command {
     Exec(commands::exec::Args),
     Snapshot(commands::snapshot::Args),
     Status(commands::status::Args),
+    Verify(commands::verify::Args),
+    ImportOsfoundry(commands::import_osfoundry::Args),
 }
 
 /// What a command hands back to `main`: the exit code.
@@ -146,6 +148,8 @@ fn main() -> ExitCode {
         Command::Exec(a) => commands::exec::run(&ctx, a),
         Command::Snapshot(a) => commands::snapshot::run(&ctx, a),
         Command::Status(a) => commands::status::run(&ctx, a),
+        Command::Verify(a) => commands::verify::run(&ctx, a),
+        Command::ImportOsfoundry(a) => commands::import_osfoundry::run(&ctx, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

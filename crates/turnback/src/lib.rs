@@ -42,6 +42,7 @@ mod error;
 mod fsx;
 mod gc;
 mod id;
+pub mod import;
 mod index;
 pub mod lock;
 pub mod log;
@@ -53,11 +54,13 @@ pub mod session;
 mod snapshot;
 mod store;
 pub mod tree;
+pub mod verify;
 
 pub use config::{Config, parse_size};
 pub use error::{Error, PathProblem, Result};
 pub use gc::{GcOptions, GcReport};
 pub use id::{BadBlobId, BlobId, TurnId, cut_label};
+pub use import::ImportReport;
 pub use index::{Captured, Turn};
 pub use log::{FailedPath, FileEntry, Post, PostEntry, Pre};
 pub use path::RelPath;
@@ -68,6 +71,7 @@ pub use snapshot::{
     NotCaptured, NotCovered, Progress, Recorded, Renamed, ScanStats, SnapshotReport, Status,
 };
 pub use store::{CaptureReport, DEFAULT_MAX_FILE_SIZE, Options, Store, discover_root};
+pub use verify::{VerifyReport, verify_root};
 
 /// The README's Rust example, compiled as a doctest.
 #[cfg(doctest)]

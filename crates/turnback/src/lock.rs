@@ -44,6 +44,59 @@ pub(crate) fn acquire(
     } else {
         FlockOperation::NonBlockingLockShared
     };
+    take(fd, op, path, timeout)
+}
+
+/// Takes the lock shared, but only if its file exists: a read-only check
+/// (`verify`) must not create anything. `Ok(None)` when there is no lock
+/// file. The file is opened read-only, without following a symlink and
+/// without blocking on a FIFO.
+pub(crate) fn acquire_shared_if_present(
+    store_dir: &OwnedFd,
+    shown: &Path,
+    timeout: Duration,
+) -> Result<Existing> {
+    let path = shown.join(LOCK_FILE);
+    let fd = match rustix::fs::openat(
+        store_dir,
+        LOCK_FILE,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(Existing::Absent),
+        Err(Errno::LOOP) => {
+            return Ok(Existing::Unusable(
+                "it is a symlink, which turnback does not follow".into(),
+            ));
+        }
+        Err(e) => return Err(e).ctx("open lock file", &path),
+    };
+    let st = rustix::fs::fstat(&fd).ctx("stat", &path)?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Ok(Existing::Unusable("it is not a regular file".into()));
+    }
+    take(fd, FlockOperation::NonBlockingLockShared, path, timeout).map(Existing::Held)
+}
+
+/// What [`acquire_shared_if_present`] found.
+#[derive(Debug)]
+pub(crate) enum Existing {
+    /// The lock, held shared.
+    Held(LockGuard),
+    /// There is no lock file (no mutation ever ran).
+    Absent,
+    /// The lock file is not a regular file; mutations could not take it.
+    Unusable(String),
+}
+
+/// Waits up to `timeout` for `op` on `fd`.
+fn take(
+    fd: OwnedFd,
+    op: FlockOperation,
+    path: std::path::PathBuf,
+    timeout: Duration,
+) -> Result<LockGuard> {
     let start = Instant::now();
     let mut pause = Duration::from_micros(200);
     loop {

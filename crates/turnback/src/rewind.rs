@@ -630,11 +630,19 @@ impl Store {
             let Action::Restore { blob, mode, .. } = &step.action else {
                 continue;
             };
-            let ready = dirs.parent(&step.path, true).map_err(|e| e.to_string()).and_then(|d| {
-                d.map(|_| ()).ok_or_else(|| "its directory cannot be created".to_string())
-            });
+            let ready = dirs
+                .parent(&step.path, true)
+                .map_err(|e| e.to_string())
+                .and_then(|d| {
+                    d.map(|_| ())
+                        .ok_or_else(|| "its directory cannot be created".to_string())
+                });
             let ready = ready.and_then(|()| {
-                let loc = self.index.blobs.get(blob).ok_or("its blob is not in the store")?;
+                let loc = self
+                    .index
+                    .blobs
+                    .get(blob)
+                    .ok_or("its blob is not in the store")?;
                 if !packs.contains_key(&loc.pack) {
                     let f = self.open_pack(&loc.pack).map_err(|e| e.to_string())?;
                     packs.insert(loc.pack.clone(), f);
@@ -702,8 +710,9 @@ impl Store {
                     };
                     let name = path.file_name();
                     let res = match fsx::node_at(d, name) {
-                        Ok(Node::Dir) => fsx::rmdir(d, name)
-                            .map_err(|e| format!("a directory stands in its place and cannot be removed: {e}")),
+                        Ok(Node::Dir) => fsx::rmdir(d, name).map_err(|e| {
+                            format!("a directory stands in its place and cannot be removed: {e}")
+                        }),
                         Ok(_) => Ok(()),
                         Err(e) => Err(e.to_string()),
                     }
@@ -752,7 +761,11 @@ impl Store {
         blob: &BlobId,
         mode: u32,
     ) -> Result<String, String> {
-        let loc = self.index.blobs.get(blob).ok_or("its blob is not in the store")?;
+        let loc = self
+            .index
+            .blobs
+            .get(blob)
+            .ok_or("its blob is not in the store")?;
         let pack = packs.get(&loc.pack).ok_or("its pack is not open")?;
         let dir = dirs.get(path).ok_or("its directory cannot be created")?;
         let (file, tmp) = fsx::create_temp(dir, path.file_name(), mode)

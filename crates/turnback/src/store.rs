@@ -664,6 +664,11 @@ impl Store {
             .map(|c| c.entry.path.clone())
             .filter(|p| !t.posts.contains_key(p))
             .collect();
+        if paths.is_empty() {
+            // Every path already has its post-image (writes through
+            // turnback record them): nothing to hash, no record.
+            return Ok(0);
+        }
         let posts = self.hash_states(&paths)?;
         let n = posts.len();
         self.append(Op::Seal { turn: id, posts })?;

@@ -8,6 +8,7 @@ pub mod edit;
 pub mod exec;
 pub mod gc;
 pub mod hook;
+pub mod import_osfoundry;
 pub mod init;
 pub mod list;
 pub mod mcp;
@@ -21,6 +22,7 @@ pub mod show;
 pub mod snapshot;
 pub mod status;
 pub mod undo;
+pub mod verify;
 pub mod write;
 
 use turnback::{Options, Pre};
