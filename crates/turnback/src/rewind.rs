@@ -194,8 +194,9 @@ pub struct RewindPlan {
     pub posts: HashMap<RelPath, Post>,
 }
 
-/// Turns recorded states into steps. A directory that must be removed but
-/// would hold a restored path is kept.
+/// Turns recorded states into steps. (A path that must not exist but is
+/// the directory of a restored path is handled in [`Store::execute`]: only
+/// a file or symlink standing there is removed.)
 fn steps_from<'a>(
     states: impl Iterator<Item = (&'a RelPath, &'a Pre)>,
     store: &Store,
@@ -228,12 +229,6 @@ fn steps_from<'a>(
             },
         })
         .collect();
-    let needed: HashSet<RelPath> = steps
-        .iter()
-        .filter(|s| !matches!(s.action, Action::Delete | Action::CannotRestore { .. }))
-        .flat_map(|s| s.path.ancestors())
-        .collect();
-    steps.retain(|s| !matches!(s.action, Action::Delete) || !needed.contains(&s.path));
     steps.sort_by(|a, b| a.path.cmp(&b.path));
     steps
 }
@@ -620,6 +615,30 @@ impl Store {
                 Action::CannotRestore { reason } => {
                     fail(&mut report.failed, &step.path, reason.clone())
                 }
+            }
+        }
+        // A path recorded as absent that must now hold restored paths (a
+        // file that replaced a directory): a file or symlink standing there
+        // goes first, so the directory can be made; a directory stays.
+        let needed: HashSet<RelPath> = steps
+            .iter()
+            .filter(|s| !matches!(s.action, Action::Delete | Action::CannotRestore { .. }))
+            .flat_map(|s| s.path.ancestors())
+            .collect();
+        let (blocking, mut deletes): (Vec<&Step>, Vec<&Step>) =
+            deletes.into_iter().partition(|s| needed.contains(&s.path));
+        for step in blocking {
+            let Ok(Some(d)) = dirs.parent(&step.path, false) else {
+                continue;
+            };
+            let name = step.path.file_name();
+            match fsx::node_at(d, name) {
+                Ok(Node::Dir) | Ok(Node::Missing) => {}
+                Ok(_) => match fsx::unlink(d, name) {
+                    Ok(()) => report.deleted.push(step.path.clone()),
+                    Err(e) => fail(&mut report.failed, &step.path, e.to_string()),
+                },
+                Err(e) => fail(&mut report.failed, &step.path, e.to_string()),
             }
         }
         // Temporary files, verified: directories and packs are opened

@@ -1656,7 +1656,6 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "known bug: rewind keeps a file that replaced a directory, so the directory's files cannot be restored beneath it"]
     fn a_directory_replaced_by_a_file_is_rewound() -> TestResult {
         let (dir, mut store) = project();
         let root = dir.path();
