@@ -314,6 +314,13 @@ fn build_gc_store(cfg: &Config) -> Res<(TempDir, f64)> {
     let root = dir.path().join("tree");
     fs::create_dir_all(root.join("src"))?;
     let t0 = Instant::now();
+    // No automatic gc while it is built: every turn must stay. (The store
+    // keeps a config file it finds in place.)
+    fs::create_dir_all(root.join(".turnback"))?;
+    fs::write(
+        root.join(".turnback/config.toml"),
+        "[retention]\nkeep_turns = 1000000\nkeep_days = 100000\nmax_size = \"1T\"\n\n[gc]\nauto_every_captures = 0\n",
+    )?;
     let mut store = Store::open(&root)?;
     for i in 0..GC_TURNS {
         let turn = TurnId::new(format!("t{i}"))?;
@@ -964,8 +971,11 @@ fn render(
          - Row 2: the store is built once per run ({} small files under `src/`, one \
          `Store::write` per turn), then copied afresh for every repetition; `Store::open` of \
          the copy is timed (the peer), then `gc` with `keep_turns: {GC_KEEP}` on that open store \
-         (it takes the lock, rewrites the log and deletes unreferenced packs). Afterwards the \
-         store is opened again and must hold {GC_KEEP} turns.\n\
+         (it takes the lock, rewrites the log and deletes unreferenced packs). The store's \
+         config turns automatic gc off and sets no other limit, so only `keep_turns` drops \
+         turns. Afterwards the store is opened again and must hold {GC_KEEP} turns.\n\
+         - Rows 1 and 4 use a new store's default config, so each rewind includes the \
+         automatic gc that follows it (limits: 1,000 turns, 30 days, 2 GB; nothing dropped).\n\
          - Row 3: the tree is captured once (`capture_many`, one turn), then `verify_root` and \
          the hashing peer alternate, each after one untimed warm-up pass; verify checks every \
          log line and re-hashes every blob (in parallel over packs), the peer reads and hashes \
