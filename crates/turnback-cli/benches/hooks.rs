@@ -1,0 +1,752 @@
+//! The hook benchmark: the latency `turnback hook claude-code` adds to each
+//! Claude Code tool call, process start included, on a project of 500 real
+//! files, against spawning `/bin/true` the same way in the same run. The
+//! figures are printed and written to a marked section of
+//! `docs/BENCHMARKS.md` (other sections are left alone).
+//!
+//! ```text
+//! cargo bench -p turnback-cli --bench hooks [-- --reps N]
+//! ```
+//!
+//! Every iteration is one prompt as Claude Code delivers it: `UserPromptSubmit`
+//! (a new prompt id: a new turn), `PreToolUse Write` of an existing file (its
+//! capture), the write itself (untimed), `PostToolUse Write` (its post-image),
+//! `PreToolUse Bash` (tree snapshot), a file changed by "the command"
+//! (untimed), `PostToolUse Bash` (second snapshot). Each hook call is the
+//! release binary spawned with the event on stdin and the project as cwd;
+//! right after it `/bin/true` is spawned with the same stdin.
+//!
+//! Settings: `--reps N` / `TURNBACK_BENCH_REPS` (default 5; each a fresh
+//! copy of the project), `TURNBACK_BENCH_RUNS` (iterations per repetition,
+//! default 50), `TURNBACK_BENCH_TREE` / `TURNBACK_BENCH_FILES` (default
+//! `/usr/include`, 500), `TURNBACK_BENCH_TMP`, `TURNBACK_BENCH_OUT`,
+//! `--no-write` / `TURNBACK_BENCH_NO_WRITE=1`.
+
+use std::error::Error;
+use std::fmt::Write as _;
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+type Res<T> = Result<T, Box<dyn Error>>;
+/// Files by relative path, with their bytes.
+type Files = Vec<(String, Vec<u8>)>;
+
+/// Name of this benchmark's section in the Markdown file.
+const SECTION: &str = "hooks";
+/// Fewest repetitions whose figures are written to the docs.
+const MIN_REPS: usize = 5;
+/// Fewest runs of each event in a repetition.
+const MIN_RUNS: usize = 50;
+const SESSION: &str = "8c35adc1-4f1e-4c9a-9a51-0f6b7e2d1c3a";
+/// The events, in the order of one iteration.
+const EVENTS: [&str; 5] = [
+    "UserPromptSubmit",
+    "PreToolUse Write (capture)",
+    "PostToolUse Write (post-image)",
+    "PreToolUse Bash (tree snapshot)",
+    "PostToolUse Bash (tree snapshot)",
+];
+
+struct Config {
+    reps: usize,
+    runs: usize,
+    tree: PathBuf,
+    files: usize,
+    tmp: PathBuf,
+    out: PathBuf,
+    write: bool,
+}
+
+fn env_usize(name: &str, default: usize) -> Res<usize> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| format!("{name}={v:?} is not a whole number").into()),
+        Err(_) => Ok(default),
+    }
+}
+
+fn config() -> Res<Config> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let workspace = fs::canonicalize(&workspace).unwrap_or(workspace);
+    let mut reps = env_usize("TURNBACK_BENCH_REPS", MIN_REPS)?;
+    let mut write =
+        std::env::var("TURNBACK_BENCH_NO_WRITE").map_or(true, |v| v.is_empty() || v == "0");
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--bench" => {}
+            "--no-write" => write = false,
+            "--reps" => {
+                let v = args.next().ok_or("--reps needs a number, e.g. --reps 7")?;
+                reps = v
+                    .parse()
+                    .map_err(|_| format!("--reps {v:?}: not a whole number"))?;
+            }
+            _ if a.starts_with("--reps=") => {
+                let v = &a["--reps=".len()..];
+                reps = v
+                    .parse()
+                    .map_err(|_| format!("{a:?}: not a whole number"))?;
+            }
+            _ => {
+                return Err(format!(
+                    "unknown argument {a:?}; this benchmark takes --reps N and --no-write"
+                )
+                .into());
+            }
+        }
+    }
+    if reps == 0 {
+        return Err("the repetition count must be at least 1".into());
+    }
+    let runs = env_usize("TURNBACK_BENCH_RUNS", MIN_RUNS)?;
+    if runs == 0 {
+        return Err("TURNBACK_BENCH_RUNS must be at least 1".into());
+    }
+    Ok(Config {
+        reps,
+        runs,
+        tree: std::env::var_os("TURNBACK_BENCH_TREE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/usr/include")),
+        files: env_usize("TURNBACK_BENCH_FILES", 500)?,
+        tmp: std::env::var_os("TURNBACK_BENCH_TMP")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir),
+        out: std::env::var_os("TURNBACK_BENCH_OUT")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace.join("docs/BENCHMARKS.md")),
+        write,
+    })
+}
+
+fn walk(dir: &Path, prefix: &str, out: &mut Vec<String>) -> Res<()> {
+    let entries = fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        let rel = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}/{name}")
+        };
+        let ft = entry.file_type()?;
+        if ft.is_dir() {
+            walk(&entry.path(), &rel, out)?;
+        } else if ft.is_file() {
+            out.push(rel);
+        }
+    }
+    Ok(())
+}
+
+fn load_tree(source: &Path, limit: usize) -> Res<Files> {
+    let mut rels = Vec::new();
+    walk(source, "", &mut rels)?;
+    rels.sort();
+    if rels.len() < limit {
+        return Err(format!(
+            "{} holds only {} regular files, {limit} wanted; set TURNBACK_BENCH_FILES",
+            source.display(),
+            rels.len()
+        )
+        .into());
+    }
+    rels.truncate(limit);
+    let mut files = Vec::with_capacity(limit);
+    for rel in rels {
+        let p = source.join(&rel);
+        let bytes = fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+        files.push((rel, bytes));
+    }
+    Ok(files)
+}
+
+fn write_tree(files: &[(String, Vec<u8>)], dst: &Path) -> Res<()> {
+    for (rel, bytes) in files {
+        let p = dst.join(rel);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        fs::write(&p, bytes).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Spawns `program args` in `root` with `event` on stdin, waits, and
+/// returns the elapsed time. The hook must exit 0 and print nothing.
+fn spawn(program: &Path, args: &[&str], root: &Path, event: &[u8], check: bool) -> Res<f64> {
+    let t0 = Instant::now();
+    let mut child = Command::new(program)
+        .args(args)
+        .current_dir(root)
+        .env("CLAUDE_PROJECT_DIR", root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+    {
+        let mut stdin = child.stdin.take().ok_or("no stdin")?;
+        match stdin.write_all(event) {
+            // `/bin/true` exits without reading its input.
+            Err(e) if !check && e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            r => r?,
+        }
+    }
+    let out = child.wait_with_output()?;
+    let t = t0.elapsed().as_secs_f64();
+    if check && (!out.status.success() || !out.stdout.is_empty() || !out.stderr.is_empty()) {
+        return Err(format!(
+            "{} {}: {}, stdout {:?}, stderr {:?}",
+            program.display(),
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    Ok(t)
+}
+
+/// Per event: the hook's times and `/bin/true`'s, one per run.
+#[derive(Default, Clone)]
+struct Times {
+    hook: Vec<f64>,
+    peer: Vec<f64>,
+}
+
+/// One repetition: a fresh copy of the project, `runs` iterations.
+fn repetition(
+    files: &[(String, Vec<u8>)],
+    cfg: &Config,
+    bin: &Path,
+    rep: usize,
+) -> Res<(Vec<Times>, TempDir)> {
+    let work = TempDir::with_prefix_in("turnback-bench-hooks-", &cfg.tmp)?;
+    let root = fs::canonicalize(work.path())?;
+    write_tree(files, &root)?;
+    drop(turnback::Store::open(&root)?);
+    let r = root.display().to_string();
+    let mut times = vec![Times::default(); EVENTS.len()];
+    let truebin = Path::new("/bin/true");
+    for i in 0..cfg.runs {
+        let prompt_id = format!("bench-{rep}-{i}");
+        let (wrel, wbytes) = &files[(2 * i) % files.len()];
+        let (brel, bbytes) = &files[(2 * i + 1) % files.len()];
+        let wpath = format!("{r}/{wrel}");
+        let mut content = wbytes.clone();
+        content.extend_from_slice(format!("\n/* written by the agent, run {i} */\n").as_bytes());
+        let content_str = String::from_utf8_lossy(&content).into_owned();
+        let base = |name: &str| {
+            json!({
+                "session_id": SESSION,
+                "prompt_id": prompt_id,
+                "transcript_path": "/home/user/.claude/projects/-proj/session.jsonl",
+                "cwd": r,
+                "permission_mode": "default",
+                "hook_event_name": name,
+            })
+        };
+        let mut prompt = base("UserPromptSubmit");
+        prompt["prompt"] = json!(format!("Benchmark prompt {i}\nChange two files."));
+        let mut pre_w = base("PreToolUse");
+        pre_w["tool_name"] = json!("Write");
+        pre_w["tool_input"] = json!({"file_path": wpath, "content": content_str});
+        pre_w["tool_use_id"] = json!(format!("toolu_w{i}"));
+        let mut post_w = pre_w.clone();
+        post_w["hook_event_name"] = json!("PostToolUse");
+        post_w["tool_response"] = json!({"filePath": wpath, "success": true});
+        let mut pre_b = base("PreToolUse");
+        pre_b["tool_name"] = json!("Bash");
+        pre_b["tool_input"] = json!({
+            "command": format!("printf '/* run {i} */\\n' >> {brel}"),
+            "description": "Append a line",
+            "timeout": 120000
+        });
+        pre_b["tool_use_id"] = json!(format!("toolu_b{i}"));
+        let mut post_b = pre_b.clone();
+        post_b["hook_event_name"] = json!("PostToolUse");
+        post_b["tool_response"] =
+            json!({"stdout": "", "stderr": "", "interrupted": false, "isImage": false});
+
+        let events: [&Value; 5] = [&prompt, &pre_w, &post_w, &pre_b, &post_b];
+        for (k, ev) in events.iter().enumerate() {
+            let bytes = serde_json::to_vec(ev)?;
+            let t = spawn(bin, &["hook", "claude-code"], &root, &bytes, true)?;
+            let p = spawn(truebin, &[], &root, &bytes, false)?;
+            times[k].hook.push(t);
+            times[k].peer.push(p);
+            // What the tool does between its Pre and Post events.
+            if k == 1 {
+                fs::write(&wpath, &content)?;
+            } else if k == 3 {
+                let mut b = fs::read(root.join(brel)).unwrap_or_else(|_| bbytes.clone());
+                b.extend_from_slice(format!("/* run {i} */\n").as_bytes());
+                fs::write(root.join(brel), b)?;
+            }
+        }
+    }
+    // The hooks recorded what they were sent: one turn per prompt, each
+    // holding the written file's pre-image.
+    let store = turnback::Store::open(&root)?;
+    let turns = store.turns();
+    if turns.len() != cfg.runs {
+        return Err(format!(
+            "the hooks made {} turns, {} expected",
+            turns.len(),
+            cfg.runs
+        )
+        .into());
+    }
+    for (i, t) in turns.iter().enumerate() {
+        let want = &files[(2 * i) % files.len()].0;
+        if !t.files.iter().any(|f| f.entry.path.as_str() == want) {
+            return Err(format!("turn {i} did not capture {want}").into());
+        }
+    }
+    Ok((times, work))
+}
+
+// ------------------------------------------------- copied from turnback's store bench
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn min_max(xs: &[f64]) -> (f64, f64) {
+    xs.iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        })
+}
+
+struct Machine {
+    cpu: String,
+    cores: usize,
+    parallelism: usize,
+    kernel: String,
+    mem_gib: f64,
+    tmp: PathBuf,
+    fs: String,
+    device: String,
+    load_start: String,
+}
+
+fn fs_type(path: &Path) -> Res<(String, String)> {
+    let path = fs::canonicalize(path)?;
+    let info = fs::read_to_string("/proc/self/mountinfo")?;
+    let mut best: Option<(usize, String, String)> = None;
+    for line in info.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(dash) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        let (Some(mount), Some(fstype), Some(source)) =
+            (fields.get(4), fields.get(dash + 1), fields.get(dash + 2))
+        else {
+            continue;
+        };
+        let mount = mount.replace("\\040", " ");
+        if path.starts_with(&mount) && best.as_ref().is_none_or(|b| mount.len() >= b.0) {
+            best = Some((mount.len(), fstype.to_string(), source.to_string()));
+        }
+    }
+    best.map(|(_, t, s)| (t, s))
+        .ok_or_else(|| format!("no mount found for {}", path.display()).into())
+}
+
+fn machine(cfg: &Config) -> Res<Machine> {
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo")?;
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|r| r.trim_start_matches([' ', '\t', ':']))
+        })
+        .unwrap_or("unknown")
+        .trim()
+        .to_string();
+    let cores = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("processor"))
+        .count();
+    let mem_kib: f64 = fs::read_to_string("/proc/meminfo")?
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0);
+    let (mut fs, device) = fs_type(&cfg.tmp)?;
+    if fs == "ext4" {
+        // A journalled ext4 has a jbd2 entry named after its device.
+        let dev = device.rsplit('/').next().unwrap_or_default().to_string();
+        let journalled = fs::read_dir("/proc/fs/jbd2").is_ok_and(|mut entries| {
+            entries.any(|e| {
+                e.is_ok_and(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&format!("{dev}-"))
+                })
+            })
+        });
+        if !journalled {
+            fs.push_str(" without a journal");
+        }
+    }
+    Ok(Machine {
+        cpu,
+        cores,
+        parallelism: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        kernel: fs::read_to_string("/proc/sys/kernel/osrelease")?
+            .trim()
+            .to_string(),
+        mem_gib: mem_kib / (1024.0 * 1024.0),
+        tmp: fs::canonicalize(&cfg.tmp)?,
+        fs,
+        device,
+        load_start: load_average(),
+    })
+}
+
+fn load_average() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+fn commit() -> String {
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let run = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match run(&["rev-parse", "HEAD"]) {
+        Some(h) => {
+            // The figures file itself does not make the measured code dirty.
+            let dirty = run(&[
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                ":(exclude)docs/BENCHMARKS.md",
+            ])
+            .is_some_and(|s| !s.is_empty());
+            if dirty {
+                format!("`{h}` with uncommitted changes")
+            } else {
+                format!("`{h}`")
+            }
+        }
+        None => "unknown (not a git checkout)".into(),
+    }
+}
+
+fn rustc_version() -> String {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    Command::new(rustc)
+        .arg("-V")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Today's date (UTC) as YYYY-MM-DD.
+fn today() -> String {
+    let days = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400) as i64;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+fn ms(s: f64) -> String {
+    if s >= 10.0 {
+        format!("{s:.2} s")
+    } else if s >= 0.01 {
+        format!("{:.0} ms", s * 1e3)
+    } else if s >= 0.001 {
+        format!("{:.2} ms", s * 1e3)
+    } else {
+        format!("{:.0} µs", s * 1e6)
+    }
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A time's median with its range over the repetitions.
+fn time_cell(xs: &[f64]) -> String {
+    let (lo, hi) = min_max(xs);
+    format!("{} ({}–{})", ms(median(xs)), ms(lo), ms(hi))
+}
+
+struct Ratio {
+    /// Median of the measured side over median of the peer.
+    value: f64,
+    /// Median of the per-repetition ratios (each side measured back to
+    /// back), less sensitive to a machine whose load drifts.
+    paired: f64,
+}
+
+impl Ratio {
+    fn new(subject: &[f64], peer: &[f64]) -> Self {
+        let per_rep: Vec<f64> = subject
+            .iter()
+            .enumerate()
+            .map(|(i, s)| s / peer[i % peer.len()])
+            .collect();
+        Ratio {
+            value: median(subject) / median(peer),
+            paired: median(&per_rep),
+        }
+    }
+}
+
+/// Replaces this benchmark's marked section of `path`, keeping the rest.
+fn write_section(path: &Path, body: &str) -> Res<()> {
+    let begin = format!("<!-- BEGIN benchmark:{SECTION} (generated; do not edit by hand) -->");
+    let end = format!("<!-- END benchmark:{SECTION} -->");
+    let section = format!("{begin}\n{body}{end}\n");
+    let old = match fs::read_to_string(path) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            "# Benchmarks\n\nEach section below is written by the benchmark it names; \
+             run that benchmark again to update it rather than editing it by hand.\n\n"
+                .to_string()
+        }
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display()).into()),
+    };
+    let begin_key = format!("<!-- BEGIN benchmark:{SECTION} ");
+    let new = match (old.find(&begin_key), old.find(&end)) {
+        (Some(b), Some(e)) if e > b => {
+            let after = old[e + end.len()..]
+                .strip_prefix('\n')
+                .unwrap_or(&old[e + end.len()..]);
+            format!("{}{section}{after}", &old[..b])
+        }
+        (None, None) => {
+            let sep = if old.ends_with("\n\n") || old.is_empty() {
+                ""
+            } else if old.ends_with('\n') {
+                "\n"
+            } else {
+                "\n\n"
+            };
+            format!("{old}{sep}{section}")
+        }
+        _ => {
+            return Err(format!(
+                "{}: the markers of the {SECTION:?} section are damaged; fix them by hand",
+                path.display()
+            )
+            .into());
+        }
+    };
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    fs::write(path, new).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn render(
+    cfg: &Config,
+    m: &Machine,
+    per_rep: &[Vec<Times>],
+    n_files: usize,
+    tree_bytes: u64,
+    bin: &Path,
+    load_end: &str,
+    commit: &str,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "## Hooks: latency added per Claude Code tool call\n\n\
+         Written by `cargo bench -p turnback-cli --bench hooks` (source: \
+         `crates/turnback-cli/benches/hooks.rs`) on {} at commit {commit}, {}, {} build \
+         of `turnback` (`{}`).\n",
+        today(),
+        rustc_version(),
+        if cfg!(debug_assertions) {
+            "debug (not representative)"
+        } else {
+            "release"
+        },
+        bin.file_name()
+            .map_or("turnback".into(), |n| n.to_string_lossy()),
+    );
+    let _ = writeln!(
+        s,
+        "- **Machine:** {} ({} cores in /proc/cpuinfo, available parallelism {}), \
+         Linux {}, {:.1} GiB RAM. Temp dir `{}` on **{}** ({}). The machine is shared \
+         with other work: load average {} at the start, {load_end} at the end.",
+        m.cpu,
+        m.cores,
+        m.parallelism,
+        m.kernel,
+        m.mem_gib,
+        m.tmp.display(),
+        m.fs,
+        m.device,
+        m.load_start,
+    );
+    let _ = writeln!(
+        s,
+        "- **Project:** the first {} regular files of `{}` in byte order of their relative \
+         paths ({} bytes), a fresh copy for every repetition.",
+        thousands(n_files as u64),
+        cfg.tree.display(),
+        thousands(tree_bytes),
+    );
+    let _ = writeln!(
+        s,
+        "- **Repetitions:** {}, each of {} prompts (so {} runs of every event). A cell is the \
+         median over the repetitions of each repetition's median, the range of those medians \
+         in brackets; the added latency is the hook's median minus the peer's.\n",
+        cfg.reps,
+        cfg.runs,
+        cfg.reps * cfg.runs,
+    );
+    let _ = writeln!(
+        s,
+        "| Event | `turnback hook claude-code` | peer: `/bin/true`, spawned the same way | added latency | ratio of the medians | median of the per-repetition ratios |\n|---|---|---|---|---|---|"
+    );
+    for (k, name) in EVENTS.iter().enumerate() {
+        let hook: Vec<f64> = per_rep.iter().map(|r| median(&r[k].hook)).collect();
+        let peer: Vec<f64> = per_rep.iter().map(|r| median(&r[k].peer)).collect();
+        let r = Ratio::new(&hook, &peer);
+        let _ = writeln!(
+            s,
+            "| {name} | {} | {} | {} | {:.1}x | {:.1}x |",
+            time_cell(&hook),
+            time_cell(&peer),
+            ms(median(&hook) - median(&peer)),
+            r.value,
+            r.paired,
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nHow it is measured: each prompt sends, as Claude Code does, `UserPromptSubmit` \
+         (a new prompt id, so a new turn), `PreToolUse` `Write` of an existing file (the \
+         hook captures it), then the write itself, `PostToolUse` `Write` (the hook records \
+         its post-image), `PreToolUse` `Bash` (the hook snapshots the tree), then the \
+         command's change to another file, `PostToolUse` `Bash` (second snapshot; the \
+         changed file is captured). Every event is the JSON of Claude Code's hook schema \
+         on stdin of the release binary spawned directly (no shell), the project as cwd; \
+         the time runs from spawn to exit, and the hook must exit 0 with nothing on stdout \
+         or stderr. Right after each hook call `/bin/true` is spawned with the same stdin \
+         and timed the same way, so the ratio and the difference say what the hook costs \
+         beyond starting a process. The file writes between events are not timed. After \
+         each repetition the store must hold one turn per prompt, each with its written \
+         file's pre-image. The store's turn count grows over the run ({} turns at the end of \
+         each repetition).",
+        cfg.runs
+    );
+    s
+}
+
+fn main() -> Res<()> {
+    let cfg = config()?;
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_turnback"));
+    if !bin.is_file() {
+        return Err(format!(
+            "{}: no turnback binary; run `cargo build --release`",
+            bin.display()
+        )
+        .into());
+    }
+    let m = machine(&cfg)?;
+    let commit = commit();
+    eprintln!("loading {} files of {} ...", cfg.files, cfg.tree.display());
+    let files = load_tree(&cfg.tree, cfg.files)?;
+    let tree_bytes = files.iter().map(|(_, b)| b.len() as u64).sum();
+    let mut per_rep = Vec::new();
+    let mut keep = Vec::new();
+    for rep in 0..cfg.reps {
+        eprintln!("repetition {}/{} ...", rep + 1, cfg.reps);
+        let (times, dir) = repetition(&files, &cfg, &bin, rep)?;
+        per_rep.push(times);
+        keep.push(dir);
+    }
+    let load_end = load_average();
+    let body = render(
+        &cfg,
+        &m,
+        &per_rep,
+        files.len(),
+        tree_bytes,
+        &bin,
+        &load_end,
+        &commit,
+    );
+    println!("{body}");
+    if !cfg.write {
+        println!("(not written: --no-write)");
+    } else if cfg!(debug_assertions) {
+        println!(
+            "(not written to {}: a debug build; run `cargo bench`)",
+            cfg.out.display()
+        );
+    } else if cfg.reps < MIN_REPS || cfg.runs < MIN_RUNS {
+        println!(
+            "(not written to {}: {} repetitions of {} runs, at least {MIN_REPS} of {MIN_RUNS} needed)",
+            cfg.out.display(),
+            cfg.reps,
+            cfg.runs
+        );
+    } else {
+        write_section(&cfg.out, &body)?;
+        println!("written to {}", cfg.out.display());
+    }
+    drop(keep);
+    Ok(())
+}
