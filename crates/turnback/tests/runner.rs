@@ -7,6 +7,7 @@ mod test_capture;
 mod test_concurrency;
 mod test_containment;
 mod test_git;
+mod test_hostile_paths;
 mod test_hostile_store;
 mod test_log;
 mod test_model;
