@@ -354,3 +354,42 @@ fn replace(pack: &Path, bytes: &[u8]) -> TestResult {
     std::fs::write(pack, bytes)?;
     Ok(())
 }
+
+#[test]
+fn gc_with_a_huge_keep_days_keeps_old_turns() -> TestResult {
+    let p = Project::new()?;
+    p.write("a.txt", "a0\n")?;
+    let mut store = p.open()?;
+    store.write(&turn("old1")?, None, "a.txt", b"a1\n")?;
+    store.write(&turn("old2")?, None, "a.txt", b"a2\n")?;
+    drop(store);
+    // The turns began an hour ago.
+    let hour_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos() as u64
+        - 3_600_000_000_000;
+    let mut records = p.records()?;
+    for r in &mut records {
+        r.at = hour_ago + r.seq;
+    }
+    std::fs::write(
+        p.log_path(),
+        records.iter().flat_map(log::encode).collect::<Vec<u8>>(),
+    )?;
+    // 213,504 days (585 years) is "keep forever"; in nanoseconds it no
+    // longer fits in 64 bits.
+    for days in [213_504u64, 1_000_000_000, u64::MAX] {
+        let mut store = p.open()?;
+        let report = store.gc(&turnback::GcOptions {
+            keep_days: Some(days),
+            ..turnback::GcOptions::default()
+        })?;
+        assert!(
+            report.dropped_turns.is_empty(),
+            "keep_days {days} dropped {:?}",
+            report.dropped_turns
+        );
+        assert_eq!(store.turns().len(), 2, "keep_days {days}");
+    }
+    Ok(())
+}
