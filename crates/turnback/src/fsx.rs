@@ -153,6 +153,56 @@ pub(crate) fn create_temp(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<(F
     }
 }
 
+/// Removes the temporary files an interrupted turnback process left in
+/// `dir` (names made by [`temp_name`] whose process is gone), so a crash
+/// during a write or a rewind leaves no stray file in the project once the
+/// next operation touches that directory. Files of live processes (another
+/// store's operation in a shared directory) and directories are left alone.
+/// Best effort: a directory that cannot be listed is skipped.
+pub(crate) fn sweep_stale_temps(dir: &OwnedFd) {
+    let Ok(mut entries) = rustix::fs::Dir::read_from(dir) else {
+        return;
+    };
+    let own = std::process::id();
+    while let Some(Ok(entry)) = entries.read() {
+        let Ok(name) = entry.file_name().to_str() else {
+            continue;
+        };
+        let Some(pid) = temp_owner(name) else {
+            continue;
+        };
+        if pid == own || process_alive(pid) {
+            continue;
+        }
+        if matches!(node_at(dir, name), Ok(Node::File { .. } | Node::Symlink)) {
+            let _ = unlink(dir, name);
+        }
+    }
+}
+
+/// The process id in a name made by [`temp_name`].
+fn temp_owner(name: &str) -> Option<u32> {
+    if !name.starts_with('.') {
+        return None;
+    }
+    let (_, tail) = name.rsplit_once(TEMP_MARK)?;
+    let (pid, n) = tail.split_once('-')?;
+    if pid.is_empty() || n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+fn process_alive(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    !matches!(rustix::process::test_kill_process(pid), Err(Errno::SRCH))
+}
+
 /// Renames `from` to `to`, both in `dir`.
 pub(crate) fn rename(dir: &OwnedFd, from: &str, to: &str) -> io::Result<()> {
     Ok(rustix::fs::renameat(dir, from, dir, to)?)
@@ -189,4 +239,54 @@ pub(crate) fn fdatasync(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
 /// writes durable instead of one fsync per file.
 pub(crate) fn syncfs(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
     Ok(rustix::fs::syncfs(fd)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_owner_reads_only_names_made_by_temp_name() {
+        let own = temp_name("a.txt");
+        assert_eq!(temp_owner(&own), Some(std::process::id()));
+        assert_eq!(temp_owner(".a.txt.turnback-tmp-123-4"), Some(123));
+        for other in [
+            "a.txt",
+            "a.txt.turnback-tmp-123-4",
+            ".a.txt.turnback-tmp-",
+            ".a.txt.turnback-tmp-123",
+            ".a.txt.turnback-tmp-123-",
+            ".a.txt.turnback-tmp-x-4",
+            ".a.txt.turnback-tmp-123-4x",
+        ] {
+            assert_eq!(temp_owner(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn sweep_removes_temps_of_dead_processes_only() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        // A process that has exited: its pid is free (reuse is possible but
+        // would only keep the file).
+        let mut child = std::process::Command::new("true").spawn()?;
+        let dead = child.id();
+        child.wait()?;
+        let stale = format!(".a.txt{TEMP_MARK}{dead}-0");
+        let live = format!(".b.txt{TEMP_MARK}1-0"); // pid 1 is always alive
+        let own = temp_name("c.txt");
+        let stale_dir = format!(".d{TEMP_MARK}{dead}-1");
+        for f in [&stale, &live, &own, &"user.txt".to_string()] {
+            std::fs::write(dir.path().join(f), b"x")?;
+        }
+        std::fs::create_dir(dir.path().join(&stale_dir))?;
+        let fd = open_dir_path(dir.path())?;
+        sweep_stale_temps(&fd);
+        let left: std::collections::BTreeSet<String> = std::fs::read_dir(dir.path())?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<io::Result<_>>()?;
+        let want: std::collections::BTreeSet<String> =
+            [live, own, stale_dir, "user.txt".to_string()].into();
+        assert_eq!(left, want);
+        Ok(())
+    }
 }

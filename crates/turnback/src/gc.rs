@@ -121,9 +121,10 @@ impl Store {
         if kept.len() > keep_turns {
             kept.drain(..kept.len() - keep_turns);
         }
-        let cutoff_ns = now_ns().saturating_sub(
-            Duration::from_secs(keep_days.saturating_mul(86_400)).as_nanos() as u64,
-        );
+        // Saturating: a keep_days past 584 years ("forever") must not wrap
+        // around to minutes.
+        let keep_ns = Duration::from_secs(keep_days.saturating_mul(86_400)).as_nanos();
+        let cutoff_ns = now_ns().saturating_sub(u64::try_from(keep_ns).unwrap_or(u64::MAX));
         let newest = kept.last().copied();
         kept.retain(|s| Some(*s) == newest || live.iter().any(|t| t.0 == *s && t.1 >= cutoff_ns));
         // Size: referenced compressed bytes per turn, oldest dropped first.

@@ -884,8 +884,11 @@ struct DirCache {
 
 impl DirCache {
     fn new(store: &Store) -> Result<Self> {
+        let root = rustix::io::dup(&store.root_fd).ctx("open", &store.root)?;
+        // Temporary files of an operation that was interrupted here.
+        fsx::sweep_stale_temps(&root);
         Ok(DirCache {
-            root: rustix::io::dup(&store.root_fd).ctx("open", &store.root)?,
+            root,
             open: HashMap::new(),
         })
     }
@@ -929,6 +932,7 @@ impl DirCache {
                     None => return Ok(None),
                 }
             }
+            fsx::sweep_stale_temps(&cur);
             self.open.insert(key.clone(), cur);
         }
         Ok(self.open.get(&key))

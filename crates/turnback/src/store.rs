@@ -332,6 +332,9 @@ impl Store {
             self.options.lock_timeout,
         )?;
         self.sweep_temp_packs()?;
+        // A temporary file in the store (a config or compacted log being
+        // written when a process died) is stale under the exclusive lock.
+        fsx::sweep_stale_temps(&self.dirs().store);
         if let Some(torn_at) = self.refresh()? {
             let path = self.store_path.join(LOG_FILE);
             let f = self.open_log(OFlags::WRONLY)?;
@@ -1138,6 +1141,7 @@ impl Store {
                 .ctx("create directory", self.root.join(anc.as_str()))?;
             dir = d;
         }
+        fsx::sweep_stale_temps(&dir);
         let name = rel.file_name();
         let mode = match fsx::node_at(&dir, name).ctx("look at", &shown)? {
             Node::File { mode, .. } => mode,

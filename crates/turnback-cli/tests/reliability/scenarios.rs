@@ -1,0 +1,283 @@
+//! The states the fault tests start from, built through the library (the
+//! same code as the binary), each with the folder as it was before every
+//! turn, and the command to interrupt.
+
+use std::path::Path;
+
+use turnback::{GcOptions, RewindOptions, Store, TurnId};
+
+use crate::harness::*;
+
+/// A command to interrupt, in the state it starts from.
+pub struct Scenario {
+    pub name: &'static str,
+    /// The lab before the command (copied for every run).
+    pub template: Lab,
+    pub inv: Invocation,
+    /// The project before the command.
+    pub before: Tree,
+    /// The project after the complete command (from a plain run).
+    pub after: Tree,
+    /// The live turns after the complete command.
+    pub final_live: Vec<String>,
+    /// Checks right after a fault.
+    pub mid: Checker,
+    /// Checks after recovery and the rerun (and `post`).
+    pub fin: Checker,
+    /// Whether the interrupted command must be run again (its effect is
+    /// not in the store yet).
+    pub rerun: fn(&Lab, &[u8]) -> Res<bool>,
+    /// What an agent does once the command has succeeded (writes the files
+    /// it captured), so that the rewind checks compare real changes.
+    pub post: Option<fn(&Path) -> Res>,
+}
+
+fn t(id: &str) -> TurnId {
+    TurnId::new(id).expect("valid turn id")
+}
+
+/// Poorly compressible bytes.
+pub fn noise(len: usize, mut x: u64) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// The files every scenario starts with.
+fn initial(root: &Path) -> Res {
+    put(root, "a.txt", b"alpha\n", 0o644)?;
+    put(root, "bin/run.sh", b"#!/bin/sh\necho run\n", 0o755)?;
+    put(root, "docs/readme.md", b"# readme\n", 0o600)?;
+    put(root, "big.bin", &noise(48 << 10, 7), 0o644)?;
+    Ok(())
+}
+
+fn always(_: &Lab, _: &[u8]) -> Res<bool> {
+    Ok(true)
+}
+
+fn count_ops(bytes: &[u8], want: fn(&turnback::log::Op) -> bool) -> usize {
+    turnback::log::parse(bytes, 1)
+        .lines
+        .into_iter()
+        .filter_map(|(_, r)| r.ok())
+        .filter(|r| want(&r.op))
+        .count()
+}
+
+/// Finishes a scenario: runs the command once plainly in a copy to learn
+/// the complete outcome.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    name: &'static str,
+    template: Lab,
+    inv: Invocation,
+    mid: Checker,
+    fin: Checker,
+    rerun: fn(&Lab, &[u8]) -> Res<bool>,
+    post: Option<fn(&Path) -> Res>,
+) -> Res<Scenario> {
+    let before = project_tree(&template.root)?;
+    let reference = Lab::copy_of(&template)?;
+    let out = run(&reference.root, &inv, &[])?;
+    if !out.status.success() {
+        return Err(format!("{name}: the plain run failed:\n{}", texts(&out)).into());
+    }
+    let after = project_tree(&reference.root)?;
+    let final_live = Store::open(&reference.root)?
+        .turns()
+        .iter()
+        .map(|t| t.id.to_string())
+        .collect();
+    Ok(Scenario {
+        name,
+        template,
+        inv,
+        before,
+        after,
+        final_live,
+        mid,
+        fin,
+        rerun,
+        post,
+    })
+}
+
+fn checker(lab: &Lab, must: Vec<(String, Tree)>, may: Vec<(String, Tree)>) -> Res<Checker> {
+    Ok(Checker {
+        must_live: must,
+        may_live: may,
+        canary: snapshot(&lab.canary, &[])?,
+        log_may_be_rewritten: false,
+    })
+}
+
+/// `capture --turn t2` of three files (one large) and a path in a new
+/// directory, after a turn t1.
+pub fn capture() -> Res<Scenario> {
+    let lab = Lab::new()?;
+    initial(&lab.root)?;
+    let tree0 = project_tree(&lab.root)?;
+    let mut store = Store::open(&lab.root)?;
+    store.write(&t("t1"), Some("first"), "a.txt", b"alpha v2\n")?;
+    drop(store);
+    let tree1 = project_tree(&lab.root)?;
+    let inv = Invocation::new(&[
+        "capture",
+        "--turn",
+        "t2",
+        "a.txt",
+        "bin/run.sh",
+        "big.bin",
+        "new/dir/file.txt",
+    ]);
+    let mid = checker(
+        &lab,
+        vec![("t1".into(), tree0.clone())],
+        vec![("t2".into(), tree1.clone())],
+    )?;
+    let fin = checker(
+        &lab,
+        vec![("t1".into(), tree0), ("t2".into(), tree1)],
+        vec![],
+    )?;
+    fn post(root: &Path) -> Res {
+        put(root, "a.txt", b"alpha v3 by the agent\n", 0o644)?;
+        put(root, "bin/run.sh", b"#!/bin/sh\necho changed\n", 0o700)?;
+        put(root, "big.bin", &noise(40 << 10, 9), 0o644)?;
+        put(root, "new/dir/file.txt", b"created\n", 0o644)?;
+        Ok(())
+    }
+    finish("capture", lab, inv, mid, fin, always, Some(post))
+}
+
+/// `write --turn t2 docs/readme.md` (mode 600 kept) after a turn t1.
+pub fn write() -> Res<Scenario> {
+    let lab = Lab::new()?;
+    initial(&lab.root)?;
+    let tree0 = project_tree(&lab.root)?;
+    let mut store = Store::open(&lab.root)?;
+    store.write(&t("t1"), None, "a.txt", b"alpha v2\n")?;
+    drop(store);
+    let tree1 = project_tree(&lab.root)?;
+    let inv = Invocation::new(&["write", "--turn", "t2", "docs/readme.md"])
+        .with_stdin(b"# readme, rewritten by the agent\n");
+    let mid = checker(
+        &lab,
+        vec![("t1".into(), tree0.clone())],
+        vec![("t2".into(), tree1.clone())],
+    )?;
+    let fin = checker(
+        &lab,
+        vec![("t1".into(), tree0), ("t2".into(), tree1)],
+        vec![],
+    )?;
+    finish("write", lab, inv, mid, fin, always, None)
+}
+
+/// Three turns: t0 (a file), t1 (a changed file, a new file in a new
+/// directory, a file whose bytes and mode the agent changed), t2 (a
+/// deleted file, a new symlink, a large file rewritten). Returns the lab
+/// and the folder before each turn and now.
+fn three_turns() -> Res<(Lab, [Tree; 4])> {
+    let lab = Lab::new()?;
+    initial(&lab.root)?;
+    let r = &lab.root;
+    let before0 = project_tree(r)?;
+    let mut store = Store::open(r)?;
+    store.write(&t("t0"), None, "z.txt", b"zed\n")?;
+    let before1 = project_tree(r)?;
+    store.write(&t("t1"), None, "a.txt", b"alpha by t1\n")?;
+    store.write(&t("t1"), None, "gen/new.txt", b"generated by t1\n")?;
+    store.capture(&t("t1"), None, "bin/run.sh")?;
+    put(r, "bin/run.sh", b"#!/bin/sh\necho t1\n", 0o700)?;
+    let before2 = project_tree(r)?;
+    store.capture_many(&t("t2"), None, &["docs/readme.md", "link", "big.bin"])?;
+    std::fs::remove_file(r.join("docs/readme.md"))?;
+    std::os::unix::fs::symlink("a.txt", r.join("link"))?;
+    put(r, "big.bin", &noise(50 << 10, 11), 0o644)?;
+    store.seal(&t("t2"))?;
+    drop(store);
+    let now = project_tree(r)?;
+    Ok((lab, [before0, before1, before2, now]))
+}
+
+fn turn_live(lab: &Lab, id: &str) -> Res<bool> {
+    Ok(Store::open(&lab.root)?.turn(&t(id)).is_ok())
+}
+
+/// `rewind t1` (undoing t1 and t2; t0 stays).
+pub fn rewind() -> Res<Scenario> {
+    let (lab, [b0, ..]) = three_turns()?;
+    let inv = Invocation::new(&["rewind", "t1"]);
+    let mid = checker(&lab, vec![("t0".into(), b0.clone())], vec![])?;
+    let fin = checker(&lab, vec![("t0".into(), b0)], vec![])?;
+    fn rerun(lab: &Lab, _: &[u8]) -> Res<bool> {
+        turn_live(lab, "t1")
+    }
+    finish("rewind", lab, inv, mid, fin, rerun, None)
+}
+
+/// `undo` of a `rewind t1`.
+pub fn undo() -> Res<Scenario> {
+    let (lab, [b0, b1, b2, _]) = three_turns()?;
+    Store::open(&lab.root)?.rewind(&t("t1"), &RewindOptions::default())?;
+    let inv = Invocation::new(&["undo"]);
+    let mid = checker(&lab, vec![("t0".into(), b0.clone())], vec![])?;
+    let fin = checker(
+        &lab,
+        vec![("t0".into(), b0), ("t1".into(), b1), ("t2".into(), b2)],
+        vec![],
+    )?;
+    fn rerun(lab: &Lab, before: &[u8]) -> Res<bool> {
+        let is_undo = |op: &turnback::log::Op| matches!(op, turnback::log::Op::Undo { .. });
+        Ok(count_ops(&lab.log_bytes(), is_undo) == count_ops(before, is_undo))
+    }
+    finish("undo", lab, inv, mid, fin, rerun, None)
+}
+
+/// `gc --keep-turns 2` over five turns and a rewind: two turns dropped,
+/// the log compacted, packs deleted.
+pub fn gc() -> Res<Scenario> {
+    let lab = Lab::new()?;
+    initial(&lab.root)?;
+    let r = &lab.root;
+    let mut store = Store::open(r)?;
+    let mut before = Vec::new();
+    for i in 0..5 {
+        before.push(project_tree(r)?);
+        let id = format!("t{i}");
+        store.write(&t(&id), None, "a.txt", format!("alpha {i}\n").as_bytes())?;
+        store.write(
+            &t(&id),
+            None,
+            format!("f{i}.txt"),
+            &noise(2000 + i * 100, i as u64 + 1),
+        )?;
+    }
+    store.rewind(&t("t4"), &RewindOptions::default())?;
+    // Nothing dropped yet: the automatic gc after the rewind keeps 1000.
+    store.gc(&GcOptions::default())?;
+    drop(store);
+    let inv = Invocation::new(&["gc", "--keep-turns", "2"]);
+    let mut mid = checker(
+        &lab,
+        vec![
+            ("t2".into(), before[2].clone()),
+            ("t3".into(), before[3].clone()),
+        ],
+        vec![
+            ("t0".into(), before[0].clone()),
+            ("t1".into(), before[1].clone()),
+        ],
+    )?;
+    mid.log_may_be_rewritten = true;
+    let mut fin = mid.clone();
+    fin.may_live.clear();
+    finish("gc", lab, inv, mid, fin, always, None)
+}
