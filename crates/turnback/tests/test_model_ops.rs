@@ -368,12 +368,13 @@ impl Run {
             Step::CrashMidCapture { path } => {
                 // What a capture killed between its pack and its record
                 // leaves: a temporary pack and half a record.
+                // Temporary packs are written in the store directory.
                 let packs = self.p.root.join(".turnback/packs");
                 if !packs.exists() {
                     return Ok(());
                 }
                 std::fs::write(
-                    packs.join(".pack.turnback-tmp-999999999-0"),
+                    self.p.root.join(".turnback/.pack.turnback-tmp-999999999-0"),
                     b"TBPACK1\npartial",
                 )?;
                 let records = log::parse(&std::fs::read(self.p.log_path())?, 1);
@@ -463,14 +464,15 @@ fn run_case(steps: &[Step]) -> TestResult {
         if run.mutated {
             // The mutation cut the torn line and swept temporary packs.
             run.torn = false;
-            let packs = run.p.root.join(".turnback/packs");
-            for e in std::fs::read_dir(&packs)? {
-                let name = e?.file_name().to_string_lossy().into_owned();
-                if name.contains(".turnback-tmp-") {
-                    return Err(format!(
-                        "after step {i} ({step:?}) a temporary pack survived: {name}"
-                    )
-                    .into());
+            for dir in [".turnback", ".turnback/packs"] {
+                for e in std::fs::read_dir(run.p.root.join(dir))? {
+                    let name = e?.file_name().to_string_lossy().into_owned();
+                    if name.contains(".turnback-tmp-") {
+                        return Err(format!(
+                            "after step {i} ({step:?}) a temporary pack survived: {name}"
+                        )
+                        .into());
+                    }
                 }
             }
         }

@@ -257,9 +257,10 @@ fn a_killed_lock_holder_never_needs_a_lock_removed_by_hand() -> Res {
     };
     let pid = tracee_of(holder.id())?;
     let lock = r.join(".turnback/lock");
-    // Wait until it is inside the fsync (its temporary pack exists).
+    // Wait until it is inside the fsync (its temporary pack exists; they
+    // are written in the store directory).
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !std::fs::read_dir(r.join(".turnback/packs"))?
+    while !std::fs::read_dir(r.join(".turnback"))?
         .filter_map(|e| e.ok())
         .any(|e| e.file_name().to_string_lossy().contains(TEMP_MARK))
     {
