@@ -23,23 +23,18 @@ fn random_kill_soak() -> Res {
         put(r, f, format!("{f} v0\n").as_bytes(), 0o644)?;
     }
     let canary = snapshot(&lab.canary, &[])?;
-    // How long one capture takes here (the median of three): the kills
-    // land around it.
     let mut must: Vec<(String, Tree)> = Vec::new();
-    let mut times = Vec::new();
-    for (k, file) in FILES.iter().take(3).enumerate() {
-        let id = format!("warm-up-{k}");
-        must.push((id.clone(), project_tree(r)?));
-        let start = Instant::now();
-        let out = run(r, &Invocation::new(&["capture", "--turn", &id, file]), &[])?;
-        times.push(start.elapsed());
-        assert!(out.status.success(), "{}", texts(&out));
-    }
-    times.sort();
-    let typical = times[1].max(Duration::from_millis(1));
+    let mut typical = calibrate(r, &mut must, 0)?;
     let mut may: Vec<(String, Tree)> = Vec::new();
     let (mut acked, mut killed) = (0, 0);
+    let mut widest = typical;
     for i in 0..iterations {
+        // Captures slow down as the log grows (each process reads it): the
+        // delays follow.
+        if i > 0 && i % 100 == 0 {
+            typical = calibrate(r, &mut must, i)?;
+            widest = widest.max(typical);
+        }
         let id = format!("s{i}");
         let file = FILES[rng.below(FILES.len() as u64) as usize];
         let before = without_temps(project_tree(r)?);
@@ -119,11 +114,13 @@ fn random_kill_soak() -> Res {
         .filter(|(id, _)| live.contains(id))
         .collect();
     while check_must.len() + check_may.len() > 60 {
-        if rng.below(2) == 0 && !check_may.is_empty() {
-            check_may.remove(rng.below(check_may.len() as u64) as usize);
+        let from_may = check_must.is_empty() || (!check_may.is_empty() && rng.below(2) == 0);
+        let list = if from_may {
+            &mut check_may
         } else {
-            check_must.remove(rng.below(check_must.len() as u64) as usize);
-        }
+            &mut check_must
+        };
+        list.remove(rng.below(list.len() as u64) as usize);
     }
     let checker = Checker {
         must_live: check_must,
@@ -138,7 +135,7 @@ fn random_kill_soak() -> Res {
     checker.check_canary(&lab)?;
     println!(
         "random-kill soak: {iterations} captures/writes, {acked} acknowledged (all recovered), {killed} killed ({landed} of them recorded anyway), delays 0..{:?}; {} rewinds checked, {} blob reads verified; {stray} temporary files of killed writes not yet swept (a later operation in their directory removes them)",
-        typical * 3 / 2,
+        widest * 3 / 2,
         found.rewinds_checked,
         found.blobs_verified
     );
@@ -147,4 +144,20 @@ fn random_kill_soak() -> Res {
         "the delays never (or always) killed: {killed} killed, {acked} acknowledged"
     );
     Ok(())
+}
+
+/// The median time of three captures here (acknowledged turns, added to
+/// `must`): the kills land around it.
+fn calibrate(r: &std::path::Path, must: &mut Vec<(String, Tree)>, at: usize) -> Res<Duration> {
+    let mut times = Vec::new();
+    for (k, file) in FILES.iter().take(3).enumerate() {
+        let id = format!("calibrate-{at}-{k}");
+        must.push((id.clone(), without_temps(project_tree(r)?)));
+        let start = Instant::now();
+        let out = run(r, &Invocation::new(&["capture", "--turn", &id, file]), &[])?;
+        times.push(start.elapsed());
+        assert!(out.status.success(), "{}", texts(&out));
+    }
+    times.sort();
+    Ok(times[1].max(Duration::from_millis(1)))
 }
