@@ -520,6 +520,26 @@ impl Store {
         Ok(report)
     }
 
+    /// The `saved` record of an interrupted operation: the log's last record,
+    /// a `saved` one (no operation names it), holding every path in `paths`.
+    fn interrupted_save(&self, paths: &[RelPath]) -> Option<(u64, Vec<FileEntry>)> {
+        let seq = self.index.last_seq;
+        let entries = self.index.saved.get(&seq)?;
+        let held: HashSet<&RelPath> = entries.iter().map(|e| &e.path).collect();
+        if !paths.iter().all(|p| held.contains(p)) {
+            return None;
+        }
+        let wanted: HashSet<&RelPath> = paths.iter().collect();
+        Some((
+            seq,
+            entries
+                .iter()
+                .filter(|e| wanted.contains(&e.path))
+                .cloned()
+                .collect(),
+        ))
+    }
+
     /// The current state of every path the plan may change: saved durably
     /// (not on a dry run), and returned as hashes.
     fn current_states(&mut self, report: &mut Report) -> Result<HashMap<RelPath, Post>> {
@@ -528,6 +548,16 @@ impl Store {
             self.hash_states(&paths)?
                 .into_iter()
                 .map(|p| (p.path, p.post))
+                .collect()
+        } else if let Some((seq, entries)) = self.interrupted_save(&paths) {
+            // An operation saved these paths and was interrupted before its
+            // record: the folder may be half changed, so the state it saved
+            // is the one to keep (an undo then gives back the folder from
+            // before the first attempt).
+            report.saved = Some(seq);
+            entries
+                .into_iter()
+                .map(|e| (e.path, post_of(&e.pre)))
                 .collect()
         } else {
             let (seq, entries) = self.save_states(&paths)?;

@@ -242,12 +242,9 @@ fn crash_sweep_gc() -> Res {
 
 /// A rewind killed after it restored every file but before its record was
 /// appended, then run again: `undo` must give back the folder as it was
-/// before the first attempt. The second attempt's `saved` record holds the
-/// already rewound folder, and its rewind record names that one, so undo
-/// restores nothing (the agent's files are only in the first attempt's
-/// `saved` record, which no operation names).
+/// before the first attempt (the second attempt reuses the first attempt's
+/// `saved` record instead of saving the half-rewound folder).
 #[test]
-#[ignore = "known bug: undo after a rewind that was interrupted and run again restores the half-rewound folder, not the one before the rewind"]
 fn undo_after_a_rewind_finished_after_a_crash_gives_back_the_folder_before_it() -> Res {
     if let Some(why) = strace_problem() {
         return skip_or_fail("undo after a recovered rewind", &why);
