@@ -1,0 +1,265 @@
+//! Helpers shared by the benchmark targets: the machine a run was measured
+//! on, medians, and replacing one generated section of docs/BENCHMARKS.md.
+//! Included with `#[path]` by each bench (they are separate crates).
+
+#![allow(dead_code)]
+
+use std::error::Error;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub parallelism: usize,
+    pub kernel: String,
+    pub mem_gib: f64,
+    pub tmp: PathBuf,
+    pub fs: String,
+    pub device: String,
+    pub load_start: String,
+}
+
+pub fn fs_type(path: &Path) -> Res<(String, String)> {
+    let path = fs::canonicalize(path)?;
+    let info = fs::read_to_string("/proc/self/mountinfo")?;
+    let mut best: Option<(usize, String, String)> = None;
+    for line in info.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(dash) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        let (Some(mount), Some(fstype), Some(source)) =
+            (fields.get(4), fields.get(dash + 1), fields.get(dash + 2))
+        else {
+            continue;
+        };
+        let mount = mount.replace("\\040", " ");
+        if path.starts_with(&mount) && best.as_ref().is_none_or(|b| mount.len() >= b.0) {
+            best = Some((mount.len(), fstype.to_string(), source.to_string()));
+        }
+    }
+    best.map(|(_, t, s)| (t, s))
+        .ok_or_else(|| format!("no mount found for {}", path.display()).into())
+}
+
+pub fn machine(tmp: &Path) -> Res<Machine> {
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo")?;
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|r| r.trim_start_matches([' ', '\t', ':']))
+        })
+        .unwrap_or("unknown")
+        .trim()
+        .to_string();
+    let cores = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("processor"))
+        .count();
+    let mem_kib: f64 = fs::read_to_string("/proc/meminfo")?
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0);
+    let (mut fs, device) = fs_type(tmp)?;
+    if fs == "ext4" {
+        // A journalled ext4 has a jbd2 entry named after its device.
+        let dev = device.rsplit('/').next().unwrap_or_default().to_string();
+        let journalled = fs::read_dir("/proc/fs/jbd2").is_ok_and(|mut entries| {
+            entries.any(|e| {
+                e.is_ok_and(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&format!("{dev}-"))
+                })
+            })
+        });
+        if !journalled {
+            fs.push_str(" without a journal");
+        }
+    }
+    Ok(Machine {
+        cpu,
+        cores,
+        parallelism: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        kernel: fs::read_to_string("/proc/sys/kernel/osrelease")?
+            .trim()
+            .to_string(),
+        mem_gib: mem_kib / (1024.0 * 1024.0),
+        tmp: fs::canonicalize(tmp)?,
+        fs,
+        device,
+        load_start: load_average(),
+    })
+}
+
+pub fn load_average() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+pub fn commit() -> String {
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let run = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match run(&["rev-parse", "HEAD"]) {
+        Some(h) => {
+            // The figures file itself does not make the measured code dirty.
+            let dirty = run(&[
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                ":(exclude)docs/BENCHMARKS.md",
+            ])
+            .is_some_and(|s| !s.is_empty());
+            if dirty {
+                format!("`{h}` with uncommitted changes")
+            } else {
+                format!("`{h}`")
+            }
+        }
+        None => "unknown (not a git checkout)".into(),
+    }
+}
+
+pub fn rustc_version() -> String {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    Command::new(rustc)
+        .arg("-V")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Today's date (UTC) as YYYY-MM-DD.
+pub fn today() -> String {
+    let days = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400) as i64;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+pub fn ms(s: f64) -> String {
+    if s >= 10.0 {
+        format!("{s:.2} s")
+    } else if s >= 0.01 {
+        format!("{:.0} ms", s * 1e3)
+    } else if s >= 0.001 {
+        format!("{:.2} ms", s * 1e3)
+    } else {
+        format!("{:.0} µs", s * 1e6)
+    }
+}
+
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A time's median with its range over the repetitions.
+pub fn time_cell(xs: &[f64]) -> String {
+    let (lo, hi) = min_max(xs);
+    format!("{} ({}–{})", ms(median(xs)), ms(lo), ms(hi))
+}
+
+pub fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+pub fn min_max(xs: &[f64]) -> (f64, f64) {
+    xs.iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        })
+}
+
+/// Replaces this benchmark's marked section of `path`, keeping the rest.
+pub fn write_section(path: &Path, section: &str, body: &str) -> Res<()> {
+    let begin = format!("<!-- BEGIN benchmark:{section} (generated; do not edit by hand) -->");
+    let end = format!("<!-- END benchmark:{section} -->");
+    let section = format!("{begin}\n{body}{end}\n");
+    let old = match fs::read_to_string(path) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            "# Benchmarks\n\nEach section below is written by the benchmark it names; \
+             run that benchmark again to update it rather than editing it by hand.\n\n"
+                .to_string()
+        }
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display()).into()),
+    };
+    let begin_key = format!("<!-- BEGIN benchmark:{section} ");
+    let new = match (old.find(&begin_key), old.find(&end)) {
+        (Some(b), Some(e)) if e > b => {
+            let after = old[e + end.len()..]
+                .strip_prefix('\n')
+                .unwrap_or(&old[e + end.len()..]);
+            format!("{}{section}{after}", &old[..b])
+        }
+        (None, None) => {
+            let sep = if old.ends_with("\n\n") || old.is_empty() {
+                ""
+            } else if old.ends_with('\n') {
+                "\n"
+            } else {
+                "\n\n"
+            };
+            format!("{old}{sep}{section}")
+        }
+        _ => {
+            return Err(format!(
+                "{}: the markers of the {section:?} section are damaged; fix them by hand",
+                path.display()
+            )
+            .into());
+        }
+    };
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    fs::write(path, new).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(())
+}
