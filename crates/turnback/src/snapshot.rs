@@ -41,13 +41,13 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Read};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 use rayon::prelude::*;
 use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
@@ -314,59 +314,17 @@ enum FoundKind {
     Excluded(Excluded),
 }
 
+/// The walk: each directory is listed by one task on the rayon pool, from
+/// a descriptor opened relative to its parent's (`openat` with
+/// `O_NOFOLLOW`), and each entry is `fstatat`ed relative to it, so no path
+/// is resolved from the root again and a directory swapped for a symlink
+/// during the walk is not followed.
 struct WalkCtx<'a> {
-    root: &'a Path,
     matcher: &'a Gitignore,
     cap: u64,
     seen: AtomicU64,
     progress: &'a dyn Progress,
     out: Mutex<Vec<Vec<Found>>>,
-}
-
-struct Collector<'a> {
-    ctx: &'a WalkCtx<'a>,
-    local: Vec<Found>,
-}
-
-impl Drop for Collector<'_> {
-    fn drop(&mut self) {
-        let local = std::mem::take(&mut self.local);
-        if let Ok(mut out) = self.ctx.out.lock() {
-            out.push(local);
-        }
-    }
-}
-
-struct CollectorBuilder<'a> {
-    ctx: &'a WalkCtx<'a>,
-}
-
-impl<'s> ParallelVisitorBuilder<'s> for CollectorBuilder<'s> {
-    fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
-        Box::new(Collector {
-            ctx: self.ctx,
-            local: Vec::new(),
-        })
-    }
-}
-
-/// The path an error of the walker concerns, if it names one.
-fn error_path(err: &ignore::Error) -> Option<&Path> {
-    match err {
-        ignore::Error::WithPath { path, .. } => Some(path),
-        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
-            error_path(err)
-        }
-        ignore::Error::Loop { child, .. } => Some(child),
-        _ => None,
-    }
-}
-
-fn io_message(err: &ignore::Error) -> String {
-    match err.io_error() {
-        Some(e) => e.to_string(),
-        None => err.to_string(),
-    }
 }
 
 /// Whether a name (and the path it completes) can be held by a `RelPath`.
@@ -382,108 +340,164 @@ fn name_problem(name: &[u8], rel_len: usize) -> Option<&'static str> {
     }
 }
 
-impl Collector<'_> {
-    fn push(&mut self, path: Vec<u8>, stat: Stat, kind: FoundKind) {
-        self.local.push(Found { path, stat, kind });
-        let n = self.ctx.seen.fetch_add(1, Ordering::Relaxed) + 1;
-        if n.is_multiple_of(1024) {
-            self.ctx.progress.walking(n);
-        }
-    }
+fn unreadable(e: impl Into<io::Error>) -> FoundKind {
+    FoundKind::Excluded(Excluded::Unreadable(e.into().to_string()))
 }
 
-impl ParallelVisitor for Collector<'_> {
-    fn visit(&mut self, entry: std::result::Result<DirEntry, ignore::Error>) -> WalkState {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(err) => {
-                // A directory that cannot be listed: its files are not covered.
-                if let Some(p) = error_path(&err)
-                    && let Ok(rel) = p.strip_prefix(self.ctx.root)
-                    && !rel.as_os_str().is_empty()
-                {
-                    let path = rel.as_os_str().as_bytes().to_vec();
-                    let stat = std::fs::symlink_metadata(p)
-                        .map(|m| Stat::of(&m))
-                        .unwrap_or_default();
-                    self.push(
-                        path,
-                        stat,
-                        FoundKind::Excluded(Excluded::Unreadable(io_message(&err))),
-                    );
+impl WalkCtx<'_> {
+    fn counted(&self, n: u64) {
+        let before = self.seen.fetch_add(n, Ordering::Relaxed);
+        if (before + n) / 1024 != before / 1024 {
+            self.progress.walking(before + n);
+        }
+    }
+
+    /// Lists the directory `dir` (at `rel`, empty for the root), and spawns
+    /// a task for each covered subdirectory. Returns an error only for
+    /// the root; a subdirectory that cannot be listed is recorded as
+    /// unreadable.
+    fn walk_dir<'s>(
+        &'s self,
+        dir: OwnedFd,
+        rel: Vec<u8>,
+        scope: &rayon::Scope<'s>,
+    ) -> io::Result<()> {
+        let mut local: Vec<Found> = Vec::new();
+        let mut listing = rustix::fs::Dir::new(dir)?;
+        let mut failed = None;
+        while let Some(entry) = listing.read() {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
                 }
-                return WalkState::Continue;
+            };
+            let name = entry.file_name();
+            let bytes = name.to_bytes();
+            if bytes == b"." || bytes == b".." || bytes == b".git" || bytes == STORE_DIR.as_bytes()
+            {
+                continue;
+            }
+            let mut path = Vec::with_capacity(rel.len() + 1 + bytes.len());
+            if !rel.is_empty() {
+                path.extend_from_slice(&rel);
+                path.push(b'/');
+            }
+            path.extend_from_slice(bytes);
+            let dir = match listing.fd() {
+                Ok(fd) => fd,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            };
+            if let Some(sub) = self.visit(dir, name, path, &mut local) {
+                let (fd, path) = sub;
+                scope.spawn(move |s| {
+                    if let Err(e) = self.walk_dir(fd, path.clone(), s) {
+                        self.push_one(Found {
+                            path,
+                            stat: Stat::default(),
+                            kind: unreadable(e),
+                        });
+                    }
+                });
+            }
+        }
+        if let Some(e) = failed {
+            if rel.is_empty() {
+                return Err(e.into());
+            }
+            local.push(Found {
+                path: rel,
+                stat: Stat::default(),
+                kind: unreadable(e),
+            });
+        }
+        self.counted(local.len() as u64);
+        self.out
+            .lock()
+            .map_err(|_| io::Error::other("a walker thread panicked"))?
+            .push(local);
+        Ok(())
+    }
+
+    fn push_one(&self, found: Found) {
+        if let Ok(mut out) = self.out.lock() {
+            out.push(vec![found]);
+        }
+    }
+
+    /// Classifies one entry of `dir`; for a covered directory, returns it
+    /// opened, to be walked.
+    fn visit(
+        &self,
+        dir: std::os::fd::BorrowedFd<'_>,
+        name: &std::ffi::CStr,
+        path: Vec<u8>,
+        local: &mut Vec<Found>,
+    ) -> Option<(OwnedFd, Vec<u8>)> {
+        use rustix::fs::{AtFlags, FileType};
+        let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(rustix::io::Errno::NOENT) => return None, // gone since it was listed
+            Err(e) => {
+                local.push(Found {
+                    path,
+                    stat: Stat::default(),
+                    kind: unreadable(e),
+                });
+                return None;
             }
         };
-        if entry.depth() == 0 {
-            return WalkState::Continue;
+        let stat = Stat::of_raw(&st);
+        let ft = FileType::from_raw_mode(st.st_mode);
+        let is_dir = ft == FileType::Directory;
+        let mut push = |path, kind| local.push(Found { path, stat, kind });
+        if let Some(why) = name_problem(name.to_bytes(), path.len()) {
+            push(path, FoundKind::Excluded(Excluded::BadName(why.into())));
+            return None;
         }
-        let name = entry.file_name().as_bytes();
-        if name == b".git" || name == STORE_DIR.as_bytes() {
-            return WalkState::Skip;
-        }
-        let Ok(rel) = entry.path().strip_prefix(self.ctx.root) else {
-            return WalkState::Continue;
-        };
-        let path = rel.as_os_str().as_bytes().to_vec();
-        let md = match entry.metadata() {
-            Ok(m) => m,
-            Err(err) => {
-                if err.io_error().map(io::Error::kind) == Some(io::ErrorKind::NotFound) {
-                    return WalkState::Continue; // gone since it was listed
-                }
-                let kind = FoundKind::Excluded(Excluded::Unreadable(io_message(&err)));
-                self.push(path, Stat::default(), kind);
-                return WalkState::Skip;
-            }
-        };
-        let stat = Stat::of(&md);
-        let ft = md.file_type();
-        let skip_dir = if ft.is_dir() {
-            WalkState::Skip
-        } else {
-            WalkState::Continue
-        };
-        if let Some(why) = name_problem(name, path.len()) {
-            self.push(
-                path,
-                stat,
-                FoundKind::Excluded(Excluded::BadName(why.into())),
-            );
-            return skip_dir;
-        }
-        if let ignore::Match::Ignore(glob) = self.ctx.matcher.matched(rel, ft.is_dir()) {
+        let rel = Path::new(std::ffi::OsStr::from_bytes(&path));
+        if let ignore::Match::Ignore(glob) = self.matcher.matched(rel, is_dir) {
             let why = match glob.from() {
                 None => Excluded::Default(glob.original().to_owned()),
                 Some(_) => Excluded::IgnoreFile(glob.original().to_owned()),
             };
-            self.push(path, stat, FoundKind::Excluded(why));
-            return skip_dir;
+            push(path, FoundKind::Excluded(why));
+            return None;
         }
-        let kind = if ft.is_file() {
-            if stat.size > self.ctx.cap {
-                FoundKind::Excluded(Excluded::TooLarge(self.ctx.cap))
-            } else {
-                FoundKind::File
+        let kind = match ft {
+            FileType::RegularFile if stat.size > self.cap => {
+                FoundKind::Excluded(Excluded::TooLarge(self.cap))
             }
-        } else if ft.is_symlink() {
-            match std::fs::read_link(entry.path()) {
-                Ok(t) => match t.into_os_string().into_string() {
+            FileType::RegularFile => FoundKind::File,
+            FileType::Symlink => match rustix::fs::readlinkat(dir, name, Vec::new()) {
+                Ok(t) => match t.into_string() {
                     Ok(t) => FoundKind::Symlink(t),
                     Err(_) => FoundKind::Excluded(Excluded::BadName(
                         "its symlink target is not valid UTF-8".into(),
                     )),
                 },
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return WalkState::Continue,
-                Err(e) => FoundKind::Excluded(Excluded::Unreadable(e.to_string())),
+                Err(rustix::io::Errno::NOENT) => return None,
+                Err(e) => unreadable(e),
+            },
+            FileType::Directory => {
+                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+                    Ok(fd) => {
+                        push(path.clone(), FoundKind::Dir);
+                        return Some((fd, path));
+                    }
+                    Err(rustix::io::Errno::NOENT) => return None,
+                    Err(e) => unreadable(e),
+                }
             }
-        } else if ft.is_dir() {
-            FoundKind::Dir
-        } else {
-            FoundKind::Excluded(Excluded::Special)
+            _ => FoundKind::Excluded(Excluded::Special),
         };
-        self.push(path, stat, kind);
-        WalkState::Continue
+        push(path, kind);
+        None
     }
 }
 
@@ -629,23 +643,21 @@ impl Store {
         let matcher = build_matcher(&self.root, &mut warnings)?;
         let cap = self.options.max_file_size;
         let ctx = WalkCtx {
-            root: &self.root,
             matcher: &matcher,
             cap,
             seen: AtomicU64::new(0),
             progress,
             out: Mutex::new(Vec::new()),
         };
-        let threads = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2)
-            .min(8);
-        WalkBuilder::new(&self.root)
-            .standard_filters(false)
-            .follow_links(false)
-            .threads(threads)
-            .build_parallel()
-            .visit(&mut CollectorBuilder { ctx: &ctx });
+        // A descriptor of its own: a dup would share the listing offset.
+        let root_fd = rustix::fs::openat(
+            &self.root_fd,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ctx("open", &self.root)?;
+        rayon::scope(|s| ctx.walk_dir(root_fd, Vec::new(), s)).ctx("list", &self.root)?;
         let mut found: Vec<Found> = ctx
             .out
             .into_inner()
@@ -654,7 +666,12 @@ impl Store {
             .into_iter()
             .flatten()
             .collect();
-        found.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        // A directory that could not be listed appears twice: as found in
+        // its parent, and as unreadable. The unreadable one is kept.
+        found.sort_unstable_by(|a, b| {
+            let listed = |f: &Found| !matches!(f.kind, FoundKind::Excluded(_));
+            a.path.cmp(&b.path).then(listed(a).cmp(&listed(b)))
+        });
         found.dedup_by(|a, b| a.path == b.path);
 
         // Merge with the old tree: a file whose stat is unchanged and was
@@ -1616,6 +1633,68 @@ mod tests {
         assert!(matches!(err, Err(Error::NoSnapshot { .. })), "{err:?}");
         assert!(!dir.path().join(".turnback").join(tree::TREE_FILE).exists());
         assert!(store.turns().is_empty());
+    }
+
+    #[test]
+    fn the_walk_lists_what_it_cannot_cover_and_never_enters_it() -> TestResult {
+        use std::ffi::OsStr;
+        let (dir, mut store) = project();
+        let root = dir.path();
+        put(root, "odd\\name.txt", b"backslash\n");
+        fs::write(
+            root.join(OsStr::from_bytes(b"latin1-\xe9.txt")),
+            b"not utf-8\n",
+        )?;
+        put(root, "bad\\dir/inside.txt", b"never walked\n");
+        put(root, "node_modules/pkg/index.js", b"module.exports = 1;\n");
+        put(root, "sub/.git/HEAD", b"ref: refs/heads/main\n");
+        put(root, "sub/.turnback/log.jsonl", b"{}\n");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            root.join("fifo"),
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o644),
+            0,
+        )?;
+        store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        let Loaded::Tree(tree) = tree::load(&store.dirs().store, &store.store_path)? else {
+            return Err("no tree state".into());
+        };
+        let kinds: BTreeMap<String, String> = tree
+            .entries
+            .iter()
+            .map(|e| {
+                let k = match &e.kind {
+                    Kind::File { .. } => "file".to_owned(),
+                    Kind::Symlink { .. } => "symlink".to_owned(),
+                    Kind::Dir => "dir".to_owned(),
+                    Kind::Excluded(x) => format!("{x:?}"),
+                };
+                (String::from_utf8_lossy(&e.path).into_owned(), k)
+            })
+            .collect();
+        let want: BTreeMap<String, String> = [
+            (".env", "file"),
+            ("README.md", "file"),
+            ("bad\\dir", "BadName(\"it contains a backslash\")"),
+            ("docs", "dir"),
+            ("docs/empty", "dir"),
+            ("docs/empty-dir-holder", "file"),
+            ("fifo", "Special"),
+            ("latin1-\u{fffd}.txt", "BadName(\"it is not valid UTF-8\")"),
+            ("main-link", "symlink"),
+            ("node_modules", "Default(\"node_modules/\")"),
+            ("odd\\name.txt", "BadName(\"it contains a backslash\")"),
+            ("src", "dir"),
+            ("src/lib.rs", "file"),
+            ("src/main.rs", "file"),
+            ("sub", "dir"),
+        ]
+        .into_iter()
+        .map(|(p, k)| (p.to_owned(), k.to_owned()))
+        .collect();
+        assert_eq!(kinds, want);
+        Ok(())
     }
 
     #[test]

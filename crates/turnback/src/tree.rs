@@ -88,6 +88,24 @@ impl Stat {
         }
     }
 
+    /// From a raw `stat` record (as `fstatat` returns it); equal to
+    /// [`Stat::of`] for the same file.
+    pub fn of_raw(st: &rustix::fs::Stat) -> Stat {
+        Stat {
+            size: st.st_size as u64,
+            mtime_ns: st
+                .st_mtime
+                .saturating_mul(1_000_000_000)
+                .saturating_add(st.st_mtime_nsec as i64),
+            ctime_ns: st
+                .st_ctime
+                .saturating_mul(1_000_000_000)
+                .saturating_add(st.st_ctime_nsec as i64),
+            ino: st.st_ino,
+            mode: st.st_mode,
+        }
+    }
+
     /// Whether the file may have changed after it was read by a scan with
     /// this stamp without its stat showing it.
     pub fn racy(&self, stamp_ns: i64) -> bool {
