@@ -33,10 +33,12 @@
 //! append-only index), [`pack`] (the blobs), [`lock`] (the one lock for all
 //! mutations), [`path`] (which paths may be stored), [`tree`] (the tree
 //! state kept by snapshots, which cover what shell commands change: see
-//! [`Store::snapshot`]).
+//! [`Store::snapshot`]), [`checkpoint`] (a cache of the index, so opening a
+//! store reads only the end of its log).
 
 #![deny(missing_docs)]
 
+pub mod checkpoint;
 pub mod config;
 mod error;
 mod fsx;

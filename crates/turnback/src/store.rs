@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
 
+use crate::checkpoint;
 use crate::config::{CONFIG_FILE, Config, DEFAULT_CONFIG};
 use crate::error::{Error, IoResultExt, PathProblem, Result};
 use crate::fsx::{self, Node};
@@ -399,7 +400,17 @@ impl Store {
         let mut f = f;
         io::Seek::seek(&mut f, io::SeekFrom::Start(start)).ctx("read", &path)?;
         f.read_to_end(&mut bytes).ctx("read", &path)?;
-        let parsed = log::parse(&bytes, self.index.lines + 1);
+        // Reading from the start: a checkpoint of a prefix of these very
+        // bytes saves parsing that prefix.
+        let mut from = 0;
+        if start == 0
+            && let Some(mut index) = checkpoint::load(&self.dirs().store, &bytes)
+        {
+            index.ident = Some(ident);
+            from = index.consumed as usize;
+            self.index = index;
+        }
+        let parsed = log::parse(&bytes[from..], self.index.lines + 1);
         for (line, rec) in &parsed.lines {
             let applied = rec
                 .as_ref()
@@ -415,6 +426,10 @@ impl Store {
         }
         self.index.lines += parsed.lines.len();
         self.index.consumed += parsed.consumed as u64;
+        if start == 0 && parsed.consumed as u64 >= checkpoint::WRITE_AFTER {
+            let covered = &bytes[..self.index.consumed as usize];
+            checkpoint::write(&self.dirs().store, &self.index, covered);
+        }
         Ok(parsed.torn.map(|(line, len)| {
             self.warnings.push(format!(
                 "{}: line {line} is a torn append ({len} bytes, from an interrupted process); it is ignored",
