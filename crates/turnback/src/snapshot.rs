@@ -29,9 +29,12 @@
 //!
 //! Coverage: the whole root except `.git/` and `.turnback/` (at any depth),
 //! git-ignored files included. Left out, by default: directories named in
-//! [`DEFAULT_EXCLUDES`] and files over the size cap; a `.turnbackignore` at
-//! the root (gitignore syntax, read after the defaults, so `!build/`
-//! covers `build/` again) changes that. What is left out is kept in the
+//! [`DEFAULT_EXCLUDES`] and files over the size cap; `.turnbackignore`
+//! files (gitignore syntax) change that: the root's is read after the
+//! defaults, so `!build/` covers `build/` again, and one in a subdirectory
+//! applies to that subtree and takes precedence over those above it, as in
+//! git. An ignore file that is a symlink or not a regular file is not read
+//! (a warning says so). What is left out is kept in the
 //! tree as *excluded* with its own stat: [`Store::status`] lists it, and a
 //! change to it (an excluded directory's own entry, which changes when
 //! entries are added to or removed from it directly; an oversized file) is
@@ -44,8 +47,8 @@ use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use rayon::prelude::*;
@@ -320,8 +323,9 @@ enum FoundKind {
 /// is resolved from the root again and a directory swapped for a symlink
 /// during the walk is not followed.
 struct WalkCtx<'a> {
-    matcher: &'a Gitignore,
+    root: &'a Path,
     cap: u64,
+    warnings: Mutex<Vec<String>>,
     seen: AtomicU64,
     progress: &'a dyn Progress,
     out: Mutex<Vec<Vec<Found>>>,
@@ -337,6 +341,91 @@ fn name_problem(name: &[u8], rel_len: usize) -> Option<&'static str> {
         Some("it is too long")
     } else {
         None
+    }
+}
+
+/// The ignore files that apply in a directory, deepest first: a
+/// `.turnbackignore` below the root applies to its directory's subtree
+/// and takes precedence over those above it, as in git.
+struct Ignores {
+    /// The directory holding the file, relative to the root, ending with
+    /// `/` (empty for the root, whose matcher also holds the defaults).
+    dir: Vec<u8>,
+    matcher: Gitignore,
+    parent: Option<Arc<Ignores>>,
+}
+
+impl Ignores {
+    /// The pattern that excludes `path`, if any: the deepest file with a
+    /// matching pattern decides.
+    fn excluded(&self, path: &[u8], is_dir: bool) -> Option<Excluded> {
+        let mut at = Some(self);
+        while let Some(ig) = at {
+            let rel = path.strip_prefix(ig.dir.as_slice()).unwrap_or(path);
+            match ig
+                .matcher
+                .matched(Path::new(std::ffi::OsStr::from_bytes(rel)), is_dir)
+            {
+                ignore::Match::Ignore(glob) => {
+                    return Some(match glob.from() {
+                        None => Excluded::Default(glob.original().to_owned()),
+                        Some(_) => Excluded::IgnoreFile(glob.original().to_owned()),
+                    });
+                }
+                ignore::Match::Whitelist(_) => return None,
+                ignore::Match::None => at = ig.parent.as_deref(),
+            }
+        }
+        None
+    }
+}
+
+/// The matcher of the `.turnbackignore` in `dir` (at `rel`, which ends
+/// with `/`), read without following a symlink and only if it is a
+/// regular file; a problem with it becomes a warning.
+fn nested_matcher(
+    dir: std::os::fd::BorrowedFd<'_>,
+    rel: &[u8],
+    root: &Path,
+    warnings: &mut Vec<String>,
+) -> Option<Gitignore> {
+    let shown = root
+        .join(std::ffi::OsStr::from_bytes(rel))
+        .join(IGNORE_FILE);
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let text = rustix::fs::openat(dir, IGNORE_FILE, flags, Mode::empty())
+        .map_err(io::Error::from)
+        .and_then(|fd| {
+            let file = File::from(fd);
+            if !file.metadata()?.is_file() {
+                return Err(io::Error::other("it is not a regular file"));
+            }
+            let mut text = String::new();
+            (&file).take(1 << 20).read_to_string(&mut text)?;
+            Ok(text)
+        });
+    let text = match text {
+        Ok(t) => t,
+        Err(e) => {
+            warnings.push(format!("{}: {e}; it is not read", shown.display()));
+            return None;
+        }
+    };
+    let mut b = GitignoreBuilder::new(root.join(std::ffi::OsStr::from_bytes(rel)));
+    for line in text.lines() {
+        if let Err(e) = b.add_line(Some(shown.clone()), line) {
+            warnings.push(format!(
+                "{}: {e}; the other lines apply, fix that one",
+                shown.display()
+            ));
+        }
+    }
+    match b.build() {
+        Ok(m) => Some(m),
+        Err(e) => {
+            warnings.push(format!("{}: {e}; it is not read", shown.display()));
+            None
+        }
     }
 }
 
@@ -360,20 +449,41 @@ impl WalkCtx<'_> {
         &'s self,
         dir: OwnedFd,
         rel: Vec<u8>,
+        ignores: Arc<Ignores>,
         scope: &rayon::Scope<'s>,
     ) -> io::Result<()> {
         let mut local: Vec<Found> = Vec::new();
         let mut listing = rustix::fs::Dir::new(dir)?;
         let mut failed = None;
+        // The names first: an ignore file among them applies to them all.
+        let mut names = Vec::new();
         while let Some(entry) = listing.read() {
-            let entry = match entry {
-                Ok(e) => e,
+            match entry {
+                Ok(e) => names.push(e.file_name().to_owned()),
                 Err(e) => {
                     failed = Some(e);
                     break;
                 }
-            };
-            let name = entry.file_name();
+            }
+        }
+        let dir = listing.fd()?;
+        let mut ignores = ignores;
+        if !rel.is_empty() && names.iter().any(|n| n.to_bytes() == IGNORE_FILE.as_bytes()) {
+            let mut dir_rel = rel.clone();
+            dir_rel.push(b'/');
+            let mut warnings = Vec::new();
+            if let Some(matcher) = nested_matcher(dir, &dir_rel, self.root, &mut warnings) {
+                ignores = Arc::new(Ignores {
+                    dir: dir_rel,
+                    matcher,
+                    parent: Some(ignores),
+                });
+            }
+            if let Ok(mut w) = self.warnings.lock() {
+                w.extend(warnings);
+            }
+        }
+        for name in names {
             let bytes = name.to_bytes();
             if bytes == b"." || bytes == b".." || bytes == b".git" || bytes == STORE_DIR.as_bytes()
             {
@@ -385,17 +495,10 @@ impl WalkCtx<'_> {
                 path.push(b'/');
             }
             path.extend_from_slice(bytes);
-            let dir = match listing.fd() {
-                Ok(fd) => fd,
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            };
-            if let Some(sub) = self.visit(dir, name, path, &mut local) {
-                let (fd, path) = sub;
+            if let Some((fd, path)) = self.visit(dir, &name, path, &ignores, &mut local) {
+                let ignores = Arc::clone(&ignores);
                 scope.spawn(move |s| {
-                    if let Err(e) = self.walk_dir(fd, path.clone(), s) {
+                    if let Err(e) = self.walk_dir(fd, path.clone(), ignores, s) {
                         self.push_one(Found {
                             path,
                             stat: Stat::default(),
@@ -436,6 +539,7 @@ impl WalkCtx<'_> {
         dir: std::os::fd::BorrowedFd<'_>,
         name: &std::ffi::CStr,
         path: Vec<u8>,
+        ignores: &Ignores,
         local: &mut Vec<Found>,
     ) -> Option<(OwnedFd, Vec<u8>)> {
         use rustix::fs::{AtFlags, FileType};
@@ -459,12 +563,7 @@ impl WalkCtx<'_> {
             push(path, FoundKind::Excluded(Excluded::BadName(why.into())));
             return None;
         }
-        let rel = Path::new(std::ffi::OsStr::from_bytes(&path));
-        if let ignore::Match::Ignore(glob) = self.matcher.matched(rel, is_dir) {
-            let why = match glob.from() {
-                None => Excluded::Default(glob.original().to_owned()),
-                Some(_) => Excluded::IgnoreFile(glob.original().to_owned()),
-            };
+        if let Some(why) = ignores.excluded(&path, is_dir) {
             push(path, FoundKind::Excluded(why));
             return None;
         }
@@ -643,8 +742,9 @@ impl Store {
         let matcher = build_matcher(&self.root, &mut warnings)?;
         let cap = self.options.max_file_size;
         let ctx = WalkCtx {
-            matcher: &matcher,
+            root: &self.root,
             cap,
+            warnings: Mutex::new(Vec::new()),
             seen: AtomicU64::new(0),
             progress,
             out: Mutex::new(Vec::new()),
@@ -657,7 +757,15 @@ impl Store {
             Mode::empty(),
         )
         .ctx("open", &self.root)?;
-        rayon::scope(|s| ctx.walk_dir(root_fd, Vec::new(), s)).ctx("list", &self.root)?;
+        let ignores = Arc::new(Ignores {
+            dir: Vec::new(),
+            matcher,
+            parent: None,
+        });
+        rayon::scope(|s| ctx.walk_dir(root_fd, Vec::new(), ignores, s)).ctx("list", &self.root)?;
+        if let Ok(w) = ctx.warnings.lock() {
+            warnings.extend(w.iter().cloned());
+        }
         let mut found: Vec<Found> = ctx
             .out
             .into_inner()
@@ -1694,6 +1802,75 @@ mod tests {
         .map(|(p, k)| (p.to_owned(), k.to_owned()))
         .collect();
         assert_eq!(kinds, want);
+        Ok(())
+    }
+
+    #[test]
+    fn a_nested_ignore_file_applies_to_its_subtree_and_overrides_the_root() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path();
+        put(root, IGNORE_FILE, b"*.log\n");
+        put(root, "top.log", b"root pattern\n");
+        put(root, "top.tmp", b"no pattern here\n");
+        put(
+            root,
+            "svc/.turnbackignore",
+            b"*.tmp\n!keep.log\ncache/\n{a,b\n",
+        );
+        put(root, "svc/a.tmp", b"nested pattern\n");
+        put(root, "svc/keep.log", b"re-included below the root\n");
+        put(root, "svc/other.log", b"root pattern still applies\n");
+        put(root, "svc/cache/x.bin", b"never walked\n");
+        put(root, "svc/deep/b.tmp", b"nested pattern, deeper\n");
+        put(root, "svc/deep/c.txt", b"covered\n");
+        let mut store = Store::open(root)?;
+        let r = store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        assert!(
+            r.warnings.iter().any(|w| w.contains("svc/.turnbackignore")),
+            "the bad line is named: {:?}",
+            r.warnings
+        );
+        let st = store.status(&NoProgress)?;
+        let not_covered: BTreeMap<&str, &str> = st
+            .not_covered
+            .iter()
+            .map(|n| (n.path.as_str(), n.reason.as_str()))
+            .collect();
+        let paths: Vec<&str> = not_covered.keys().copied().collect();
+        assert_eq!(
+            paths,
+            [
+                "svc/a.tmp",
+                "svc/cache/",
+                "svc/deep/b.tmp",
+                "svc/other.log",
+                "top.log"
+            ]
+        );
+        assert!(
+            not_covered["svc/a.tmp"].contains("*.tmp"),
+            "{not_covered:?}"
+        );
+        // What is covered comes back after a command deletes it.
+        std::thread::sleep(Duration::from_millis(20));
+        fs::remove_file(root.join("svc/keep.log"))?;
+        fs::remove_file(root.join("svc/deep/c.txt"))?;
+        fs::remove_file(root.join("top.tmp"))?;
+        let after = store.snapshot(&t("t1"), None, true, &NoProgress)?;
+        let mut captured: Vec<String> = after
+            .recorded
+            .expect("recorded")
+            .captured
+            .iter()
+            .map(|e| e.path.as_str().to_owned())
+            .collect();
+        captured.sort();
+        assert_eq!(captured, ["svc/deep/c.txt", "svc/keep.log", "top.tmp"]);
+        store.rewind(&t("t1"), &RewindOptions::default())?;
+        assert_eq!(
+            fs::read(root.join("svc/keep.log"))?,
+            b"re-included below the root\n"
+        );
         Ok(())
     }
 
