@@ -125,7 +125,7 @@ impl Index {
     }
 
     /// Live turns, oldest first.
-    pub(crate) fn live(&self) -> impl Iterator<Item = &Turn> {
+    pub(crate) fn live(&self) -> impl DoubleEndedIterator<Item = &Turn> {
         self.turns.iter().filter(|t| t.is_live())
     }
 

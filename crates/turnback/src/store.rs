@@ -586,15 +586,26 @@ impl Store {
         posts: Vec<PostEntry>,
     ) -> Result<CaptureReport> {
         // A new turn ends the one before: seal it once this capture is
-        // durable (a capture that fails appends nothing).
-        let seal = match self.index.turn(turn) {
-            Some(_) => None,
-            None => self
-                .index
-                .live()
-                .last()
-                .filter(|t| !t.sealed)
-                .map(|t| t.first_seq),
+        // durable (a capture that fails appends nothing). Also when this
+        // turn's first record is the last record of the log and the turn
+        // before it is still unsealed: the process that wrote that record
+        // was killed before the seal, and this is its rerun; nothing has
+        // happened since that the seal would wrongly take in.
+        let seal = {
+            let mut live = self.index.live().rev();
+            let before = match self.index.turn(turn) {
+                None => live.next(),
+                Some(t) if t.first_seq == self.index.last_seq => {
+                    live.next();
+                    live.next()
+                }
+                Some(_) => None,
+            };
+            before
+                .filter(|t| {
+                    !t.sealed && t.files.iter().any(|c| !t.posts.contains_key(&c.entry.path))
+                })
+                .map(|t| t.first_seq)
         };
         let already: HashSet<RelPath> = self
             .index
@@ -610,6 +621,9 @@ impl Store {
         };
         let mut entries = collected.entries;
         if entries.is_empty() && posts.is_empty() {
+            if let Some(first) = seal {
+                self.seal_turn(first)?;
+            }
             return Ok(report);
         }
         let seq = self.index.last_seq + 1;

@@ -57,6 +57,47 @@ fn keep_conflicts_leaves_changed_files_as_they_are() -> TestResult {
 }
 
 #[test]
+fn a_rerun_capture_seals_the_turn_before_when_a_kill_left_it_unsealed() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    write(root, "a.txt", b"v0\n");
+    let mut store = Store::open(root)?;
+    store.capture(&t("t1"), None, "a.txt")?;
+    write(root, "a.txt", b"v1 by the agent\n");
+    store.capture(&t("t2"), None, "other.txt")?;
+    // As if killed after t2's capture record and before t1's seal: the
+    // seal line is cut off the log.
+    let log = root.join(".turnback/log.jsonl");
+    let bytes = std::fs::read(&log)?;
+    let lines: Vec<&[u8]> = bytes.split_inclusive(|&b| b == b'\n').collect();
+    assert!(String::from_utf8_lossy(lines[lines.len() - 1]).contains("\"seal\""));
+    std::fs::write(&log, lines[..lines.len() - 1].concat())?;
+    std::fs::remove_file(root.join(".turnback/index")).ok();
+    let mut store = Store::open(root)?;
+    assert!(!store.turn(&t("t1"))?.sealed);
+    // The rerun finds its capture done, and seals t1 now.
+    let again = store.capture(&t("t2"), None, "other.txt")?;
+    assert!(again.captured.is_empty());
+    assert!(store.turn(&t("t1"))?.sealed);
+    write(root, "a.txt", b"v2 by the user\n");
+    let report = store.rewind(&t("t1"), &rewind_opts())?;
+    assert_eq!(report.conflicts.len(), 1, "the user's edit is reported");
+    // Once other records follow a turn's first one, a capture into it does
+    // not seal the turn before again.
+    let seals = || -> std::io::Result<usize> {
+        Ok(String::from_utf8_lossy(&std::fs::read(&log)?)
+            .lines()
+            .filter(|l| l.contains("\"seal\""))
+            .count())
+    };
+    store.capture(&t("t3"), None, "x.txt")?;
+    let after_t3 = seals()?;
+    store.capture(&t("t3"), None, "y.txt")?;
+    assert_eq!(seals()?, after_t3, "no second seal of t2");
+    Ok(())
+}
+
+#[test]
 fn capture_only_turn_is_sealed_when_the_next_turn_begins() -> TestResult {
     let dir = tempfile::tempdir()?;
     let root = dir.path();
