@@ -65,6 +65,7 @@ enum Command {
     Snapshot(commands::snapshot::Args),
     Status(commands::status::Args),
     Verify(commands::verify::Args),
+    Repair(commands::repair::Args),
     ImportOsfoundry(commands::import_osfoundry::Args),
 }
 
@@ -149,6 +150,7 @@ fn main() -> ExitCode {
         Command::Snapshot(a) => commands::snapshot::run(&ctx, a),
         Command::Status(a) => commands::status::run(&ctx, a),
         Command::Verify(a) => commands::verify::run(&ctx, a),
+        Command::Repair(a) => commands::repair::run(&ctx, a),
         Command::ImportOsfoundry(a) => commands::import_osfoundry::run(&ctx, a),
     };
     match result {

@@ -240,10 +240,44 @@ fn verify_runs_where_the_store_cannot_be_opened() -> TestResult {
     let text = String::from_utf8(out.stdout)?;
     assert!(text.contains("log line 1: checksum mismatch"), "{text}");
     assert!(text.contains("appears to belong to turn \"t1\""), "{text}");
+    // The hint is read from damaged bytes: line 1 may as well have begun
+    // t2, so t2 is not promised whole either.
     assert!(
         text.lines()
-            .any(|l| l.contains("t2") && l.contains("can be rewound whole")),
+            .any(|l| l.contains("t2") && l.contains("CANNOT be rewound whole")),
         "{text}"
+    );
+    assert!(text.contains("`turnback repair`"), "{text}");
+
+    // repair --dry-run changes nothing; repair keeps the original and the
+    // store opens again, with t2's rewind exact.
+    let dry = turnback(&root, &["repair", "--dry-run"]);
+    assert_eq!(dry.status.code(), Some(0));
+    assert!(String::from_utf8(dry.stdout)?.contains("would drop log line 1"));
+    assert_eq!(std::fs::read(&log)?, bytes);
+    let fixed = turnback(&root, &["repair"]);
+    assert_eq!(fixed.status.code(), Some(0));
+    let text = String::from_utf8(fixed.stdout)?;
+    assert!(
+        text.contains("dropped log line 1: checksum mismatch"),
+        "{text}"
+    );
+    assert!(text.contains("1 of 2 line(s) kept"), "{text}");
+    assert_eq!(
+        std::fs::read(root.join(".turnback/log.damaged-1.jsonl"))?,
+        bytes
+    );
+    assert_eq!(turnback(&root, &["verify"]).status.code(), Some(0));
+    let rewind = turnback(&root, &["rewind", "t2"]);
+    assert_eq!(rewind.status.code(), Some(0), "{rewind:?}");
+    assert_eq!(
+        std::fs::read(root.join("b.txt"))?,
+        "b0\n".repeat(30).as_bytes()
+    );
+    assert_eq!(
+        std::fs::read(root.join("a.txt"))?,
+        b"edited\n",
+        "t1's record is gone"
     );
     Ok(())
 }

@@ -42,7 +42,7 @@ pub enum Error {
     },
     /// A line of the log (other than a torn final one) cannot be read.
     #[error(
-        "{}: line {line} is damaged ({reason}); run `turnback verify` to see what can still be rewound",
+        "{}: line {line} is damaged ({reason}); run `turnback verify` to see what can still be rewound, then `turnback repair` to set the damaged lines aside (the original log is kept)",
         path.display()
     )]
     LogDamaged {

@@ -153,6 +153,23 @@ pub(crate) fn create_temp(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<(F
     }
 }
 
+/// Replaces (or creates) `name` in `dir` with `bytes`, mode 0644, durably
+/// but for the directory: a temporary file is written, `fdatasync`ed and
+/// renamed over `name`; the caller fsyncs `dir`. On error the temporary
+/// file is removed and `name` is untouched.
+pub(crate) fn replace_file(dir: &OwnedFd, name: &str, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let (mut f, tmp) = create_temp(dir, name, 0o644)?;
+    let res = f
+        .write_all(bytes)
+        .and_then(|()| fdatasync(&f))
+        .and_then(|()| rename(dir, &tmp, name));
+    if res.is_err() {
+        let _ = unlink(dir, &tmp);
+    }
+    res
+}
+
 /// Removes the temporary files an interrupted turnback process left in
 /// `dir` (names made by [`temp_name`] whose process is gone), so a crash
 /// during a write or a rewind leaves no stray file in the project once the

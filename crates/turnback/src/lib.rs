@@ -51,6 +51,7 @@ pub mod log;
 mod ops;
 pub mod pack;
 pub mod path;
+pub mod repair;
 mod rewind;
 pub mod session;
 mod snapshot;
@@ -66,6 +67,7 @@ pub use import::ImportReport;
 pub use index::{Captured, Turn};
 pub use log::{FailedPath, FileEntry, Post, PostEntry, Pre};
 pub use path::RelPath;
+pub use repair::{RepairReport, repair_root};
 pub use rewind::{Action, Conflict, Report, RevertOptions, RewindOptions, RewindPlan, Step};
 pub use session::Session;
 pub use snapshot::{

@@ -284,17 +284,7 @@ impl Store {
     /// Writes a small file in the store directory atomically (temporary
     /// file, fsync, rename); the caller fsyncs the directory.
     pub(crate) fn write_store_file(&self, store: &OwnedFd, name: &str, bytes: &[u8]) -> Result<()> {
-        let path = self.store_path.join(name);
-        let (mut f, tmp) = fsx::create_temp(store, name, 0o644).ctx("create", &path)?;
-        let res = f
-            .write_all(bytes)
-            .ctx("write", &path)
-            .and_then(|()| fsx::fdatasync(&f).ctx("fsync", &path))
-            .and_then(|()| fsx::rename(store, &tmp, name).ctx("replace", &path));
-        if res.is_err() {
-            let _ = fsx::unlink(store, &tmp);
-        }
-        res
+        fsx::replace_file(store, name, bytes).ctx("replace", self.store_path.join(name))
     }
 
     /// The store's settings (defaults when the file is missing).

@@ -46,7 +46,10 @@
 //! live turn whose first line is before `N` is not rewindable whole. When the
 //! damaged line appears to belong to a live turn first seen after `N`, that
 //! turn may really have begun at `N`, and every turn begun up to it is
-//! uncertain too. Turns begun after `N` are otherwise unaffected.
+//! uncertain too; when it names no such turn (the hint is read from damaged
+//! bytes, so a flipped character may name another turn, or none), the first
+//! turn begun after `N` is uncertain, as it may have begun at `N`. Turns
+//! begun after that are otherwise unaffected.
 //!
 //! Invariants: verify writes nothing. It creates no directory, no lock file
 //! and no log; it opens files read-only, never through a symlink, and never
@@ -349,6 +352,79 @@ fn turn_hint(line: &[u8]) -> Option<String> {
     TurnId::new(id.clone()).ok().map(|_| id)
 }
 
+/// A log line that cannot be used.
+pub(crate) struct BadLine {
+    /// 1-based line number.
+    pub(crate) line: usize,
+    /// What is wrong with it.
+    pub(crate) reason: String,
+    /// The turn its unverified bytes name, if any.
+    pub(crate) turn_hint: Option<String>,
+}
+
+/// A log applied leniently: every complete line that decodes and fits the
+/// lines kept before it is applied, the others are set aside.
+pub(crate) struct Lenient {
+    /// The index of the kept lines.
+    pub(crate) index: Index,
+    /// Each kept line: its number, its bytes in the log (newline included)
+    /// and its record.
+    pub(crate) kept: Vec<(usize, std::ops::Range<usize>, log::Record)>,
+    /// The lines set aside, in order.
+    pub(crate) bad: Vec<BadLine>,
+    /// Complete lines in the log.
+    pub(crate) lines: usize,
+    /// A final line without newline: its line number and length in bytes.
+    pub(crate) torn: Option<(usize, usize)>,
+    /// Bytes of complete lines.
+    pub(crate) consumed: usize,
+}
+
+/// Applies `bytes` (a whole log) leniently; shared by verify and repair, so
+/// the two never disagree about which lines are damaged.
+pub(crate) fn apply_leniently(bytes: &[u8]) -> Lenient {
+    let parsed = log::parse(bytes, 1);
+    let lines = parsed.lines.len();
+    let mut index = Index::default();
+    let mut kept = Vec::new();
+    let mut bad = Vec::new();
+    let mut start = 0;
+    for (line, decoded) in parsed.lines {
+        let end = bytes[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |n| start + n + 1);
+        let range = start..end;
+        start = end;
+        let applied = decoded.and_then(|rec| {
+            index
+                .apply(&rec)
+                .map(|()| rec)
+                .map_err(|r| format!("the record does not fit the log: {r}"))
+        });
+        match applied {
+            Ok(rec) => {
+                kept.push((line, range, rec));
+            }
+            Err(reason) => {
+                bad.push(BadLine {
+                    line,
+                    turn_hint: turn_hint(&bytes[range.start..range.end.saturating_sub(1)]),
+                    reason,
+                });
+            }
+        }
+    }
+    Lenient {
+        index,
+        kept,
+        bad,
+        lines,
+        torn: parsed.torn,
+        consumed: parsed.consumed,
+    }
+}
+
 fn check_store(report: &mut VerifyReport, store_fd: &OwnedFd, store_path: &Path) -> Result<()> {
     let lock_path = store_path.join(lock::LOCK_FILE);
     let _guard = match lock::acquire_shared_if_present(
@@ -387,49 +463,41 @@ fn check_store(report: &mut VerifyReport, store_fd: &OwnedFd, store_path: &Path)
             Vec::new()
         }
     };
-    let parsed = log::parse(&bytes, 1);
-    let mut index = Index::default();
+    let lenient = apply_leniently(&bytes);
     let mut line_of_seq: HashMap<u64, usize> = HashMap::new();
     // (blob, turn, path, seq of the record)
     let mut uses: Vec<(BlobId, TurnId, RelPath, u64)> = Vec::new();
-    let mut bad_lines: Vec<(usize, Option<String>)> = Vec::new();
-    for ((line, decoded), raw) in parsed.lines.iter().zip(bytes.split(|&b| b == b'\n')) {
-        let applied = decoded.as_ref().map_err(Clone::clone).and_then(|rec| {
-            index
-                .apply(rec)
-                .map(|()| rec)
-                .map_err(|r| format!("the record does not fit the log: {r}"))
-        });
-        match applied {
-            Ok(rec) => {
-                report.records += 1;
-                line_of_seq.insert(rec.seq, *line);
-                if let Op::Capture { turn, files, .. } = &rec.op {
-                    for f in files {
-                        if let Pre::File { blob, .. } = &f.pre {
-                            uses.push((*blob, turn.clone(), f.path.clone(), rec.seq));
-                        }
-                    }
+    for (line, _, rec) in &lenient.kept {
+        report.records += 1;
+        line_of_seq.insert(rec.seq, *line);
+        if let Op::Capture { turn, files, .. } = &rec.op {
+            for f in files {
+                if let Pre::File { blob, .. } = &f.pre {
+                    uses.push((*blob, turn.clone(), f.path.clone(), rec.seq));
                 }
-            }
-            Err(reason) => {
-                let turn_hint = turn_hint(raw);
-                bad_lines.push((*line, turn_hint.clone()));
-                report.damage.push(Damage::LogLine {
-                    line: *line,
-                    reason,
-                    turn_hint,
-                });
             }
         }
     }
-    report.log_lines = parsed.lines.len();
+    let bad_lines: Vec<(usize, Option<String>)> = lenient
+        .bad
+        .iter()
+        .map(|b| (b.line, b.turn_hint.clone()))
+        .collect();
+    for b in lenient.bad {
+        report.damage.push(Damage::LogLine {
+            line: b.line,
+            reason: b.reason,
+            turn_hint: b.turn_hint,
+        });
+    }
+    let index = lenient.index;
+    report.log_lines = lenient.lines;
     report.last_seq = index.last_seq;
-    if let Some((line, len)) = parsed.torn {
+    if let Some((line, len)) = lenient.torn {
         report.warnings.push(Warning::TornTail {
             line,
             bytes: len,
-            turn_hint: turn_hint(&bytes[parsed.consumed..]),
+            turn_hint: turn_hint(&bytes[lenient.consumed..]),
         });
     }
 
@@ -697,7 +765,10 @@ fn check_turns(
     bad_lines: &[(usize, Option<String>)],
 ) {
     let first_line = |t: &crate::index::Turn| line_of_seq.get(&t.first_seq).copied().unwrap_or(0);
-    // Each damaged line makes uncertain every turn begun up to `reach`.
+    // Each damaged line makes uncertain every turn begun up to `reach`: the
+    // turn its hint names, if that one begins after it; otherwise (no hint,
+    // or a hint that may itself be damaged) the first turn begun after it,
+    // which the line may have begun.
     let reaches: Vec<(usize, usize)> = bad_lines
         .iter()
         .map(|(line, hint)| {
@@ -706,7 +777,13 @@ fn check_turns(
                 .and_then(|h| index.turns.iter().find(|t| t.id.as_str() == h))
                 .map(first_line)
                 .filter(|&l| l > *line);
-            (*line, hinted.unwrap_or(*line))
+            let next = index
+                .turns
+                .iter()
+                .map(first_line)
+                .filter(|&l| l > *line)
+                .min();
+            (*line, hinted.or(next).unwrap_or(*line))
         })
         .collect();
     // Walk from the newest turn back; `plan` holds, per path, the oldest
@@ -1184,7 +1261,11 @@ mod tests {
         assert_eq!(turn_hint.as_deref(), Some("t2"));
         // t1 began before the damaged line: its rewind may need that record.
         assert_eq!(check(&r, "t1").uncertain_lines, [2]);
-        assert_eq!(rewindable(&r), ["t3"]);
+        // t2 has no other record, so its hint names no live turn: the line
+        // may have begun t3 (the hint is read from damaged bytes), so t3 is
+        // uncertain too.
+        assert_eq!(check(&r, "t3").uncertain_lines, [2]);
+        assert!(rewindable(&r).is_empty());
         // Pack 2 is now named by no readable record.
         assert!(r.warnings.contains(&Warning::UnreferencedPack {
             pack: f.pack_name(2)

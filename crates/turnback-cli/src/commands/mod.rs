@@ -14,6 +14,7 @@ pub mod list;
 pub mod mcp;
 pub mod mkdir;
 pub mod mv;
+pub mod repair;
 pub mod revert;
 pub mod rewind;
 pub mod rm;

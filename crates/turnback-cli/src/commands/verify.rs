@@ -76,6 +76,15 @@ pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
             ),
         }
     }
+    if report
+        .damage
+        .iter()
+        .any(|d| matches!(d, Damage::LogLine { .. }))
+    {
+        println!(
+            "  `turnback repair` sets the damaged lines aside (keeping the original log); the turns below that can be rewound whole then rewind"
+        );
+    }
     if !report.warnings.is_empty() {
         println!("warnings:");
     }
