@@ -206,6 +206,89 @@ fn io_errors_in_rewind() -> Res {
     sweep_errors(scenarios::rewind()?)
 }
 
+/// Real short writes: the command runs with `RLIMIT_FSIZE` set to N bytes
+/// and `SIGXFSZ` ignored, so the kernel itself stops every file at N bytes:
+/// the write that crosses N returns short, the next one fails with EFBIG,
+/// as on a file system or quota that fills mid-write. N sweeps from 0 past
+/// the largest file the command writes (CI: every boundary of every written
+/// file and 24 points between; long mode: every 64 bytes as well). A
+/// command that cannot write what it must exits non-zero and leaves what
+/// [`check_after_error`] requires; with the limit off it then completes.
+fn sweep_file_size_limits(sc: Scenario) -> Res {
+    // The files the command writes, and how large they end up.
+    let plain = Lab::copy_of(&sc.template)?;
+    let before = snapshot(&plain.root, &[])?;
+    let out = run(&plain.root, &sc.inv, &[])?;
+    if !out.status.success() {
+        return Err(format!("{}: the plain run failed:\n{}", sc.name, texts(&out)).into());
+    }
+    let mut grown: Vec<(u64, u64)> = Vec::new(); // (size before, size after)
+    for (path, node) in snapshot(&plain.root, &[])? {
+        if let Node::File { bytes, .. } = &node
+            && before.get(&path) != Some(&node)
+        {
+            let was = match before.get(&path) {
+                Some(Node::File { bytes, .. }) => bytes.len() as u64,
+                _ => 0,
+            };
+            grown.push((was, bytes.len() as u64));
+        }
+    }
+    let largest = grown.iter().map(|g| g.1).max().unwrap_or(0);
+    let mut limits: std::collections::BTreeSet<u64> = [0, 1].into();
+    for &(was, now) in &grown {
+        for n in [was, was + 1, now / 2, now.saturating_sub(1), now] {
+            limits.insert(n);
+        }
+    }
+    let step = if long_mode() { 64 } else { (largest / 24).max(1) };
+    limits.extend((0..=largest).step_by(step as usize));
+    let mut stats = Stats::default();
+    let mut failed = 0;
+    for n in limits {
+        let lab = Lab::copy_of(&sc.template)?;
+        let log_before = lab.log_bytes();
+        let wrapper: Vec<String> = vec![
+            "sh".into(),
+            "-c".into(),
+            r#"trap '' XFSZ; exec prlimit --fsize="$0" "$@""#.into(),
+            n.to_string(),
+        ];
+        let out = run(&lab.root, &sc.inv, &wrapper)?;
+        // Some file must grow past N: the command cannot succeed.
+        let met = n < largest;
+        stats.runs += 1;
+        stats.met += usize::from(met);
+        failed += usize::from(!out.status.success());
+        let what = format!("{} with files limited to {n} bytes", sc.name);
+        check_after_error(&sc, &lab, &log_before, met, &out, &what, &mut stats)?;
+    }
+    println!(
+        "short-writes {}: {} runs with RLIMIT_FSIZE from 0 to {largest} bytes ({} written files), {} could not write everything and all exited non-zero ({failed} non-zero in all); {} left a temporary file in the store (swept by the next mutation)",
+        sc.name,
+        stats.runs,
+        grown.len(),
+        stats.met,
+        stats.store_temps_after_error
+    );
+    Ok(())
+}
+
+#[test]
+fn short_writes_in_capture() -> Res {
+    sweep_file_size_limits(scenarios::capture()?)
+}
+
+#[test]
+fn short_writes_in_write() -> Res {
+    sweep_file_size_limits(scenarios::write()?)
+}
+
+#[test]
+fn short_writes_in_rewind() -> Res {
+    sweep_file_size_limits(scenarios::rewind()?)
+}
+
 /// Mounts a tmpfs of `size` at a new folder, or says why it cannot.
 pub struct Tmpfs {
     pub dir: tempfile::TempDir,
