@@ -127,7 +127,8 @@ pub struct ScanStats {
     pub new_blobs: u64,
     /// Compressed bytes stored by this scan.
     pub stored_bytes: u64,
-    /// Size of the tree state written.
+    /// Bytes of tree state written (only the small head when no entry
+    /// changed; see [`crate::tree`]).
     pub tree_bytes: u64,
 }
 
@@ -1051,14 +1052,29 @@ impl Store {
                 return Err(e);
             }
         };
-        let new_tree = Tree {
-            stamp_ns,
-            log_seq: self.index.last_seq,
-            turn: turn.clone(),
-            pending: !after,
-            entries,
-        };
-        stats.tree_bytes = writer.commit(&store_fd, &self.store_path, &new_tree)?;
+        // Nothing hashed and every entry as the tree has it: only the
+        // header changes, so the (large) tree is not rewritten.
+        let unchanged =
+            stats.hashed_files == 0 && old.as_ref().is_some_and(|o| o.entries == entries);
+        if unchanged {
+            writer.abandon(&store_fd);
+            stats.tree_bytes = tree::write_head(
+                &store_fd,
+                &self.store_path,
+                self.index.last_seq,
+                !after,
+                turn,
+            )?;
+        } else {
+            let new_tree = Tree {
+                stamp_ns,
+                log_seq: self.index.last_seq,
+                turn: turn.clone(),
+                pending: !after,
+                entries,
+            };
+            stats.tree_bytes = writer.commit(&store_fd, &self.store_path, &new_tree)?;
+        }
         Ok(SnapshotReport {
             turn: turn.clone(),
             after,
@@ -1711,6 +1727,46 @@ mod tests {
         assert!(rec.captured.is_empty());
         store.rewind(&t("t1"), &RewindOptions::default())?;
         assert_eq!(fs::read(root.join("src/main.rs"))?, b"fn main() {}\n");
+        Ok(())
+    }
+
+    #[test]
+    fn an_unchanged_scan_writes_only_the_head_and_a_change_the_whole_tree() -> TestResult {
+        let (dir, mut store) = project();
+        let root = dir.path();
+        let tree_file = root.join(".turnback").join(tree::TREE_FILE);
+        let head_file = root.join(".turnback").join(tree::HEAD_FILE);
+        store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        store.snapshot(&t("t1"), None, true, &NoProgress)?;
+        std::thread::sleep(Duration::from_millis(20));
+        // Settle racily clean entries, then nothing changes.
+        store.snapshot(&t("t2"), None, false, &NoProgress)?;
+        let inode = |p: &Path| fs::metadata(p).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+        let before = inode(&tree_file)?;
+        let r = store.snapshot(&t("t3"), None, false, &NoProgress)?;
+        assert_eq!(r.scan.hashed_files, 0);
+        assert_eq!(inode(&tree_file)?, before, "the tree is not rewritten");
+        assert!(head_file.exists());
+        assert!(r.scan.tree_bytes < 100, "{}", r.scan.tree_bytes);
+        let Loaded::Tree(now) = tree::load(&store.dirs().store, &store.store_path)? else {
+            return Err("tree".into());
+        };
+        assert!(
+            now.pending && now.turn == t("t3"),
+            "the head says t3 is pending"
+        );
+        // The after half finds its before half pending (no warning).
+        put(root, "README.md", b"changed by t3's command\n");
+        let r = store.snapshot(&t("t3"), None, true, &NoProgress)?;
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        assert_eq!(
+            r.recorded.expect("recorded").changes.modified,
+            ["README.md"]
+        );
+        assert_ne!(inode(&tree_file)?, before, "a change rewrites the tree");
+        assert!(!head_file.exists(), "and removes the head");
+        store.rewind(&t("t3"), &RewindOptions::default())?;
+        assert_eq!(fs::read(root.join("README.md"))?, b"# readme\n");
         Ok(())
     }
 

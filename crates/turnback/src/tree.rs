@@ -43,6 +43,28 @@
 //! - A damaged tree (bad magic, version, checksum, truncation) is reported
 //!   and treated as absent: the next scan hashes every file again (blobs
 //!   already stored are not stored twice).
+//!
+//! The head, `.turnback/tree-head`: a scan that finds every entry as the
+//! tree has it (nothing hashed, nothing changed: the common case before and
+//! after a read-only command) does not rewrite the tree, which is large; it
+//! writes only the header fields that changed, to this small file:
+//!
+//! ```text
+//! magic    "TBHEAD1\n"          8 bytes
+//! tree_len u64                  length of the tree file it belongs to
+//! tree_crc u32                  that file's final CRC field
+//! log_seq  u64, pending u8, turn u16 len + UTF-8    replace the tree's own
+//! crc      u32                  CRC-32 (IEEE) of every byte before it
+//! ```
+//!
+//! A reader applies the head only when it is whole and names the tree file
+//! in place by length and CRC; otherwise the tree's own header stands. It is
+//! written by temporary file and rename but not fsynced, like the index
+//! checkpoint: it names no blob, and losing it in a power cut only loses
+//! the "pending" mark of a command whose process the power cut killed too
+//! (the next before half then takes that command's changes into the tree
+//! without recording them into its turn, exactly as after a lost tree
+//! write). It is removed before a new tree is renamed into place.
 
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
@@ -59,6 +81,12 @@ pub const TREE_FILE: &str = "tree";
 
 /// The first bytes of a tree file.
 pub const MAGIC: &[u8; 8] = b"TBTREE1\n";
+
+/// The head's file name inside the store.
+pub const HEAD_FILE: &str = "tree-head";
+
+/// The first bytes of a head file.
+pub const HEAD_MAGIC: &[u8; 8] = b"TBHEAD1\n";
 
 /// What `lstat` (or `fstat` of the file read) said about a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -459,9 +487,138 @@ pub(crate) fn load(store: &OwnedFd, store_path: &Path) -> Result<Loaded> {
         .read_to_end(&mut bytes)
         .ctx("read", &path)?;
     Ok(match decode(&bytes) {
-        Ok(t) => Loaded::Tree(t),
+        Ok(mut t) => {
+            if let Some(head) = read_head(store)
+                && head.tree == file_id(&bytes)
+            {
+                t.log_seq = head.log_seq;
+                t.pending = head.pending;
+                t.turn = head.turn;
+            }
+            Loaded::Tree(t)
+        }
         Err(reason) => Loaded::Damaged(format!("{}: {reason}", path.display())),
     })
+}
+
+/// What a head says, and which tree file it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Head {
+    tree: (u64, u32),
+    log_seq: u64,
+    pending: bool,
+    turn: TurnId,
+}
+
+/// A tree file's identity: its length and its final CRC field.
+fn file_id(bytes: &[u8]) -> (u64, u32) {
+    let crc = bytes.len().checked_sub(4).map_or(0, |at| {
+        u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+    });
+    (bytes.len() as u64, crc)
+}
+
+fn encode_head(h: &Head) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(HEAD_MAGIC);
+    out.extend_from_slice(&h.tree.0.to_le_bytes());
+    out.extend_from_slice(&h.tree.1.to_le_bytes());
+    out.extend_from_slice(&h.log_seq.to_le_bytes());
+    out.push(u8::from(h.pending));
+    put_str16(&mut out, h.turn.as_str().as_bytes());
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+fn decode_head(bytes: &[u8]) -> Option<Head> {
+    if bytes.len() < HEAD_MAGIC.len() + 4 || bytes[..8] != HEAD_MAGIC[..] {
+        return None;
+    }
+    let (body, tail) = bytes.split_at(bytes.len() - 4);
+    if crc32fast::hash(body).to_le_bytes() != tail {
+        return None;
+    }
+    let mut r = Reader { buf: body, pos: 8 };
+    let head = Head {
+        tree: (r.u64().ok()?, r.u32().ok()?),
+        log_seq: r.u64().ok()?,
+        pending: match r.u8().ok()? {
+            0 => false,
+            1 => true,
+            _ => return None,
+        },
+        turn: TurnId::new(r.utf8().ok()?).ok()?,
+    };
+    (r.pos == body.len()).then_some(head)
+}
+
+/// The head in `store`, if there is a whole one.
+fn read_head(store: &OwnedFd) -> Option<Head> {
+    let fd = rustix::fs::openat(
+        store,
+        HEAD_FILE,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+    .ok()?;
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(4096)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    decode_head(&bytes)
+}
+
+/// Records new header fields for the tree file in place without rewriting
+/// it (see the module doc). Under the store lock.
+pub(crate) fn write_head(
+    store: &OwnedFd,
+    store_path: &Path,
+    log_seq: u64,
+    pending: bool,
+    turn: &TurnId,
+) -> Result<u64> {
+    let path = store_path.join(TREE_FILE);
+    let fd = rustix::fs::openat(
+        store,
+        TREE_FILE,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ctx("open", &path)?;
+    let file = std::fs::File::from(fd);
+    let len = file.metadata().ctx("stat", &path)?.len();
+    let mut tail = [0u8; 4];
+    if len >= 4 {
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut tail, len - 4).ctx("read", &path)?;
+    }
+    let head = encode_head(&Head {
+        tree: (len, u32::from_le_bytes(tail)),
+        log_seq,
+        pending,
+        turn: turn.clone(),
+    });
+    let shown = store_path.join(HEAD_FILE);
+    let (mut f, tmp) = fsx::create_temp(store, HEAD_FILE, 0o644).ctx("create", &shown)?;
+    let res = f
+        .write_all(&head)
+        .ctx("write", &shown)
+        .and_then(|()| fsx::rename(store, &tmp, HEAD_FILE).ctx("rename", &shown));
+    if res.is_err() {
+        let _ = fsx::unlink(store, &tmp);
+    }
+    res.map(|()| head.len() as u64)
+}
+
+/// Removes the head (before a new tree replaces the one it belongs to).
+fn remove_head(store: &OwnedFd, store_path: &Path) -> Result<()> {
+    match fsx::unlink(store, HEAD_FILE) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).ctx("remove", store_path.join(HEAD_FILE))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A tree file being written: created when a scan starts (its mtime is the
@@ -496,6 +653,7 @@ impl TreeWriter {
             .write_all(&bytes)
             .ctx("write", &self.shown)
             .and_then(|()| fsx::fdatasync(&self.file).ctx("fsync", &self.shown))
+            .and_then(|()| remove_head(store, store_path))
             .and_then(|()| fsx::rename(store, &self.tmp, TREE_FILE).ctx("rename", &self.shown));
         if let Err(e) = res {
             let _ = fsx::unlink(store, &self.tmp);
@@ -656,6 +814,47 @@ mod tests {
         v2[7] = b'2';
         let err = decode(&v2).expect_err("other version");
         assert!(err.contains("version"), "{err}");
+    }
+
+    #[test]
+    fn a_head_applies_only_whole_and_to_the_tree_file_it_names() -> Result<()> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = fsx::open_dir_path(dir.path()).ctx("open", dir.path())?;
+        let tree = encode(&sample());
+        std::fs::write(dir.path().join(TREE_FILE), &tree).ctx("write", dir.path())?;
+        let load = || match load(&store, dir.path()) {
+            Ok(Loaded::Tree(t)) => (t.log_seq, t.pending, t.turn.to_string()),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(load(), (7, true, "t1".to_owned()));
+        let turn = TurnId::new("t9").expect("turn id");
+        write_head(&store, dir.path(), 12, false, &turn)?;
+        assert_eq!(load(), (12, false, "t9".to_owned()), "the head applies");
+        let head = std::fs::read(dir.path().join(HEAD_FILE)).ctx("read", dir.path())?;
+        // Any flipped byte or cut: the tree's own header stands.
+        for i in 0..head.len() {
+            let mut m = head.clone();
+            m[i] ^= 0x01;
+            assert!(decode_head(&m).is_none(), "flip at {i}");
+            assert!(decode_head(&head[..i]).is_none(), "cut at {i}");
+        }
+        std::fs::write(dir.path().join(HEAD_FILE), &head[..head.len() - 1])
+            .ctx("write", dir.path())?;
+        assert_eq!(load().0, 7, "a torn head is ignored");
+        // A head written for another tree file is ignored.
+        std::fs::write(dir.path().join(HEAD_FILE), &head).ctx("write", dir.path())?;
+        let mut other = sample();
+        other.entries.pop();
+        std::fs::write(dir.path().join(TREE_FILE), encode(&other)).ctx("write", dir.path())?;
+        assert_eq!(load().0, 7, "the head names another tree file");
+        // Committing a new tree removes the head.
+        std::fs::write(dir.path().join(TREE_FILE), &tree).ctx("write", dir.path())?;
+        assert_eq!(load().0, 12);
+        let w = TreeWriter::begin(&store, dir.path())?;
+        w.commit(&store, dir.path(), &sample())?;
+        assert!(!dir.path().join(HEAD_FILE).exists());
+        assert_eq!(load().0, 7);
+        Ok(())
     }
 
     #[test]
