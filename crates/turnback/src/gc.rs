@@ -14,6 +14,12 @@
 //!    dropped one now introduces it itself, with that blob's own pack (so no
 //!    blob data is copied). The new log is written to a temporary file,
 //!    fsynced, renamed over `log.jsonl`, and the store directory fsynced.
+//!    A snapshot record (see [`crate::snapshot`]) keeps only the blobs the
+//!    tree state names (the current bytes of the covered files, which the
+//!    next scan needs as pre-images) and is dropped when it keeps none; a
+//!    kept capture that names one of its other blobs introduces it itself,
+//!    as above. When the tree state cannot be read, snapshot records are
+//!    kept whole.
 //! 3. Only then are packs no kept record refers to deleted (also packs left
 //!    by a capture that crashed before its record), and `packs/` fsynced.
 //!
@@ -33,6 +39,7 @@ use crate::index::Index;
 use crate::log::{self, FileEntry, LOG_FILE, Op, Pre, Record, StoredBlob};
 use crate::pack;
 use crate::store::{PACKS_DIR, Store, now_ns};
+use crate::tree::{self, Loaded};
 
 /// Limits for one gc run; `None` takes the config file's value.
 #[derive(Debug, Clone, Default)]
@@ -193,7 +200,22 @@ impl Store {
             .map(|t| t.first_seq)
             .collect();
 
-        // 2. The kept records, rewritten.
+        // 2. The kept records, rewritten. The blobs the tree state names
+        // (None: it cannot be read, so every scan blob stays).
+        let tree_blobs: Option<HashSet<BlobId>> =
+            match tree::load(&self.dirs().store, &self.store_path)? {
+                Loaded::Tree(t) => Some(
+                    t.entries
+                        .iter()
+                        .filter_map(|e| match e.kind {
+                            tree::Kind::File { blob } => Some(blob),
+                            _ => None,
+                        })
+                        .collect(),
+                ),
+                Loaded::Missing => Some(HashSet::new()),
+                Loaded::Damaged(_) => None,
+            };
         let records = self.read_records()?;
         report.records_before = records.len();
         let mut kept_saved: HashSet<u64> = HashSet::new();
@@ -218,9 +240,10 @@ impl Store {
                     }
                     keep
                 }
-                // A scan's blobs may be named by the tree state (see
-                // `crate::tree`), which gc does not read: kept whole.
-                Op::Saved { .. } | Op::Snapshot { .. } => true,
+                Op::Snapshot { blobs, .. } => tree_blobs
+                    .as_ref()
+                    .is_none_or(|named| blobs.iter().any(|b| named.contains(&b.id))),
+                Op::Saved { .. } => true,
             }
         };
         let mut chosen: Vec<Record> = records
@@ -233,11 +256,21 @@ impl Store {
         chosen.retain(|r| {
             !matches!(r.op, Op::Saved { .. }) || kept_saved.contains(&r.seq) || r.seq >= oldest_kept
         });
-        let unchanged = chosen.len() == report.records_before;
+        let unchanged = chosen.len() == report.records_before
+            && tree_blobs.as_ref().is_none_or(|named| {
+                chosen.iter().all(|r| match &r.op {
+                    Op::Snapshot { blobs, .. } => blobs.iter().all(|b| named.contains(&b.id)),
+                    _ => true,
+                })
+            });
 
         let mut introduced: HashSet<BlobId> = HashSet::new();
         let mut out = Vec::new();
         for mut rec in chosen {
+            if let (Op::Snapshot { blobs, .. }, Some(named)) = (&mut rec.op, &tree_blobs) {
+                blobs.retain(|b| named.contains(&b.id));
+                introduced.extend(blobs.iter().map(|b| b.id));
+            }
             self.relink_blobs(&mut rec, &mut introduced)?;
             out.extend_from_slice(&log::encode(&rec));
         }

@@ -2013,4 +2013,50 @@ mod tests {
         assert_eq!(st.snapshot.map(|b| b.pending), Some(true));
         Ok(())
     }
+
+    #[test]
+    fn gc_keeps_the_scan_blobs_the_tree_names_and_drops_the_others() -> TestResult {
+        let (dir, mut store) = project();
+        let root = dir.path();
+        let packs = |root: &Path| -> std::io::Result<usize> {
+            Ok(fs::read_dir(root.join(".turnback/packs"))?.count())
+        };
+        // t1: a command changes README.md (v1 -> v2).
+        store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        put(root, "README.md", b"v2 by t1's command\n");
+        store.snapshot(&t("t1"), None, true, &NoProgress)?;
+        // The user edits it (v3); t2's command changes it again (v4).
+        put(root, "README.md", b"v3 by the user\n");
+        store.snapshot(&t("t2"), None, false, &NoProgress)?;
+        put(root, "README.md", b"v4 by t2's command\n");
+        store.snapshot(&t("t2"), None, true, &NoProgress)?;
+        std::thread::sleep(Duration::from_millis(20));
+        let packs_before = packs(root)?;
+        // Keep t2 only: v1 was t1's pre-image, v2 is named by nothing.
+        let report = store.gc(&crate::GcOptions {
+            keep_turns: Some(1),
+            ..crate::GcOptions::default()
+        })?;
+        assert_eq!(report.dropped_turns, ["t1"]);
+        assert!(
+            packs(root)? < packs_before,
+            "the pack holding only v2 is deleted"
+        );
+        let verify = store.verify()?;
+        assert!(verify.whole, "{:#?}", verify.damage);
+        // The current files' blobs are still known: the next scan reads
+        // and stores nothing.
+        let mut store = Store::open(root)?;
+        let r = store.snapshot(&t("t3"), None, false, &NoProgress)?;
+        assert_eq!((r.scan.hashed_files, r.scan.new_blobs), (0, 0));
+        // And t2 rewinds to the user's v3.
+        store.rewind(&t("t2"), &RewindOptions::default())?;
+        assert_eq!(fs::read(root.join("README.md"))?, b"v3 by the user\n");
+        // Without a readable tree state, gc keeps every scan blob.
+        fs::write(root.join(".turnback/tree"), b"damaged")?;
+        let before = packs(root)?;
+        store.gc(&crate::GcOptions::default())?;
+        assert_eq!(packs(root)?, before);
+        Ok(())
+    }
 }
