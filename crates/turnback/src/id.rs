@@ -10,8 +10,19 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::error::Error;
 
 /// The SHA-256 of a blob's uncompressed bytes.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct BlobId(pub [u8; 32]);
+
+/// Hashes the first 8 bytes only: they are already uniformly distributed
+/// (a SHA-256), and maps keyed by blob id (the index, every scan's lookups)
+/// then hash a quarter of the bytes. Equal ids hash equally, as `Eq` needs.
+impl std::hash::Hash for BlobId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&self.0[..8]);
+        state.write_u64(u64::from_le_bytes(first));
+    }
+}
 
 impl BlobId {
     /// Hex form, as written in the log.

@@ -27,11 +27,12 @@
 //! valid [`crate::RelPath`]).
 //!
 //! Invariants:
-//! - Written only under the store lock, as a temporary file created when the
-//!   scan starts (its own mtime is the scan stamp, taken from the file
-//!   system's clock, the clock that stamps the project's files), then
+//! - Written only under the store lock, as a temporary file, then
 //!   `fdatasync`, rename to `tree`, fsync of `.turnback/`. Readers see the old
-//!   tree or the new one, never a mix.
+//!   tree or the new one, never a mix. The stamp is read from the file
+//!   system's clock (the clock that stamps the project's files) when the
+//!   scan starts: the kernel sets the times of `.turnback/tree-stamp` to
+//!   "now" and they are read back.
 //! - Every blob a file entry names was made durable, and introduced by a log
 //!   record, before the tree naming it was renamed into place. An entry whose
 //!   blob the log does not know is not trusted: the next scan hashes the file
@@ -68,7 +69,7 @@
 
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rustix::fs::{Mode, OFlags};
 
@@ -81,6 +82,9 @@ pub const TREE_FILE: &str = "tree";
 
 /// The first bytes of a tree file.
 pub const MAGIC: &[u8; 8] = b"TBTREE1\n";
+
+/// The file whose times a scan sets to read the file system's clock.
+pub const STAMP_FILE: &str = "tree-stamp";
 
 /// The head's file name inside the store.
 pub const HEAD_FILE: &str = "tree-head";
@@ -621,52 +625,65 @@ fn remove_head(store: &OwnedFd, store_path: &Path) -> Result<()> {
     }
 }
 
-/// A tree file being written: created when a scan starts (its mtime is the
-/// scan stamp), filled and renamed into place when the scan is recorded.
+/// A scan's stamp, taken when it starts; the tree it leaves is written by
+/// [`TreeWriter::commit`] when it is recorded.
 pub(crate) struct TreeWriter {
-    file: std::fs::File,
-    tmp: String,
-    shown: PathBuf,
     /// The scan stamp.
     pub(crate) stamp_ns: i64,
 }
 
 impl TreeWriter {
-    /// Creates the temporary tree file in `store` and reads its stamp.
+    /// Reads the file system's clock, the one that stamps the project's
+    /// files: `.turnback/tree-stamp` (created once) has its times set to
+    /// "now" by the kernel, then they are read back. No inode is allocated,
+    /// so an unchanged scan creates and deletes no file.
     pub(crate) fn begin(store: &OwnedFd, store_path: &Path) -> Result<TreeWriter> {
-        let (file, tmp) = fsx::create_temp(store, TREE_FILE, 0o644).ctx("create", store_path)?;
-        let shown = store_path.join(&tmp);
-        let s = Stat::of(&file.metadata().ctx("stat", &shown)?);
+        let shown = store_path.join(STAMP_FILE);
+        let fd = rustix::fs::openat(
+            store,
+            STAMP_FILE,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )
+        .ctx("open", &shown)?;
+        let now = rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_NOW,
+        };
+        rustix::fs::futimens(
+            &fd,
+            &rustix::fs::Timestamps {
+                last_access: now,
+                last_modification: now,
+            },
+        )
+        .ctx("set the times of", &shown)?;
+        let st = rustix::fs::fstat(&fd).ctx("stat", &shown)?;
+        let s = Stat::of_raw(&st);
         Ok(TreeWriter {
-            file,
-            tmp,
-            shown,
             stamp_ns: s.mtime_ns.max(s.ctime_ns),
         })
     }
 
-    /// Writes `tree`, makes it durable and renames it to `tree`.
-    pub(crate) fn commit(mut self, store: &OwnedFd, store_path: &Path, tree: &Tree) -> Result<u64> {
+    /// Writes `tree` to a temporary file, makes it durable and renames it
+    /// to `tree`.
+    pub(crate) fn commit(self, store: &OwnedFd, store_path: &Path, tree: &Tree) -> Result<u64> {
         let bytes = encode(tree);
-        let res = self
-            .file
+        let (mut file, tmp) =
+            fsx::create_temp(store, TREE_FILE, 0o644).ctx("create", store_path)?;
+        let shown = store_path.join(&tmp);
+        let res = file
             .write_all(&bytes)
-            .ctx("write", &self.shown)
-            .and_then(|()| fsx::fdatasync(&self.file).ctx("fsync", &self.shown))
+            .ctx("write", &shown)
+            .and_then(|()| fsx::fdatasync(&file).ctx("fsync", &shown))
             .and_then(|()| remove_head(store, store_path))
-            .and_then(|()| fsx::rename(store, &self.tmp, TREE_FILE).ctx("rename", &self.shown));
+            .and_then(|()| fsx::rename(store, &tmp, TREE_FILE).ctx("rename", &shown));
         if let Err(e) = res {
-            let _ = fsx::unlink(store, &self.tmp);
+            let _ = fsx::unlink(store, &tmp);
             return Err(e);
         }
         fsx::fsync(store).ctx("fsync", store_path)?;
         Ok(bytes.len() as u64)
-    }
-
-    /// Removes the temporary file (the scan was not recorded).
-    pub(crate) fn abandon(self, store: &OwnedFd) {
-        // A leftover is swept by the next snapshot.
-        let _ = fsx::unlink(store, &self.tmp);
     }
 }
 
@@ -889,16 +906,22 @@ mod tests {
         );
         assert!(Stat::of(&before).mtime_ns <= w.stamp_ns);
         let t = sample();
+        let w_stamp = w.stamp_ns;
         w.commit(&fd, dir.path(), &t)?;
         match load(&fd, dir.path())? {
             Loaded::Tree(back) => assert_eq!(back, t),
             other => panic!("{other:?}"),
         }
-        let names: Vec<_> = std::fs::read_dir(dir.path())
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
             .expect("list")
             .map(|e| e.expect("entry").file_name())
             .collect();
-        assert_eq!(names.len(), 2, "no temporary left: {names:?}");
+        names.sort();
+        assert_eq!(names, ["later", TREE_FILE, STAMP_FILE], "no temporary left");
+        // A later scan's stamp does not go back, and creates no file.
+        let again = TreeWriter::begin(&fd, dir.path())?;
+        assert!(again.stamp_ns >= w_stamp);
+        assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 3);
         Ok(())
     }
 }
