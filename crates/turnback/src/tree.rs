@@ -420,15 +420,17 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<Tree, String> {
     // Every entry takes at least 41 bytes: a hostile count cannot make us
     // allocate more than the file justifies.
     let mut entries: Vec<Entry> = Vec::with_capacity(count.min(body.len() / 41));
-    let mut prev: Vec<u8> = Vec::new();
     for i in 0..count {
+        let prev: &[u8] = entries.last().map_or(&[], |e: &Entry| &e.path);
         let shared = r.u16()? as usize;
         if shared > prev.len() {
             return Err(format!("entry {i}: shares more than the previous path"));
         }
-        let mut path = prev[..shared].to_vec();
-        path.extend_from_slice(r.str16()?);
-        if path <= prev && i > 0 {
+        let suffix = r.str16()?;
+        let mut path = Vec::with_capacity(shared + suffix.len());
+        path.extend_from_slice(&prev[..shared]);
+        path.extend_from_slice(suffix);
+        if path.as_slice() <= prev && i > 0 {
             return Err(format!("entry {i}: paths are not sorted"));
         }
         if path.is_empty() {
@@ -458,7 +460,6 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<Tree, String> {
         if !matches!(kind, Kind::Excluded(_)) && std::str::from_utf8(&path).is_err() {
             return Err(format!("entry {i}: a covered path that is not UTF-8"));
         }
-        prev.clone_from(&path);
         entries.push(Entry { path, stat, kind });
     }
     if r.pos != body.len() {
