@@ -601,7 +601,7 @@ impl WalkCtx<'_> {
                 path.push(b'/');
             }
             path.extend_from_slice(bytes);
-            if let Some((fd, path)) = self.visit(dir, &name, path, &ignores, &mut local) {
+            if let Some((fd, path)) = self.visit(dir, name, path, &ignores, &mut local) {
                 subtrees.push(path.clone());
                 let ignores = Arc::clone(&ignores);
                 scope.spawn(move |s| {
