@@ -1294,14 +1294,19 @@ impl Store {
             .into_iter()
             .partition(|f| already_paths.contains(&f.path));
         let already_captured: Vec<RelPath> = already.into_iter().map(|f| f.path).collect();
-        self.append(Op::Capture {
-            turn: into.clone(),
-            label: label.map(cut_label).filter(|l| !l.is_empty()),
-            pack: None,
-            blobs: Vec::new(),
-            files: fresh.clone(),
-            posts: Vec::new(),
-        })?;
+        // A command that changed nothing in a turn that exists already
+        // appends nothing (the first one creates the turn, so it can be
+        // rewound to: "before this prompt").
+        if !fresh.is_empty() || self.index.turn(&into).is_none() {
+            self.append(Op::Capture {
+                turn: into.clone(),
+                label: label.map(cut_label).filter(|l| !l.is_empty()),
+                pack: None,
+                blobs: Vec::new(),
+                files: fresh.clone(),
+                posts: Vec::new(),
+            })?;
+        }
         Ok((
             entries,
             stats,
@@ -2157,6 +2162,32 @@ mod tests {
         assert_eq!(left_out, ["sub/a.tmp", "sub/data/"], "{:?}", st.not_covered);
         // Covered: the file `data`, `a.tmp` at the root, both ignore files.
         assert_eq!(r.scan.files, 4);
+        Ok(())
+    }
+
+    #[test]
+    fn a_command_that_changes_nothing_appends_nothing_to_an_existing_turn() -> TestResult {
+        let (dir, mut store) = project();
+        let log = dir.path().join(".turnback").join(crate::log::LOG_FILE);
+        store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        let first = fs::read(&log)?.len();
+        store.snapshot(&t("t1"), None, true, &NoProgress)?;
+        assert!(
+            fs::read(&log)?.len() > first,
+            "the first after half creates t1"
+        );
+        assert!(store.turn(&t("t1")).is_ok());
+        let created = fs::read(&log)?.len();
+        for _ in 0..3 {
+            store.snapshot(&t("t1"), None, false, &NoProgress)?;
+            let r = store.snapshot(&t("t1"), None, true, &NoProgress)?;
+            assert!(r.recorded.is_some_and(|rec| rec.changes.is_empty()));
+        }
+        assert_eq!(
+            fs::read(&log)?.len(),
+            created,
+            "no record for read-only commands"
+        );
         Ok(())
     }
 
