@@ -22,10 +22,9 @@ fn long_mode() -> bool {
     std::env::var("TURNBACK_LONG").is_ok_and(|v| v == "1")
 }
 
-/// A project whose log holds every kind of record: captures (file, absent,
-/// symlink pre-images; blobs), seals, saved, rewind, undo, redo, revert.
-fn varied_store() -> TestResult<Project> {
-    let p = Project::new()?;
+/// t1 (a changed file, a new one in a new directory) and t2 (a removed
+/// symlink, a changed file), then t2 rewound and the rewind undone.
+fn two_turns_rewound_and_undone(p: &Project) -> TestResult<Store> {
     p.write("a.txt", "alpha\n")?;
     p.write("b.txt", "beta\n")?;
     std::os::unix::fs::symlink("a.txt", p.path("link"))?;
@@ -37,6 +36,14 @@ fn varied_store() -> TestResult<Project> {
     store.write(&turn("t2")?, None, "b.txt", b"beta by t2\n")?;
     store.rewind(&turn("t2")?, &RewindOptions::default())?;
     store.undo()?;
+    Ok(store)
+}
+
+/// A project whose log holds every kind of record: captures (file, absent,
+/// symlink pre-images; blobs), seals, saved, rewind, undo, redo, revert.
+fn varied_store() -> TestResult<Project> {
+    let p = Project::new()?;
+    let mut store = two_turns_rewound_and_undone(&p)?;
     store.redo()?;
     store.write(&turn("t3")?, None, "c.txt", b"gamma by t3\n")?;
     store.revert(&turn("t3")?, &turnback::RevertOptions::default())?;
@@ -398,17 +405,7 @@ fn gc_with_a_huge_keep_days_keeps_old_turns() -> TestResult {
 /// rewind undone in between), so damage to any line leaves turns after it.
 fn five_turns() -> TestResult<Project> {
     let p = Project::new()?;
-    p.write("a.txt", "alpha\n")?;
-    p.write("b.txt", "beta\n")?;
-    std::os::unix::fs::symlink("a.txt", p.path("link"))?;
-    let mut store = p.open()?;
-    store.write(&turn("t1")?, Some("one"), "a.txt", b"alpha by t1\n")?;
-    store.write(&turn("t1")?, None, "dir/new.txt", b"new by t1\n")?;
-    store.capture(&turn("t2")?, None, "link")?;
-    std::fs::remove_file(p.path("link"))?;
-    store.write(&turn("t2")?, None, "b.txt", b"beta by t2\n")?;
-    store.rewind(&turn("t2")?, &RewindOptions::default())?;
-    store.undo()?;
+    let mut store = two_turns_rewound_and_undone(&p)?;
     store.write(&turn("t3")?, Some("three"), "c.txt", b"gamma by t3\n")?;
     store.write(&turn("t4")?, None, "b.txt", b"beta by t4\n")?;
     store.capture(&turn("t5")?, None, "a.txt")?;
