@@ -402,9 +402,12 @@ fn assemble(listings: Vec<(Vec<u8>, Vec<Item>)>, unlisted: Vec<Found>) -> Vec<Fo
             Some(Item::Subtree(p)) => stack.push(take(&p).into_iter()),
         }
     }
-    // A directory whose own task failed before its parent listed it (it
-    // cannot: the parent lists first), kept rather than lost.
-    out.extend(unlisted.into_values());
+    // Every unlisted directory was listed by its parent, so none is left;
+    // were one left, it is kept, in order, rather than lost.
+    if !unlisted.is_empty() {
+        out.extend(unlisted.into_values());
+        out.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    }
     out
 }
 
@@ -750,10 +753,12 @@ fn build_matcher(root: &Path, warnings: &mut Vec<String>) -> Result<(Gitignore, 
     let file = root.join(IGNORE_FILE);
     let mut files_too = false;
     match std::fs::symlink_metadata(&file) {
-        Ok(m) if m.file_type().is_file() => {
-            let text = std::fs::read(&file).ctx("read", &file)?;
-            files_too = add_lines(&mut b, &String::from_utf8_lossy(&text), &file, warnings);
-        }
+        Ok(m) if m.file_type().is_file() => match std::fs::read(&file) {
+            Ok(text) => {
+                files_too = add_lines(&mut b, &String::from_utf8_lossy(&text), &file, warnings);
+            }
+            Err(e) => warnings.push(format!("{}: {e}; it is not read", file.display())),
+        },
         Ok(_) => warnings.push(format!(
             "{} is not a regular file; it is not read",
             file.display()
