@@ -45,6 +45,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use turnback::{DEFAULT_EXCLUDES, IGNORE_FILE, NoProgress, Store, TurnId};
 
+#[path = "common/mod.rs"]
+mod common;
+
 type Res<T> = Result<T, Box<dyn Error>>;
 
 const SECTION: &str = "snapshot";
@@ -618,15 +621,21 @@ fn fs_of(p: &Path) -> String {
         .map_or("unknown".into(), |(_, s)| s)
 }
 
-fn render(cfg: &Config, results: &[TreeResult]) -> String {
+fn render(cfg: &Config, results: &[TreeResult], load_start: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "## Snapshots: covering shell commands\n");
     let _ = writeln!(
         s,
-        "`cargo bench -p turnback --bench snapshot` (release build). Each time is the median of \
+        "Written by `cargo bench -p turnback --bench snapshot` (release build) on {} at commit {}, \
+         {}; load average {load_start} at the start, {} at the end (the machine is shared). \
+         Each time is the median of \
          {} repetitions ({} for the first scan, the mtime row and the no-cache row of the large \
          tree, which read every file); the ratio is git's time divided by turnback's, both measured in the same run on \
          the same tree.\n",
+        common::today(),
+        common::commit(),
+        common::rustc_version(),
+        common::load_average(),
         cfg.reps,
         cfg.reps.min(3)
     );
@@ -736,6 +745,7 @@ fn write_section(path: &Path, body: &str) -> Res<()> {
 
 fn main() -> Res<()> {
     let cfg = config()?;
+    let load_start = common::load_average();
     let mut results = vec![bench_tree(
         &cfg,
         "small",
@@ -752,7 +762,7 @@ fn main() -> Res<()> {
             cfg.reps.min(3),
         )?);
     }
-    let body = render(&cfg, &results);
+    let body = render(&cfg, &results, &load_start);
     println!("{body}");
     if cfg.write {
         let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/BENCHMARKS.md");
