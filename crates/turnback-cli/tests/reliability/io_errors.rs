@@ -211,7 +211,7 @@ fn io_errors_in_rewind() -> Res {
 /// the write that crosses N returns short, the next one fails with EFBIG,
 /// as on a file system or quota that fills mid-write. N sweeps from 0 past
 /// the largest file the command writes (CI: every boundary of every written
-/// file and 24 points between; long mode: every 256 bytes as well). A
+/// file and 24 points between; long mode: every 64 bytes as well). A
 /// command that cannot write what it must exits non-zero and leaves what
 /// [`check_after_error`] requires; with the limit off it then completes.
 fn sweep_file_size_limits(sc: Scenario) -> Res {
@@ -241,11 +241,8 @@ fn sweep_file_size_limits(sc: Scenario) -> Res {
             limits.insert(n);
         }
     }
-    let step = if long_mode() {
-        256
-    } else {
-        (largest / 24).max(1)
-    };
+    let step = (largest / 24).max(1);
+    let step = if long_mode() { step.min(64) } else { step };
     limits.extend((0..=largest).step_by(step as usize));
     let mut stats = Stats::default();
     let mut failed = 0;
