@@ -1875,7 +1875,7 @@ fn k_random() -> usize {
 
 fn print_audit(name: &str, t: &Trace, a: &Audit) {
     println!(
-        "powerloss {name}: relied on: fdatasync of a file makes its bytes and size durable ({} calls); fsync of a file also its mode ({}); fsync of a directory makes its creates, renames and unlinks durable ({}); syncfs makes everything durable ({}); a rename is atomic, its target naming the old or the new inode ({} renames of synced files, {} of the unsynced index cache); an unsynced append may be lost or torn beyond the synced size only ({} log appends); files created {}, directories made {}, symlinks {}, entries removed {}; a mode set before an fdatasync without a later fsync or syncfs: {}. Calls touching the lab: {:?}",
+        "powerloss {name}: relied on: fdatasync of a file makes its bytes and size durable ({} calls); fsync of a file also its mode ({}); fsync of a directory makes its creates, renames and unlinks durable ({}); syncfs makes everything durable ({}); a rename is atomic, its target naming the old or the new inode ({} renames of synced files, {} of the unsynced index cache); an unsynced append may be lost or torn beyond the synced size only ({} log appends); files created {}, directories made {}, symlinks {}, entries removed {}; a mode set by fchmod and synced only by an fdatasync, which need not persist it ({} files: packs and store files, whose mode nothing reads). Calls touching the lab: {:?}",
         a.fdatasync_files,
         a.fsync_files,
         a.fsync_dirs,
@@ -1996,6 +1996,16 @@ fn powerloss(sc: Scenario) -> Res {
 #[test]
 fn powerloss_capture() -> Res {
     powerloss(scenarios::capture()?)
+}
+
+#[test]
+fn powerloss_write() -> Res {
+    powerloss(scenarios::write()?)
+}
+
+#[test]
+fn powerloss_write_new_file_in_new_directories() -> Res {
+    powerloss(scenarios::write_new()?)
 }
 
 #[test]

@@ -180,6 +180,31 @@ pub fn write() -> Res<Scenario> {
     finish("write", lab, inv, mid, fin, always, None)
 }
 
+/// `write --turn t2 notes/2026/plan.md`: a new file (mode 644) in two new
+/// directories, after a turn t1.
+pub fn write_new() -> Res<Scenario> {
+    let lab = Lab::new()?;
+    initial(&lab.root)?;
+    let tree0 = project_tree(&lab.root)?;
+    let mut store = Store::open(&lab.root)?;
+    store.write(&t("t1"), None, "a.txt", b"alpha v2\n")?;
+    drop(store);
+    let tree1 = project_tree(&lab.root)?;
+    let inv = Invocation::new(&["write", "--turn", "t2", "notes/2026/plan.md"])
+        .with_stdin(b"# plan, written by the agent\n");
+    let mid = checker(
+        &lab,
+        vec![("t1".into(), tree0.clone())],
+        vec![("t2".into(), tree1.clone())],
+    )?;
+    let fin = checker(
+        &lab,
+        vec![("t1".into(), tree0), ("t2".into(), tree1)],
+        vec![],
+    )?;
+    finish("write-new", lab, inv, mid, fin, always, None)
+}
+
 /// Three turns: t0 (a file), t1 (a changed file, a new file in a new
 /// directory, a file whose bytes and mode the agent changed), t2 (a
 /// deleted file, a new symlink, a large file rewritten). Returns the lab
