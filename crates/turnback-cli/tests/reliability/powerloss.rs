@@ -1999,6 +1999,11 @@ fn powerloss_capture() -> Res {
 }
 
 #[test]
+fn powerloss_first_capture_makes_the_store() -> Res {
+    powerloss(scenarios::capture_first()?)
+}
+
+#[test]
 fn powerloss_write() -> Res {
     powerloss(scenarios::write()?)
 }

@@ -156,6 +156,18 @@ pub fn capture() -> Res<Scenario> {
     finish("capture", lab, inv, mid, fin, always, Some(post))
 }
 
+/// `capture --turn t1` of two files in a project without a store yet: the
+/// store, `packs/`, its files and the log are all made by the command.
+pub fn capture_first() -> Res<Scenario> {
+    let lab = Lab::new()?;
+    initial(&lab.root)?;
+    let tree0 = project_tree(&lab.root)?;
+    let inv = Invocation::new(&["capture", "--turn", "t1", "a.txt", "big.bin"]);
+    let mid = checker(&lab, vec![], vec![("t1".into(), tree0.clone())])?;
+    let fin = checker(&lab, vec![("t1".into(), tree0)], vec![])?;
+    finish("capture-first", lab, inv, mid, fin, always, None)
+}
+
 /// `write --turn t2 docs/readme.md` (mode 600 kept) after a turn t1.
 pub fn write() -> Res<Scenario> {
     let lab = Lab::new()?;
