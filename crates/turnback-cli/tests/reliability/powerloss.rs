@@ -1632,6 +1632,7 @@ struct SimStats {
     random: usize,
     distinct: usize,
     refused_torn_tail: usize,
+    refused_with_zeros: usize,
     torn_tails: usize,
     stray_temps: usize,
     blobs_verified: usize,
@@ -1730,6 +1731,14 @@ fn check_state(
             let unsynced = start >= log_synced && start >= log_before.len();
             if unsynced && !sc.mid.log_may_be_rewritten && !(last && kind == StateKind::Durable) {
                 stats.refused_torn_tail += 1;
+                let damaged = &bytes[start..];
+                let end = damaged
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .unwrap_or(damaged.len());
+                if damaged[..end].contains(&0) {
+                    stats.refused_with_zeros += 1;
+                }
                 if stats.first_refusal.is_none() {
                     stats.first_refusal = Some(format!("line {line}: {reason}"));
                 }
@@ -1870,7 +1879,7 @@ fn simulate(
 
 /// K random crash states per point.
 fn k_random() -> usize {
-    if long_mode() { 100 } else { 10 }
+    if long_mode() { 400 } else { 24 }
 }
 
 fn print_audit(name: &str, t: &Trace, a: &Audit) {
@@ -1963,7 +1972,7 @@ fn powerloss(sc: Scenario) -> Res {
         &mut Audit::default(),
     )?;
     println!(
-        "powerloss {}: {} operations on the lab from the trace, {} crash points, {} crash states ({} durable only, {} everything, {} random, K={}), {} distinct checked, {} refused at open for a torn unanswered final record{}, {} with a torn final line, {} with stray temporary files, {} with a record of the command, {} blob reads verified, {} rewinds checked, {} recoveries checked twice; ordering monitor: 0 violations; {:.1} s",
+        "powerloss {}: {} operations on the lab from the trace, {} crash points, {} crash states ({} durable only, {} everything, {} random, K={}), {} distinct checked, {} refused at open for a damaged unanswered final record ({} of them with a zero-filled block){}, {} with a torn final line, {} with stray temporary files, {} with a record of the command, {} blob reads verified, {} rewinds checked, {} recoveries checked twice; ordering monitor: 0 violations; {:.1} s",
         sc.name,
         trace.steps.len(),
         stats.points,
@@ -1974,6 +1983,7 @@ fn powerloss(sc: Scenario) -> Res {
         k_random(),
         stats.distinct,
         stats.refused_torn_tail,
+        stats.refused_with_zeros,
         stats
             .first_refusal
             .as_ref()
