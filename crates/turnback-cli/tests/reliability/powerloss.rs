@@ -2013,6 +2013,17 @@ fn powerloss_first_capture_makes_the_store() -> Res {
     powerloss(scenarios::capture_first()?)
 }
 
+/// Long mode only: every crash state re-reads 600 blobs and a 256 KiB log
+/// (about 3 s a state in a debug build).
+#[test]
+fn powerloss_capture_writing_the_index_checkpoint() -> Res {
+    if !long_mode() {
+        println!("powerloss capture-long-log: runs with TURNBACK_LONG=1 only");
+        return Ok(());
+    }
+    powerloss(scenarios::capture_after_long_log()?)
+}
+
 #[test]
 fn powerloss_write() -> Res {
     powerloss(scenarios::write()?)

@@ -168,6 +168,34 @@ pub fn capture_first() -> Res<Scenario> {
     finish("capture-first", lab, inv, mid, fin, always, None)
 }
 
+/// `capture --turn next a.txt` after 600 turns, whose log (over 256 KiB)
+/// makes the command write the index checkpoint (`.turnback/index`, renamed
+/// into place without an fsync: a cache). Only the last two turns are
+/// checked by rewinding; the earlier ones by the log staying a prefix.
+pub fn capture_after_long_log() -> Res<Scenario> {
+    let lab = Lab::new()?;
+    initial(&lab.root)?;
+    let mut store = Store::open(&lab.root)?;
+    let mut trees = Vec::new();
+    for i in 0..600 {
+        trees.push(project_tree(&lab.root)?);
+        store.capture(&t(&format!("t{i}")), None, "a.txt")?;
+        put(&lab.root, "a.txt", format!("alpha {i}\n").as_bytes(), 0o644)?;
+    }
+    drop(store);
+    let now = project_tree(&lab.root)?;
+    let last: Vec<(String, Tree)> = [598, 599]
+        .iter()
+        .map(|&i| (format!("t{i}"), trees[i].clone()))
+        .collect();
+    let inv = Invocation::new(&["capture", "--turn", "next", "a.txt"]);
+    let mid = checker(&lab, last.clone(), vec![("next".into(), now.clone())])?;
+    let mut all = last;
+    all.push(("next".into(), now));
+    let fin = checker(&lab, all, vec![])?;
+    finish("capture-long-log", lab, inv, mid, fin, always, None)
+}
+
 /// `write --turn t2 docs/readme.md` (mode 600 kept) after a turn t1.
 pub fn write() -> Res<Scenario> {
     let lab = Lab::new()?;
