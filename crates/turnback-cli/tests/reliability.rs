@@ -18,3 +18,5 @@ mod crash_sweep;
 mod io_errors;
 #[path = "reliability/kill_soak.rs"]
 mod kill_soak;
+#[path = "reliability/powerloss.rs"]
+mod powerloss;

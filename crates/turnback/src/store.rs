@@ -1156,8 +1156,15 @@ impl Store {
         let shown = self.root.join(rel.as_str());
         let mut dir = rustix::io::dup(&self.root_fd).ctx("open", &self.root)?;
         for anc in rel.ancestors() {
-            let (d, _) = fsx::ensure_subdir(&dir, anc.file_name())
+            let (d, created) = fsx::ensure_subdir(&dir, anc.file_name())
                 .ctx("create directory", self.root.join(anc.as_str()))?;
+            if created {
+                // The new directory's entry in its parent must be durable
+                // before anything in it is.
+                let parent = self.root.join(anc.as_str());
+                let parent = parent.parent().unwrap_or(&self.root);
+                fsx::fsync(&dir).ctx("fsync", parent)?;
+            }
             dir = d;
         }
         fsx::sweep_stale_temps(&dir);
@@ -1179,14 +1186,21 @@ impl Store {
             .and_then(|()| w.flush())
             .ctx("write", &shown)
             .and_then(|()| {
+                // fsync, not fdatasync: the mode set on the temporary file
+                // is metadata, which fdatasync need not make durable.
                 let f = w.get_ref();
-                fsx::fdatasync(f).ctx("fsync", &shown)
+                fsx::fsync(f).ctx("fsync", &shown)
             })
             .and_then(|()| fsx::rename(&dir, &tmp, name).ctx("replace", &shown));
         if res.is_err() {
             let _ = fsx::unlink(&dir, &tmp);
+            return res;
         }
-        res
+        // The rename is durable only once its directory is: without this, a
+        // power loss after the command answered could bring back the old
+        // bytes.
+        let parent = shown.parent().unwrap_or(&self.root);
+        fsx::fsync(&dir).ctx("fsync", parent)
     }
 
     /// Reads a blob's verified bytes into memory (for diffs).

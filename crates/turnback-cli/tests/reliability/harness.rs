@@ -291,6 +291,19 @@ impl Lab {
         })
     }
 
+    /// An empty lab folder: neither project nor canary exists yet (the
+    /// caller lays them out, as the power-loss simulation does).
+    pub fn empty() -> Res<Lab> {
+        let tmp = tempfile::Builder::new().prefix("turnback-rel-").tempdir()?;
+        let base = std::fs::canonicalize(tmp.path())?;
+        Ok(Lab {
+            root: base.join("project"),
+            canary: base.join("canary"),
+            base,
+            _tmp: tmp,
+        })
+    }
+
     /// A fresh lab holding a copy of `template`'s project (store included)
     /// and canary.
     pub fn copy_of(template: &Lab) -> Res<Lab> {

@@ -156,6 +156,46 @@ pub fn capture() -> Res<Scenario> {
     finish("capture", lab, inv, mid, fin, always, Some(post))
 }
 
+/// `capture --turn t1` of two files in a project without a store yet: the
+/// store, `packs/`, its files and the log are all made by the command.
+pub fn capture_first() -> Res<Scenario> {
+    let lab = Lab::new()?;
+    initial(&lab.root)?;
+    let tree0 = project_tree(&lab.root)?;
+    let inv = Invocation::new(&["capture", "--turn", "t1", "a.txt", "big.bin"]);
+    let mid = checker(&lab, vec![], vec![("t1".into(), tree0.clone())])?;
+    let fin = checker(&lab, vec![("t1".into(), tree0)], vec![])?;
+    finish("capture-first", lab, inv, mid, fin, always, None)
+}
+
+/// `capture --turn next a.txt` after 600 turns, whose log (over 256 KiB)
+/// makes the command write the index checkpoint (`.turnback/index`, renamed
+/// into place without an fsync: a cache). Only the last two turns are
+/// checked by rewinding; the earlier ones by the log staying a prefix.
+pub fn capture_after_long_log() -> Res<Scenario> {
+    let lab = Lab::new()?;
+    initial(&lab.root)?;
+    let mut store = Store::open(&lab.root)?;
+    let mut trees = Vec::new();
+    for i in 0..600 {
+        trees.push(project_tree(&lab.root)?);
+        store.capture(&t(&format!("t{i}")), None, "a.txt")?;
+        put(&lab.root, "a.txt", format!("alpha {i}\n").as_bytes(), 0o644)?;
+    }
+    drop(store);
+    let now = project_tree(&lab.root)?;
+    let last: Vec<(String, Tree)> = [598, 599]
+        .iter()
+        .map(|&i| (format!("t{i}"), trees[i].clone()))
+        .collect();
+    let inv = Invocation::new(&["capture", "--turn", "next", "a.txt"]);
+    let mid = checker(&lab, last.clone(), vec![("next".into(), now.clone())])?;
+    let mut all = last;
+    all.push(("next".into(), now));
+    let fin = checker(&lab, all, vec![])?;
+    finish("capture-long-log", lab, inv, mid, fin, always, None)
+}
+
 /// `write --turn t2 docs/readme.md` (mode 600 kept) after a turn t1.
 pub fn write() -> Res<Scenario> {
     let lab = Lab::new()?;
@@ -178,6 +218,31 @@ pub fn write() -> Res<Scenario> {
         vec![],
     )?;
     finish("write", lab, inv, mid, fin, always, None)
+}
+
+/// `write --turn t2 notes/2026/plan.md`: a new file (mode 644) in two new
+/// directories, after a turn t1.
+pub fn write_new() -> Res<Scenario> {
+    let lab = Lab::new()?;
+    initial(&lab.root)?;
+    let tree0 = project_tree(&lab.root)?;
+    let mut store = Store::open(&lab.root)?;
+    store.write(&t("t1"), None, "a.txt", b"alpha v2\n")?;
+    drop(store);
+    let tree1 = project_tree(&lab.root)?;
+    let inv = Invocation::new(&["write", "--turn", "t2", "notes/2026/plan.md"])
+        .with_stdin(b"# plan, written by the agent\n");
+    let mid = checker(
+        &lab,
+        vec![("t1".into(), tree0.clone())],
+        vec![("t2".into(), tree1.clone())],
+    )?;
+    let fin = checker(
+        &lab,
+        vec![("t1".into(), tree0), ("t2".into(), tree1)],
+        vec![],
+    )?;
+    finish("write-new", lab, inv, mid, fin, always, None)
 }
 
 /// Three turns: t0 (a file), t1 (a changed file, a new file in a new
