@@ -221,7 +221,7 @@ pub fn min_max(xs: &[f64]) -> (f64, f64) {
 pub fn write_section(path: &Path, section: &str, body: &str) -> Res<()> {
     let begin = format!("<!-- BEGIN benchmark:{section} (generated; do not edit by hand) -->");
     let end = format!("<!-- END benchmark:{section} -->");
-    let section = format!("{begin}\n{body}{end}\n");
+    let text = format!("{begin}\n{body}{end}\n");
     let old = match fs::read_to_string(path) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -237,7 +237,7 @@ pub fn write_section(path: &Path, section: &str, body: &str) -> Res<()> {
             let after = old[e + end.len()..]
                 .strip_prefix('\n')
                 .unwrap_or(&old[e + end.len()..]);
-            format!("{}{section}{after}", &old[..b])
+            format!("{}{text}{after}", &old[..b])
         }
         (None, None) => {
             let sep = if old.ends_with("\n\n") || old.is_empty() {
@@ -247,7 +247,7 @@ pub fn write_section(path: &Path, section: &str, body: &str) -> Res<()> {
             } else {
                 "\n\n"
             };
-            format!("{old}{sep}{section}")
+            format!("{old}{sep}{text}")
         }
         _ => {
             return Err(format!(
