@@ -5,10 +5,11 @@
 //! not in the store yet, and the outcome must equal a run that was never
 //! interrupted.
 //!
-//! In CI, capture and rewind are swept at every pair; write, undo and gc at
-//! every pair of the calls that change files (open, write, sync, rename,
-//! unlink, mkdir, symlink, truncate, chmod, lock) and at three calls of
-//! every other syscall. `TURNBACK_LONG=1` sweeps every pair of all five.
+//! In CI, capture, rewind and both halves of a snapshot (`snapshot --turn
+//! T` and `snapshot --turn T --after`) are swept at every pair; write, undo
+//! and gc at every pair of the calls that change files (open, write, sync,
+//! rename, unlink, mkdir, symlink, truncate, chmod, lock) and at three calls
+//! of every other syscall. `TURNBACK_LONG=1` sweeps every pair of all seven.
 
 use std::collections::BTreeMap;
 
@@ -238,6 +239,16 @@ fn crash_sweep_undo() -> Res {
 #[test]
 fn crash_sweep_gc() -> Res {
     sweep(scenarios::gc()?, long_mode())
+}
+
+#[test]
+fn crash_sweep_snapshot_after() -> Res {
+    sweep(scenarios::snapshot_after()?, true)
+}
+
+#[test]
+fn crash_sweep_snapshot_before() -> Res {
+    sweep(scenarios::snapshot_before()?, true)
 }
 
 /// A rewind killed after it restored every file but before its record was
