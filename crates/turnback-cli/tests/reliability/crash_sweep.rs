@@ -76,7 +76,7 @@ fn select(counts: &BTreeMap<String, u64>, full: bool) -> Vec<(String, u64)> {
 /// Kills `sc`'s command at the `n`th call of `syscall` and checks
 /// everything; returns whether the kill happened.
 pub fn crash_point(sc: &Scenario, syscall: &str, n: u64, stats: &mut Stats) -> Res {
-    let lab = Lab::copy_of(&sc.template)?;
+    let lab = sc.lab()?;
     let log_before = lab.log_bytes();
     let out = run(&lab.root, &sc.inv, &kill_at(syscall, n))?;
     let killed = was_killed(&out);
@@ -174,7 +174,7 @@ fn sweep(sc: Scenario, full: bool) -> Res {
     if let Some(why) = strace_problem() {
         return skip_or_fail(&format!("crash sweep of {}", sc.name), &why);
     }
-    let counts = count_syscalls(&sc.template, &sc.inv)?.max;
+    let counts = count_syscalls_in(sc.lab()?, &sc.inv)?.max;
     let pairs = select(&counts, full);
     let mut stats = Stats {
         pairs: pairs.len(),
@@ -249,6 +249,11 @@ fn crash_sweep_snapshot_after() -> Res {
 #[test]
 fn crash_sweep_snapshot_before() -> Res {
     sweep(scenarios::snapshot_before()?, true)
+}
+
+#[test]
+fn crash_sweep_snapshot_unchanged() -> Res {
+    sweep(scenarios::snapshot_unchanged()?, true)
 }
 
 /// A rewind killed after it restored every file but before its record was

@@ -30,6 +30,21 @@ pub struct Scenario {
     /// What an agent does once the command has succeeded (writes the files
     /// it captured), so that the rewind checks compare real changes.
     pub post: Option<fn(&Path) -> Res>,
+    /// Run in every copy of the template before the command (a copy has
+    /// new inodes and times, which a snapshot's tree state must see again
+    /// for a scan to find nothing changed).
+    pub prepare: Option<fn(&Path) -> Res>,
+}
+
+impl Scenario {
+    /// A fresh copy of the template, prepared.
+    pub fn lab(&self) -> Res<Lab> {
+        let lab = Lab::copy_of(&self.template)?;
+        if let Some(prepare) = self.prepare {
+            prepare(&lab.root)?;
+        }
+        Ok(lab)
+    }
 }
 
 fn t(id: &str) -> TurnId {
@@ -105,6 +120,7 @@ fn finish(
         fin,
         rerun,
         post,
+        prepare: None,
     })
 }
 
@@ -473,4 +489,64 @@ pub fn snapshot_before() -> Res<Scenario> {
         snapshot_half(root, "t2", true)
     }
     finish("snapshot-before", lab, inv, mid, fin, rerun, Some(post))
+}
+
+/// `snapshot --turn t2` when nothing changed since turn t1's after half:
+/// the tree state is not rewritten, only its head (`.turnback/tree-head`,
+/// renamed into place without a sync: a cache) marks it pending for t2.
+/// Every copy first takes t1's after half again (`prepare`), so the tree
+/// state holds the copy's inodes and times. Then the second command runs
+/// and its after half is taken (`post`): rewinding t2 must give back the
+/// folder before it.
+pub fn snapshot_unchanged() -> Res<Scenario> {
+    let lab = Lab::new()?;
+    let r = &lab.root;
+    initial_for_snapshots(r)?;
+    snapshot_half(r, "t1", false)?;
+    let before_t1 = project_tree(r)?;
+    put(r, "a.txt", b"alpha, changed by the first command\n", 0o644)?;
+    snapshot_half(r, "t1", true)?;
+    let now = project_tree(r)?;
+    let mut rewound_t1 = now.clone();
+    if let Some(n) = before_t1.get("a.txt") {
+        rewound_t1.insert("a.txt".into(), n.clone());
+    }
+    let inv = Invocation::new(&["snapshot", "--turn", "t2"]);
+    let mid = checker(&lab, vec![("t1".into(), rewound_t1.clone())], vec![])?;
+    let mut fin = checker(
+        &lab,
+        vec![("t1".into(), rewound_t1), ("t2".into(), now)],
+        vec![],
+    )?;
+    fin.log_may_be_rewritten = SNAPSHOT_LOG_COMPACTED;
+    fn rerun(lab: &Lab, _: &[u8]) -> Res<bool> {
+        let st = Store::open(&lab.root)?.status(&turnback::NoProgress)?;
+        Ok(!st
+            .snapshot
+            .is_some_and(|b| b.pending && b.turn.as_str() == "t2"))
+    }
+    fn prepare(root: &Path) -> Res {
+        // Copied files must be older than the scan stamp, or they are
+        // racily clean and hashed again.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        snapshot_half(root, "t1", true)
+    }
+    fn post(root: &Path) -> Res {
+        put(
+            root,
+            "docs/readme.md",
+            b"# readme, by the second command\n",
+            0o644,
+        )?;
+        put(
+            root,
+            "gen2/made.txt",
+            b"made by the second command\n",
+            0o644,
+        )?;
+        snapshot_half(root, "t2", true)
+    }
+    let mut sc = finish("snapshot-unchanged", lab, inv, mid, fin, rerun, Some(post))?;
+    sc.prepare = Some(prepare);
+    Ok(sc)
 }
