@@ -399,7 +399,7 @@ fn has_capture_of(bytes: &[u8], turn: &str) -> bool {
 /// t-cmd, after which a shell command modified a file, created one in a new
 /// directory, deleted one, renamed one, made one executable and modified
 /// the git-ignored `.env`. Rewinding t-cmd must give back the folder before
-/// the command.
+/// the command, also after the next command's before half (`post`).
 pub fn snapshot_after() -> Res<Scenario> {
     let lab = Lab::new()?;
     let r = &lab.root;
@@ -423,7 +423,13 @@ pub fn snapshot_after() -> Res<Scenario> {
     fn rerun(lab: &Lab, _: &[u8]) -> Res<bool> {
         Ok(!has_capture_of(&lab.log_bytes(), "t-cmd"))
     }
-    finish("snapshot-after", lab, inv, mid, fin, rerun, None)
+    fn post(root: &Path) -> Res {
+        // The next command's before half. After a kill between the capture
+        // record and the tree state, it finds the tree still pending for
+        // t-cmd and must add nothing that changes t-cmd's rewind.
+        snapshot_half(root, "t-next", false)
+    }
+    finish("snapshot-after", lab, inv, mid, fin, rerun, Some(post))
 }
 
 /// `snapshot --turn t2`, the before half of a second command: turn t1 was
