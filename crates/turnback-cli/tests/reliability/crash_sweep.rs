@@ -5,10 +5,11 @@
 //! not in the store yet, and the outcome must equal a run that was never
 //! interrupted.
 //!
-//! In CI, capture and rewind are swept at every pair; write, undo and gc at
-//! every pair of the calls that change files (open, write, sync, rename,
-//! unlink, mkdir, symlink, truncate, chmod, lock) and at three calls of
-//! every other syscall. `TURNBACK_LONG=1` sweeps every pair of all five.
+//! In CI, capture, rewind and both halves of a snapshot (`snapshot --turn
+//! T` and `snapshot --turn T --after`) are swept at every pair; write, undo
+//! and gc at every pair of the calls that change files (open, write, sync,
+//! rename, unlink, mkdir, symlink, truncate, chmod, lock) and at three calls
+//! of every other syscall. `TURNBACK_LONG=1` sweeps every pair of all seven.
 
 use std::collections::BTreeMap;
 
@@ -75,7 +76,7 @@ fn select(counts: &BTreeMap<String, u64>, full: bool) -> Vec<(String, u64)> {
 /// Kills `sc`'s command at the `n`th call of `syscall` and checks
 /// everything; returns whether the kill happened.
 pub fn crash_point(sc: &Scenario, syscall: &str, n: u64, stats: &mut Stats) -> Res {
-    let lab = Lab::copy_of(&sc.template)?;
+    let lab = sc.lab()?;
     let log_before = lab.log_bytes();
     let out = run(&lab.root, &sc.inv, &kill_at(syscall, n))?;
     let killed = was_killed(&out);
@@ -173,7 +174,7 @@ fn sweep(sc: Scenario, full: bool) -> Res {
     if let Some(why) = strace_problem() {
         return skip_or_fail(&format!("crash sweep of {}", sc.name), &why);
     }
-    let counts = count_syscalls(&sc.template, &sc.inv)?.max;
+    let counts = count_syscalls_in(sc.lab()?, &sc.inv)?.max;
     let pairs = select(&counts, full);
     let mut stats = Stats {
         pairs: pairs.len(),
@@ -238,6 +239,21 @@ fn crash_sweep_undo() -> Res {
 #[test]
 fn crash_sweep_gc() -> Res {
     sweep(scenarios::gc()?, long_mode())
+}
+
+#[test]
+fn crash_sweep_snapshot_after() -> Res {
+    sweep(scenarios::snapshot_after()?, true)
+}
+
+#[test]
+fn crash_sweep_snapshot_before() -> Res {
+    sweep(scenarios::snapshot_before()?, true)
+}
+
+#[test]
+fn crash_sweep_snapshot_unchanged() -> Res {
+    sweep(scenarios::snapshot_unchanged()?, true)
 }
 
 /// A rewind killed after it restored every file but before its record was

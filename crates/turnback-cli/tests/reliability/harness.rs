@@ -489,7 +489,11 @@ fn touches(call: &str, lab: &str) -> bool {
 
 /// Traces one complete run of `inv` in a copy of `template`.
 pub fn count_syscalls(template: &Lab, inv: &Invocation) -> Res<Calls> {
-    let lab = Lab::copy_of(template)?;
+    count_syscalls_in(Lab::copy_of(template)?, inv)
+}
+
+/// Traces one complete run of `inv` in `lab`.
+pub fn count_syscalls_in(lab: Lab, inv: &Invocation) -> Res<Calls> {
     let trace = lab.scratch("trace.txt");
     let wrapper: Vec<String> = ["strace", "-f", "-qq", "-y", "-o"]
         .iter()

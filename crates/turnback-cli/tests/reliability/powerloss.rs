@@ -41,7 +41,14 @@
 //!    synced and durably linked when the command exits 0; every directory the
 //!    command made is durably linked when a record is written and at the exit;
 //!    at an exit 0, no entry operation is pending but on temporary files and
-//!    the index cache (what the command answered for is durable).
+//!    the caches (the index checkpoint and the tree head; what the command
+//!    answered for is durable).
+//!
+//! For the snapshot halves, every checked state also takes the next
+//! snapshot, which must succeed whatever the power loss left of the tree
+//! state, its head and the scan stamp (caches). At the exit with only the
+//! durable state, `post` (what the agent does next) runs before the rewinds
+//! are checked, as in the crash sweep.
 //!
 //! A negative control removes the pack's `fdatasync`, and then the fsync of
 //! `packs/`, from a recorded capture: the monitor and the simulator must both
@@ -54,7 +61,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use turnback::log::{self, Op};
-use turnback::{Error, Store};
+use turnback::{Error, Store, TurnId};
 
 use crate::harness::*;
 use crate::scenarios::{self, Scenario};
@@ -1398,7 +1405,7 @@ fn parse_trace(text: &str, lab_base: &Path, initial: Model) -> Res<Trace> {
 /// Runs `sc`'s command once under strace in a copy of its lab; returns the
 /// parsed trace and the lab as the run left it.
 fn record(sc: &Scenario) -> Res<(Trace, Lab)> {
-    let lab = Lab::copy_of(&sc.template)?;
+    let lab = sc.lab()?;
     let initial = Model::load(&lab.base)?;
     let dir = tempfile::Builder::new()
         .prefix("turnback-trace-")
@@ -1459,6 +1466,14 @@ struct Audit {
 
 const STORE: &str = "project/.turnback";
 
+/// Store files written without a sync, by design: the index checkpoint
+/// (with its own hash; a bad one makes the whole log be read) and the tree
+/// head (with its own CRC, naming the tree file it belongs to; without a
+/// whole one the tree file's own header counts).
+fn is_cache(path: &str) -> bool {
+    path == format!("{STORE}/index") || path == format!("{STORE}/{}", turnback::tree::HEAD_FILE)
+}
+
 /// Names of packs a log write names.
 fn packs_named(bytes: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
@@ -1496,8 +1511,9 @@ fn monitor(model: &Model, step: &Step, audit: &mut Audit, out: &mut Vec<Violatio
             };
             let to_path = format!("{}/{}", model.path_of(*to_dir), String::from_utf8_lossy(to));
             if model.inodes[ino].has_pending_data() {
-                if to_path == format!("{STORE}/index") {
-                    // The index checkpoint is a cache with its own hash.
+                if is_cache(&to_path) {
+                    // The index checkpoint and the tree head are caches
+                    // with their own checks.
                     audit.renames_unsynced_cache += 1;
                 } else {
                     flag(
@@ -1579,7 +1595,7 @@ fn monitor(model: &Model, step: &Step, audit: &mut Audit, out: &mut Vec<Violatio
                     };
                     let name = String::from_utf8_lossy(name);
                     let path = format!("{}/{name}", model.path_of(ino));
-                    if !name.contains(TEMP_MARK) && path != format!("{STORE}/index") {
+                    if !name.contains(TEMP_MARK) && !is_cache(&path) {
                         flag(
                             'e',
                             format!("{path}: its directory entry is not durable at the exit"),
@@ -1639,6 +1655,8 @@ struct SimStats {
     rewinds_checked: usize,
     recoveries: usize,
     new_record_present: usize,
+    next_snapshots: usize,
+    trees_rebuilt: usize,
     first_refusal: Option<String>,
 }
 
@@ -1763,7 +1781,13 @@ fn check_state(
         .iter()
         .map(|t| t.id.to_string())
         .collect();
-    for (id, _) in &checker.must_live {
+    // A turn that must be live but that the complete command does not
+    // leave live is made by `post` (checked by `check_rewinds` after it).
+    for (id, _) in checker
+        .must_live
+        .iter()
+        .filter(|(id, _)| sc.final_live.contains(id))
+    {
         if !live.contains(id) {
             return Err(format!("I3: turn {id} is not live (live: {live:?})").into());
         }
@@ -1792,12 +1816,30 @@ fn check_state(
             )
             .into());
         }
+        // What the agent does next (the after half of the next command,
+        // for the before half of a snapshot), as in the crash sweep.
+        if let Some(post) = sc.post {
+            post(&lab.root).map_err(|e| format!("after the exit: {e}"))?;
+        }
     }
     if !matches!(sc.name, "rewind" | "undo") || fin {
         checker.check_rewinds(&lab, &mut found)?;
     }
     check_recovery_idempotent(&lab)?;
     stats.recoveries += 1;
+    if sc.inv.name() == "snapshot" {
+        // The tree state, its head and the stamp are caches: whatever a
+        // power loss left of them, the next snapshot succeeds (a damaged
+        // tree is rebuilt).
+        let next = TurnId::new("t-next")?;
+        let report = Store::open(&lab.root)?
+            .snapshot(&next, None, false, &turnback::NoProgress)
+            .map_err(|e| format!("the next snapshot fails: {e}"))?;
+        stats.next_snapshots += 1;
+        if report.warnings.iter().any(|w| w.contains("rebuilt")) {
+            stats.trees_rebuilt += 1;
+        }
+    }
     stats.blobs_verified += found.blobs_verified;
     stats.rewinds_checked += found.rewinds_checked;
     Ok(())
@@ -1884,7 +1926,7 @@ fn k_random() -> usize {
 
 fn print_audit(name: &str, t: &Trace, a: &Audit) {
     println!(
-        "powerloss {name}: relied on: fdatasync of a file makes its bytes and size durable ({} calls); fsync of a file also its mode ({}); fsync of a directory makes its creates, renames and unlinks durable ({}); syncfs makes everything durable ({}); a rename is atomic, its target naming the old or the new inode ({} renames of synced files, {} of the unsynced index cache); an unsynced append may be lost or torn beyond the synced size only ({} log appends); files created {}, directories made {}, symlinks {}, entries removed {}; a mode set by fchmod and synced only by an fdatasync, which need not persist it ({} files: packs and store files, whose mode nothing reads). Calls touching the lab: {:?}",
+        "powerloss {name}: relied on: fdatasync of a file makes its bytes and size durable ({} calls); fsync of a file also its mode ({}); fsync of a directory makes its creates, renames and unlinks durable ({}); syncfs makes everything durable ({}); a rename is atomic, its target naming the old or the new inode ({} renames of synced files, {} of an unsynced cache: the index checkpoint or the tree head); an unsynced append may be lost or torn beyond the synced size only ({} log appends); files created {}, directories made {}, symlinks {}, entries removed {}; a mode set by fchmod and synced only by an fdatasync, which need not persist it ({} files: packs and store files, whose mode nothing reads). Calls touching the lab: {:?}",
         a.fdatasync_files,
         a.fsync_files,
         a.fsync_dirs,
@@ -1962,6 +2004,15 @@ fn powerloss(sc: Scenario) -> Res {
     if !violations.is_empty() {
         return Err(format!("{}: ordering monitor: {violations:#?}", sc.name).into());
     }
+    if sc.name == "snapshot-unchanged" && audit.renames_unsynced_cache == 0 {
+        // A scan that found a racily clean file rewrites the tree: the
+        // case meant to write only the head would not be tested.
+        return Err(format!(
+            "{}: the trace holds no rename of the tree head (the tree was rewritten)",
+            sc.name
+        )
+        .into());
+    }
     simulate(
         &sc,
         &trace,
@@ -1972,7 +2023,7 @@ fn powerloss(sc: Scenario) -> Res {
         &mut Audit::default(),
     )?;
     println!(
-        "powerloss {}: {} operations on the lab from the trace, {} crash points, {} crash states ({} durable only, {} everything, {} random, K={}), {} distinct checked, {} refused at open for a damaged unanswered final record ({} of them with a zero-filled block){}, {} with a torn final line, {} with stray temporary files, {} with a record of the command, {} blob reads verified, {} rewinds checked, {} recoveries checked twice; ordering monitor: 0 violations; {:.1} s",
+        "powerloss {}: {} operations on the lab from the trace, {} crash points, {} crash states ({} durable only, {} everything, {} random, K={}), {} distinct checked, {} refused at open for a damaged unanswered final record ({} of them with a zero-filled block){}, {} with a torn final line, {} with stray temporary files, {} with a record of the command, {} blob reads verified, {} rewinds checked, {} recoveries checked twice, {} next snapshots succeeded ({} rebuilt a damaged tree); ordering monitor: 0 violations; {:.1} s",
         sc.name,
         trace.steps.len(),
         stats.points,
@@ -1994,6 +2045,8 @@ fn powerloss(sc: Scenario) -> Res {
         stats.blobs_verified,
         stats.rewinds_checked,
         stats.recoveries,
+        stats.next_snapshots,
+        stats.trees_rebuilt,
         started.elapsed().as_secs_f64()
     );
     print_audit(sc.name, &trace, &audit);
@@ -2047,6 +2100,21 @@ fn powerloss_undo() -> Res {
 #[test]
 fn powerloss_gc() -> Res {
     powerloss(scenarios::gc()?)
+}
+
+#[test]
+fn powerloss_snapshot_after() -> Res {
+    powerloss(scenarios::snapshot_after()?)
+}
+
+#[test]
+fn powerloss_snapshot_before() -> Res {
+    powerloss(scenarios::snapshot_before()?)
+}
+
+#[test]
+fn powerloss_snapshot_unchanged() -> Res {
+    powerloss(scenarios::snapshot_unchanged()?)
 }
 
 /// Which recorded operation a negative control removes.

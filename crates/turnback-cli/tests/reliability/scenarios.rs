@@ -30,6 +30,21 @@ pub struct Scenario {
     /// What an agent does once the command has succeeded (writes the files
     /// it captured), so that the rewind checks compare real changes.
     pub post: Option<fn(&Path) -> Res>,
+    /// Run in every copy of the template before the command (a copy has
+    /// new inodes and times, which a snapshot's tree state must see again
+    /// for a scan to find nothing changed).
+    pub prepare: Option<fn(&Path) -> Res>,
+}
+
+impl Scenario {
+    /// A fresh copy of the template, prepared.
+    pub fn lab(&self) -> Res<Lab> {
+        let lab = Lab::copy_of(&self.template)?;
+        if let Some(prepare) = self.prepare {
+            prepare(&lab.root)?;
+        }
+        Ok(lab)
+    }
 }
 
 fn t(id: &str) -> TurnId {
@@ -105,6 +120,7 @@ fn finish(
         fin,
         rerun,
         post,
+        prepare: None,
     })
 }
 
@@ -345,4 +361,198 @@ pub fn gc() -> Res<Scenario> {
     let mut fin = mid.clone();
     fin.may_live.clear();
     finish("gc", lab, inv, mid, fin, always, None)
+}
+
+/// The files of the snapshot scenarios besides [`initial`]'s: a file to
+/// rename, a script to make executable, and a git-ignored `.env` (covered:
+/// a snapshot covers ignored files too).
+fn initial_for_snapshots(root: &Path) -> Res {
+    initial(root)?;
+    put(root, ".gitignore", b"/.env\n", 0o644)?;
+    put(root, ".env", b"TOKEN=one\n", 0o600)?;
+    put(root, "notes.txt", b"notes to be renamed\n", 0o644)?;
+    put(root, "tool.sh", b"#!/bin/sh\necho tool\n", 0o644)?;
+    Ok(())
+}
+
+/// Recovery's gc drops from `snapshot` records the blobs the tree state no
+/// longer names (and a capture names from its own pack entry), so after
+/// recovery the log is rewritten, not appended to; right after the fault it
+/// must still be a prefix.
+const SNAPSHOT_LOG_COMPACTED: bool = true;
+
+fn snapshot_half(root: &Path, turn: &str, after: bool) -> Res {
+    Store::open(root)?.snapshot(&t(turn), None, after, &turnback::NoProgress)?;
+    Ok(())
+}
+
+/// Whether the log holds a capture record of `turn`.
+fn has_capture_of(bytes: &[u8], turn: &str) -> bool {
+    turnback::log::parse(bytes, 1)
+        .lines
+        .into_iter()
+        .filter_map(|(_, r)| r.ok())
+        .any(|r| matches!(&r.op, turnback::log::Op::Capture { turn: x, .. } if x.as_str() == turn))
+}
+
+/// `snapshot --turn t-cmd --after`: the store holds the before half of
+/// t-cmd, after which a shell command modified a file, created one in a new
+/// directory, deleted one, renamed one, made one executable and modified
+/// the git-ignored `.env`. Rewinding t-cmd must give back the folder before
+/// the command, also after the next command's before half (`post`).
+pub fn snapshot_after() -> Res<Scenario> {
+    let lab = Lab::new()?;
+    let r = &lab.root;
+    initial_for_snapshots(r)?;
+    snapshot_half(r, "t-cmd", false)?;
+    let before_cmd = project_tree(r)?;
+    // The command.
+    put(r, "a.txt", b"alpha, changed by the command\n", 0o644)?;
+    put(r, "gen/out/new.txt", b"made by the command\n", 0o644)?;
+    std::fs::remove_file(r.join("docs/readme.md"))?;
+    std::fs::rename(r.join("notes.txt"), r.join("notes-moved.txt"))?;
+    std::fs::set_permissions(
+        r.join("tool.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
+    put(r, ".env", b"TOKEN=two, set by the command\n", 0o600)?;
+    let inv = Invocation::new(&["snapshot", "--turn", "t-cmd", "--after"]);
+    let mid = checker(&lab, vec![], vec![("t-cmd".into(), before_cmd.clone())])?;
+    let mut fin = checker(&lab, vec![("t-cmd".into(), before_cmd)], vec![])?;
+    fin.log_may_be_rewritten = SNAPSHOT_LOG_COMPACTED;
+    fn rerun(lab: &Lab, _: &[u8]) -> Res<bool> {
+        Ok(!has_capture_of(&lab.log_bytes(), "t-cmd"))
+    }
+    fn post(root: &Path) -> Res {
+        // The next command's before half. After a kill between the capture
+        // record and the tree state, it finds the tree still pending for
+        // t-cmd and must add nothing that changes t-cmd's rewind.
+        snapshot_half(root, "t-next", false)
+    }
+    finish("snapshot-after", lab, inv, mid, fin, rerun, Some(post))
+}
+
+/// `snapshot --turn t2`, the before half of a second command: turn t1 was
+/// a command (both halves: a file modified, one created in a new
+/// directory), then the user edited files by hand (a file modified, one
+/// created, `.env` modified). The before half must store the user's new
+/// bytes: after it, the second command runs and its after half is taken
+/// (`post`), and rewinding t2 must give back the user's edits.
+pub fn snapshot_before() -> Res<Scenario> {
+    let lab = Lab::new()?;
+    let r = &lab.root;
+    initial_for_snapshots(r)?;
+    snapshot_half(r, "t1", false)?;
+    let before_t1 = project_tree(r)?;
+    put(r, "a.txt", b"alpha, changed by the first command\n", 0o644)?;
+    put(r, "out/gen.txt", b"made by the first command\n", 0o644)?;
+    snapshot_half(r, "t1", true)?;
+    // The user's edits, outside any turn.
+    put(r, "docs/readme.md", b"# readme, edited by hand\n", 0o600)?;
+    put(r, "user.txt", b"written by hand\n", 0o644)?;
+    put(r, ".env", b"TOKEN=edited by hand\n", 0o600)?;
+    let edited = project_tree(r)?;
+    // Rewinding t1 (and every later turn) restores t1's paths and keeps
+    // the user's edits.
+    let mut rewound_t1 = edited.clone();
+    for k in ["a.txt", "out", "out/gen.txt"] {
+        match before_t1.get(k) {
+            Some(n) => rewound_t1.insert(k.to_string(), n.clone()),
+            None => rewound_t1.remove(k),
+        };
+    }
+    let inv = Invocation::new(&["snapshot", "--turn", "t2"]);
+    let mid = checker(&lab, vec![("t1".into(), rewound_t1.clone())], vec![])?;
+    let mut fin = checker(
+        &lab,
+        vec![("t1".into(), rewound_t1), ("t2".into(), edited)],
+        vec![],
+    )?;
+    fin.log_may_be_rewritten = SNAPSHOT_LOG_COMPACTED;
+    fn rerun(lab: &Lab, _: &[u8]) -> Res<bool> {
+        // The before half's effect is the tree marked pending for t2.
+        let st = Store::open(&lab.root)?.status(&turnback::NoProgress)?;
+        Ok(!st
+            .snapshot
+            .is_some_and(|b| b.pending && b.turn.as_str() == "t2"))
+    }
+    fn post(root: &Path) -> Res {
+        // The second command, then its after half.
+        put(
+            root,
+            "docs/readme.md",
+            b"# readme, by the second command\n",
+            0o644,
+        )?;
+        std::fs::remove_file(root.join("user.txt"))?;
+        put(
+            root,
+            "gen2/made.txt",
+            b"made by the second command\n",
+            0o644,
+        )?;
+        put(root, ".env", b"TOKEN=three\n", 0o600)?;
+        snapshot_half(root, "t2", true)
+    }
+    finish("snapshot-before", lab, inv, mid, fin, rerun, Some(post))
+}
+
+/// `snapshot --turn t2` when nothing changed since turn t1's after half:
+/// the tree state is not rewritten, only its head (`.turnback/tree-head`,
+/// renamed into place without a sync: a cache) marks it pending for t2.
+/// Every copy first takes t1's after half again (`prepare`), so the tree
+/// state holds the copy's inodes and times. Then the second command runs
+/// and its after half is taken (`post`): rewinding t2 must give back the
+/// folder before it.
+pub fn snapshot_unchanged() -> Res<Scenario> {
+    let lab = Lab::new()?;
+    let r = &lab.root;
+    initial_for_snapshots(r)?;
+    snapshot_half(r, "t1", false)?;
+    let before_t1 = project_tree(r)?;
+    put(r, "a.txt", b"alpha, changed by the first command\n", 0o644)?;
+    snapshot_half(r, "t1", true)?;
+    let now = project_tree(r)?;
+    let mut rewound_t1 = now.clone();
+    if let Some(n) = before_t1.get("a.txt") {
+        rewound_t1.insert("a.txt".into(), n.clone());
+    }
+    let inv = Invocation::new(&["snapshot", "--turn", "t2"]);
+    let mid = checker(&lab, vec![("t1".into(), rewound_t1.clone())], vec![])?;
+    let mut fin = checker(
+        &lab,
+        vec![("t1".into(), rewound_t1), ("t2".into(), now)],
+        vec![],
+    )?;
+    fin.log_may_be_rewritten = SNAPSHOT_LOG_COMPACTED;
+    fn rerun(lab: &Lab, _: &[u8]) -> Res<bool> {
+        let st = Store::open(&lab.root)?.status(&turnback::NoProgress)?;
+        Ok(!st
+            .snapshot
+            .is_some_and(|b| b.pending && b.turn.as_str() == "t2"))
+    }
+    fn prepare(root: &Path) -> Res {
+        // Copied files must be older than the scan stamp, or they are
+        // racily clean and hashed again.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        snapshot_half(root, "t1", true)
+    }
+    fn post(root: &Path) -> Res {
+        put(
+            root,
+            "docs/readme.md",
+            b"# readme, by the second command\n",
+            0o644,
+        )?;
+        put(
+            root,
+            "gen2/made.txt",
+            b"made by the second command\n",
+            0o644,
+        )?;
+        snapshot_half(root, "t2", true)
+    }
+    let mut sc = finish("snapshot-unchanged", lab, inv, mid, fin, rerun, Some(post))?;
+    sc.prepare = Some(prepare);
+    Ok(sc)
 }
