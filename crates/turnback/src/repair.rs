@@ -20,9 +20,9 @@
 //!
 //! A crash before the rename of step 3 leaves the original log (and perhaps
 //! its copy); after it, the repaired one. Repair never touches the project,
-//! packs, the tree state or the index checkpoint (which no longer matches
-//! the log and is ignored by the next open). A log with no damaged line is
-//! left as it is.
+//! packs, the tree state or the index checkpoint (which the next open uses
+//! only if the log still begins with the bytes it covers, as always). A log
+//! with no damaged line is left as it is.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

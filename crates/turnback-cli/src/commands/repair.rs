@@ -7,7 +7,8 @@ use crate::{Ctx, Outcome};
 /// for byte, and drops the others; the whole original log is kept beside it
 /// as .turnback/log.damaged-N.jsonl (move it back over log.jsonl to undo).
 /// Run `turnback verify` first to see which turns the damage makes
-/// uncertain. Exit code 0 when the log is (now) free of damaged lines.
+/// uncertain. Exit code 0 unless the repair itself fails (nothing to repair
+/// and a dry run are not failures).
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Say what would be dropped and kept; change nothing
