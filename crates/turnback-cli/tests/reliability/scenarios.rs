@@ -214,31 +214,26 @@ pub fn capture_after_long_log() -> Res<Scenario> {
 
 /// `write --turn t2 docs/readme.md` (mode 600 kept) after a turn t1.
 pub fn write() -> Res<Scenario> {
-    let lab = Lab::new()?;
-    initial(&lab.root)?;
-    let tree0 = project_tree(&lab.root)?;
-    let mut store = Store::open(&lab.root)?;
-    store.write(&t("t1"), None, "a.txt", b"alpha v2\n")?;
-    drop(store);
-    let tree1 = project_tree(&lab.root)?;
-    let inv = Invocation::new(&["write", "--turn", "t2", "docs/readme.md"])
-        .with_stdin(b"# readme, rewritten by the agent\n");
-    let mid = checker(
-        &lab,
-        vec![("t1".into(), tree0.clone())],
-        vec![("t2".into(), tree1.clone())],
-    )?;
-    let fin = checker(
-        &lab,
-        vec![("t1".into(), tree0), ("t2".into(), tree1)],
-        vec![],
-    )?;
-    finish("write", lab, inv, mid, fin, always, None)
+    write_after_t1(
+        "write",
+        "docs/readme.md",
+        b"# readme, rewritten by the agent\n",
+    )
 }
 
 /// `write --turn t2 notes/2026/plan.md`: a new file (mode 644) in two new
 /// directories, after a turn t1.
 pub fn write_new() -> Res<Scenario> {
+    write_after_t1(
+        "write-new",
+        "notes/2026/plan.md",
+        b"# plan, written by the agent\n",
+    )
+}
+
+/// `write --turn t2 PATH` with `bytes` on its input, after a turn t1 that
+/// wrote a.txt through the library.
+fn write_after_t1(name: &'static str, path: &str, bytes: &[u8]) -> Res<Scenario> {
     let lab = Lab::new()?;
     initial(&lab.root)?;
     let tree0 = project_tree(&lab.root)?;
@@ -246,8 +241,7 @@ pub fn write_new() -> Res<Scenario> {
     store.write(&t("t1"), None, "a.txt", b"alpha v2\n")?;
     drop(store);
     let tree1 = project_tree(&lab.root)?;
-    let inv = Invocation::new(&["write", "--turn", "t2", "notes/2026/plan.md"])
-        .with_stdin(b"# plan, written by the agent\n");
+    let inv = Invocation::new(&["write", "--turn", "t2", path]).with_stdin(bytes);
     let mid = checker(
         &lab,
         vec![("t1".into(), tree0.clone())],
@@ -258,7 +252,7 @@ pub fn write_new() -> Res<Scenario> {
         vec![("t1".into(), tree0), ("t2".into(), tree1)],
         vec![],
     )?;
-    finish("write-new", lab, inv, mid, fin, always, None)
+    finish(name, lab, inv, mid, fin, always, None)
 }
 
 /// Three turns: t0 (a file), t1 (a changed file, a new file in a new
