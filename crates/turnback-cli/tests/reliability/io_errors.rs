@@ -28,19 +28,37 @@ const FAULTS: &[(&str, &str)] = &[
     ("fsync", "EIO"),
     ("syncfs", "EIO"),
     ("ftruncate", "EIO"),
+    // Resource edges: out of descriptors, a read-only file system, a rename
+    // across file systems (a store must fail, never fall back to a copy).
+    ("openat", "EMFILE"),
+    ("openat", "EROFS"),
+    ("mkdirat", "EROFS"),
+    ("renameat", "EROFS"),
+    ("renameat", "EXDEV"),
 ];
 
 /// Whether `errno` is an error that the traced `call` can really return
 /// and that the operation depends on: ENOSPC and EDQUOT on an open only when
-/// it creates a file; nothing on the directory listing of the best-effort
-/// sweep of stale temporary files, whose failure only postpones the sweep.
+/// it creates a file, EROFS only when it creates or writes; nothing on the
+/// directory listing of the best-effort sweep of stale temporary files,
+/// whose failure only postpones the sweep, nor on opening a cache file.
 fn realistic(syscall: &str, errno: &str, call: &str) -> bool {
     if syscall == "openat" {
         if call.contains(r#", ".","#) {
             return false;
         }
+        // The caches (the index checkpoint, the tree head) are optional:
+        // failing to open one only costs time.
+        if call.contains(r#", "index","#) || call.contains(r#", "tree-head","#) {
+            return false;
+        }
         if matches!(errno, "ENOSPC" | "EDQUOT") {
             return call.contains("O_CREAT");
+        }
+        if errno == "EROFS" {
+            return call.contains("O_CREAT")
+                || call.contains("O_WRONLY")
+                || call.contains("O_RDWR");
         }
     }
     true
