@@ -204,6 +204,13 @@ impl Store {
         &self.root
     }
 
+    /// The directory holding this project's store (its log, packs, lock
+    /// and caches). Tests and tools that inspect the store use this instead
+    /// of assuming where it lives.
+    pub fn store_dir(&self) -> &Path {
+        &self.store_path
+    }
+
     /// The options in use.
     pub fn options(&self) -> &Options {
         &self.options
