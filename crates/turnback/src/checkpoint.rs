@@ -563,7 +563,7 @@ mod tests {
         let loaded = load(&store.dirs().store, &log).ok_or("the checkpoint matches")?;
         assert_eq!(loaded.consumed, prefix.len() as u64);
         let from_checkpoint = Store::open(dir.path())?;
-        std::fs::remove_file(dir.path().join(".turnback").join(INDEX_FILE))?;
+        std::fs::remove_file(crate::location::store_dir_of(dir.path()).join(INDEX_FILE))?;
         let from_log = Store::open(dir.path())?;
         assert_eq!(
             encode(&from_checkpoint.index, &log),
@@ -607,7 +607,7 @@ mod tests {
         }
         let mut store = Store::open(dir.path())?;
         store.capture_many(&t("t1"), None, &names)?;
-        let index_file = dir.path().join(".turnback").join(INDEX_FILE);
+        let index_file = crate::location::store_dir_of(dir.path()).join(INDEX_FILE);
         assert!(
             !index_file.exists(),
             "written by a reader of a long log, not by appends"
@@ -625,7 +625,10 @@ mod tests {
         // matches, the whole log is read and the damage reported.
         let mut damaged = log.clone();
         damaged[10] ^= 0x01;
-        std::fs::write(dir.path().join(".turnback").join(LOG_FILE), &damaged)?;
+        std::fs::write(
+            crate::location::store_dir_of(dir.path()).join(LOG_FILE),
+            &damaged,
+        )?;
         match Store::open(dir.path()) {
             Err(crate::Error::LogDamaged { line, .. }) => assert_eq!(line, 1),
             other => return Err(format!("expected LogDamaged, got {:?}", other.err()).into()),

@@ -24,7 +24,7 @@ pub enum Error {
     },
     /// A path given by the caller or found in the log is not acceptable.
     #[error(
-        "refusing path {path:?}: {reason}; turnback records only paths inside the project root (set by --root or the nearest .turnback/), outside .git/ and .turnback/"
+        "refusing path {path:?}: {reason}; turnback records only paths inside the project root (set by --root or the nearest .turnback/), outside .git/ and the root's .turnback/"
     )]
     BadPath {
         /// The path as given.
@@ -111,6 +111,35 @@ pub enum Error {
         /// The project root.
         root: PathBuf,
     },
+    /// No data directory could be found for the store.
+    #[error(
+        "cannot tell where to keep turnback's store: no per-user data directory is known (HOME is not set?); set TURNBACK_DATA_DIR to a directory outside the project, or keep the store in the project with `turnback store --in-project`"
+    )]
+    NoDataDir,
+    /// The store a project's marker or registry entry names is gone.
+    #[error(
+        "the store of {} is gone: {} (named by {}) no longer exists, so the turns it held cannot be rewound; it was deleted outside turnback. The project's files are untouched. `turnback store --forget` forgets it, and the next capture starts a new, empty store",
+        root.display(), store_dir.display(), named_by.display()
+    )]
+    StoreGone {
+        /// The project root.
+        root: PathBuf,
+        /// Where the store was.
+        store_dir: PathBuf,
+        /// The marker or registry entry that names it.
+        named_by: PathBuf,
+    },
+    /// The marker or a registry entry cannot be read.
+    #[error(
+        "{}: {reason}; fix or remove it (without the marker, the store is found through the registry of the data directory)",
+        path.display()
+    )]
+    BadMarker {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// The path names something that cannot be captured as a file.
     #[error("{path:?} is a directory; capture the files in it instead")]
     IsDirectory {
@@ -130,7 +159,9 @@ pub enum PathProblem {
     #[error("it lies outside the project root")]
     OutsideRoot,
     /// The path lies inside the store itself.
-    #[error("it lies inside the store (.turnback/)")]
+    #[error(
+        "it lies inside turnback's own directory (the root's .turnback/, or the store's directory)"
+    )]
     InsideStore,
     /// The path lies inside a `.git` directory.
     #[error("it lies inside .git/, which turnback never touches")]

@@ -798,7 +798,7 @@ mod tests {
         o.turn(json!("t2"), 200, files);
         let mut store = Store::open(&o.root)?;
         assert_eq!(store.import_osfoundry(&o.dir)?.imported.len(), 2);
-        let log = o.root.join(".turnback/log.jsonl");
+        let log = crate::location::store_dir_of(&o.root).join("log.jsonl");
         let lines = std::fs::read(&log)?;
 
         let again = store.import_osfoundry(o.root.join(".osfoundry"))?;
@@ -999,7 +999,7 @@ mod tests {
             );
             assert!(store.turns().is_empty());
         }
-        assert!(!o.root.join(".turnback/log.jsonl").exists());
+        assert!(crate::location::locate(&o.root, None)?.is_none());
         let missing = Store::open(&o.outside)?
             .import_osfoundry(&o.outside)
             .expect_err("none");

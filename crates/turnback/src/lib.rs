@@ -46,6 +46,7 @@ mod gc;
 mod id;
 pub mod import;
 mod index;
+pub mod location;
 pub mod lock;
 pub mod log;
 mod ops;

@@ -2,7 +2,8 @@
 //!
 //! A [`RelPath`] is relative to the project root, UTF-8, `/`-separated, with
 //! no empty, `.` or `..` component, no NUL or backslash, and no component
-//! named `.git` or `.turnback`. Every path read back from the log is parsed
+//! named `.git`, and no first component `.turnback` (the root's marker
+//! directory; see [`crate::location`]). Every path read back from the log is parsed
 //! into a `RelPath` again before it is used, so a hand-edited log cannot name
 //! a path outside the root or inside the store.
 
@@ -13,7 +14,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::{Error, PathProblem};
 
-/// The store's directory name under the project root.
+/// The marker's directory name under the project root (which holds the
+/// store itself when it is kept in the project).
 pub const STORE_DIR: &str = ".turnback";
 
 const MAX_PATH: usize = 4096;
@@ -39,8 +41,8 @@ impl RelPath {
         if s.contains('\\') {
             return Err(PathProblem::Backslash);
         }
-        for comp in s.split('/') {
-            check_component(comp)?;
+        for (i, comp) in s.split('/').enumerate() {
+            check_component(comp, i == 0)?;
         }
         Ok(RelPath(s.to_owned()))
     }
@@ -103,11 +105,14 @@ impl RelPath {
     }
 }
 
-fn check_component(comp: &str) -> Result<(), PathProblem> {
+/// `top`: the component is the first one, directly under the root. Only
+/// the root's `.turnback` is turnback's (the marker, or an in-project
+/// store); one deeper is the user's like any other name.
+fn check_component(comp: &str, top: bool) -> Result<(), PathProblem> {
     match comp {
         "" | "." | ".." => Err(PathProblem::NotNormal),
         ".git" => Err(PathProblem::InsideGit),
-        STORE_DIR => Err(PathProblem::InsideStore),
+        STORE_DIR if top => Err(PathProblem::InsideStore),
         c if c.len() > MAX_COMPONENT => Err(PathProblem::TooLong),
         _ => Ok(()),
     }
@@ -232,6 +237,8 @@ mod tests {
         for (input, want) in cases {
             assert_eq!(RelPath::parse(input), Err(want), "{input:?}");
         }
+        // A nested `.turnback` is the user's: only the root's is turnback's.
+        assert!(RelPath::parse("a/.turnback/f").is_ok());
         assert_eq!(
             RelPath::parse(&"a/".repeat(3000)),
             Err(PathProblem::TooLong)

@@ -34,7 +34,6 @@ use crate::fsx::{self, Node};
 use crate::id::TurnId;
 use crate::lock;
 use crate::log::LOG_FILE;
-use crate::path::STORE_DIR;
 use crate::store::Options;
 use crate::verify::{VerifyReport, apply_leniently, verify_root};
 
@@ -101,11 +100,11 @@ pub fn repair_root(root: impl AsRef<Path>, dry_run: bool) -> Result<RepairReport
         uncertain_turns,
         verify: before,
     };
-    let root_fd = fsx::open_dir_path(&root).ctx("open project root", &root)?;
-    let store_path = root.join(STORE_DIR);
-    let Some(store_fd) = fsx::open_subdir(&root_fd, STORE_DIR).ctx("open", &store_path)? else {
+    let Some(located) = crate::location::locate(&root, None)? else {
         return Ok(report);
     };
+    let store_path = located.store_dir;
+    let store_fd = fsx::open_dir_path(&store_path).ctx("open", &store_path)?;
     // A dry run reads without the lock (verify above held it shared); it
     // must not create a lock file.
     let guard = if dry_run {
@@ -209,7 +208,7 @@ mod tests {
         store.write(&t("t4"), None, "b.txt", b"b4\n")?;
         store.write(&t("t4"), None, "c.txt", b"c4\n")?;
         drop(store);
-        let log_path = root.join(".turnback").join(LOG_FILE);
+        let log_path = crate::location::store_dir_of(root).join(LOG_FILE);
         let good = std::fs::read(&log_path)?;
         // Damage t2's label (its line 2... find it by its bytes).
         let at = good
@@ -254,7 +253,7 @@ mod tests {
         assert!(!again.repaired && again.dropped.is_empty());
         // A later repair keeps its original under the next number.
         assert_eq!(
-            next_damaged_name(&root.join(".turnback"))?,
+            next_damaged_name(&crate::location::store_dir_of(root))?,
             "log.damaged-2.jsonl"
         );
         Ok(())

@@ -192,9 +192,8 @@ mod tests {
         let mut store = Store::open(tmp.path())?;
         store.update_session("../x", |_| Ok(begin(1)))?;
         assert_eq!(store.session("../x")?.map(|s| s.number), Some(1));
-        let file = tmp
-            .path()
-            .join(".turnback/sessions")
+        let file = crate::location::store_dir_of(tmp.path())
+            .join("sessions")
             .join(session_file_name("../x"));
         std::fs::write(&file, b"{not json")?;
         assert_eq!(store.session("../x")?, None);

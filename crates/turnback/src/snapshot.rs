@@ -333,6 +333,9 @@ struct WalkCtx<'a> {
     out: Mutex<Vec<(Vec<u8>, Vec<Item>)>>,
     /// Directories that could not be listed (entirely or to the end).
     unlisted: Mutex<Vec<Found>>,
+    /// The store's directory, when it lies inside the project (a data
+    /// directory under the root): never walked.
+    store_inside: Option<Vec<u8>>,
 }
 
 /// One item of a directory's listing, in the order of full paths.
@@ -594,8 +597,11 @@ impl WalkCtx<'_> {
         }
         for name in names {
             let bytes = name.to_bytes();
-            if bytes == b"." || bytes == b".." || bytes == b".git" || bytes == STORE_DIR.as_bytes()
-            {
+            if bytes == b"." || bytes == b".." || bytes == b".git" {
+                continue;
+            }
+            // Only the root's `.turnback` is turnback's.
+            if rel.is_empty() && bytes == STORE_DIR.as_bytes() {
                 continue;
             }
             let mut path = Vec::with_capacity(rel.len() + 1 + bytes.len());
@@ -604,6 +610,9 @@ impl WalkCtx<'_> {
                 path.push(b'/');
             }
             path.extend_from_slice(bytes);
+            if self.store_inside.as_deref() == Some(path.as_slice()) {
+                continue;
+            }
             if let Some((fd, path)) = self.visit(dir, name, path, &ignores, &mut local) {
                 subtrees.push(path.clone());
                 let ignores = Arc::clone(&ignores);
@@ -892,6 +901,7 @@ impl Store {
             progress,
             out: Mutex::new(Vec::new()),
             unlisted: Mutex::new(Vec::new()),
+            store_inside: self.store_inside(),
         };
         // A descriptor of its own: a dup would share the listing offset.
         let root_fd = rustix::fs::openat(
@@ -1870,9 +1880,9 @@ mod tests {
     fn an_unchanged_scan_writes_only_the_head_and_a_change_the_whole_tree() -> TestResult {
         let (dir, mut store) = project();
         let root = dir.path();
-        let tree_file = root.join(".turnback").join(tree::TREE_FILE);
-        let head_file = root.join(".turnback").join(tree::HEAD_FILE);
         store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        let tree_file = store.store_dir().join(tree::TREE_FILE);
+        let head_file = store.store_dir().join(tree::HEAD_FILE);
         store.snapshot(&t("t1"), None, true, &NoProgress)?;
         std::thread::sleep(Duration::from_millis(20));
         // Settle racily clean entries, then nothing changes.
@@ -1931,7 +1941,11 @@ mod tests {
         let (dir, mut store) = project();
         let err = store.snapshot(&t("t1"), None, true, &NoProgress);
         assert!(matches!(err, Err(Error::NoSnapshot { .. })), "{err:?}");
-        assert!(!dir.path().join(".turnback").join(tree::TREE_FILE).exists());
+        assert!(
+            !crate::location::store_dir_of(dir.path())
+                .join(tree::TREE_FILE)
+                .exists()
+        );
         assert!(store.turns().is_empty());
     }
 
@@ -1989,6 +2003,9 @@ mod tests {
             ("src/lib.rs", "file"),
             ("src/main.rs", "file"),
             ("sub", "dir"),
+            // A nested `.turnback` is the user's, not a store.
+            ("sub/.turnback", "dir"),
+            ("sub/.turnback/log.jsonl", "file"),
         ]
         .into_iter()
         .map(|(p, k)| (p.to_owned(), k.to_owned()))
@@ -2070,7 +2087,7 @@ mod tests {
     fn a_damaged_tree_is_reported_and_rebuilt_without_storing_twice() -> TestResult {
         let (dir, mut store) = project();
         store.snapshot(&t("t1"), None, false, &NoProgress)?;
-        let tree_path = dir.path().join(".turnback").join(tree::TREE_FILE);
+        let tree_path = crate::location::store_dir_of(dir.path()).join(tree::TREE_FILE);
         let mut bytes = fs::read(&tree_path)?;
         let mid = bytes.len() / 2;
         bytes[mid] ^= 0x10;
@@ -2173,8 +2190,8 @@ mod tests {
     #[test]
     fn a_command_that_changes_nothing_appends_nothing_to_an_existing_turn() -> TestResult {
         let (dir, mut store) = project();
-        let log = dir.path().join(".turnback").join(crate::log::LOG_FILE);
         store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        let log = crate::location::store_dir_of(dir.path()).join(crate::log::LOG_FILE);
         let first = fs::read(&log)?.len();
         store.snapshot(&t("t1"), None, true, &NoProgress)?;
         assert!(
@@ -2226,7 +2243,7 @@ mod tests {
         let (dir, mut store) = project();
         let root = dir.path();
         let packs = |root: &Path| -> std::io::Result<usize> {
-            Ok(fs::read_dir(root.join(".turnback/packs"))?.count())
+            Ok(fs::read_dir(crate::location::store_dir_of(root).join("packs"))?.count())
         };
         // t1: a command changes README.md (v1 -> v2).
         store.snapshot(&t("t1"), None, false, &NoProgress)?;
@@ -2261,7 +2278,7 @@ mod tests {
         store.rewind(&t("t2"), &RewindOptions::default())?;
         assert_eq!(fs::read(root.join("README.md"))?, b"v3 by the user\n");
         // Without a readable tree state, gc keeps every scan blob.
-        fs::write(root.join(".turnback/tree"), b"damaged")?;
+        fs::write(crate::location::store_dir_of(root).join("tree"), b"damaged")?;
         let before = packs(root)?;
         store.gc(&crate::GcOptions::default())?;
         assert_eq!(packs(root)?, before);

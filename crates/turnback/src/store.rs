@@ -1,7 +1,8 @@
-//! The store: `<root>/.turnback/`, holding `log.jsonl` (the index, see
-//! [`crate::log`]), `packs/` (the blobs, see [`crate::pack`]), `lock` (see
-//! [`crate::lock`]) and a `.gitignore` of `*` so git never picks the store up
-//! (the user's `.git` is never touched).
+//! The store: a directory outside the project (see [`crate::location`] for
+//! where, and how the project finds it), holding `log.jsonl` (the index,
+//! see [`crate::log`]), `packs/` (the blobs, see [`crate::pack`]), `lock`
+//! (see [`crate::lock`]) and `config.toml` (see [`crate::config`]). The
+//! user's `.git` is never touched.
 //!
 //! [`Store`] keeps an in-memory index built from the log and, after taking
 //! the lock, reads only the lines appended since, so one capture costs the
@@ -24,6 +25,7 @@ use crate::error::{Error, IoResultExt, PathProblem, Result};
 use crate::fsx::{self, Node};
 use crate::id::{BlobId, TurnId, cut_label};
 use crate::index::{Index, Turn};
+use crate::location::{self, Data, Location};
 use crate::lock::{self, LockGuard};
 use crate::log::{self, FileEntry, LOG_FILE, Op, Post, PostEntry, Pre, Record, StoredBlob};
 use crate::pack::{self, BlobLoc, PackWriter};
@@ -52,6 +54,9 @@ pub struct Options {
     pub compression_level: i32,
     /// How long a mutation waits for another process's lock.
     pub lock_timeout: Duration,
+    /// The data directory holding the stores; `None`: `$TURNBACK_DATA_DIR`,
+    /// else the platform's (see [`crate::location::data_dir`]).
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -60,6 +65,7 @@ impl Default for Options {
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             compression_level: 3,
             lock_timeout: Duration::from_secs(30),
+            data_dir: None,
         }
     }
 }
@@ -137,7 +143,13 @@ pub(crate) struct Dirs {
 pub struct Store {
     pub(crate) root: PathBuf,
     pub(crate) root_fd: OwnedFd,
+    /// The store's directory; until the first capture creates a store, the
+    /// root's marker directory (nothing is opened there then).
     pub(crate) store_path: PathBuf,
+    /// Where the store is, once there is one.
+    location: Option<Location>,
+    /// The data directory, or why there is none.
+    data: std::result::Result<Data, String>,
     pub(crate) dirs: Option<Dirs>,
     pub(crate) index: Index,
     pub(crate) options: Options,
@@ -159,14 +171,22 @@ pub(crate) fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// Finds the root for `start`: the nearest ancestor holding `.turnback/`,
-/// else `start` itself.
+/// Finds the root for `start`: the nearest ancestor holding a `.turnback/`
+/// marker, else the nearest one the registry of the data directory knows
+/// (its marker deleted, or the folder deleted and made again), else
+/// `start` itself.
 pub fn discover_root(start: &Path) -> PathBuf {
-    start
-        .ancestors()
-        .find(|a| a.join(STORE_DIR).is_dir())
-        .unwrap_or(start)
-        .to_path_buf()
+    if let Some(marked) = start.ancestors().find(|a| a.join(STORE_DIR).is_dir()) {
+        return marked.to_path_buf();
+    }
+    if let Ok(dir) = location::data_dir() {
+        let data = Data::new(dir);
+        let canonical = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
+        if let Some(known) = canonical.ancestors().find(|a| data.knows(a)) {
+            return known.to_path_buf();
+        }
+    }
+    start.to_path_buf()
 }
 
 impl Store {
@@ -181,15 +201,30 @@ impl Store {
         let given = root.as_ref();
         let root = std::fs::canonicalize(given).ctx("open project root", given)?;
         let root_fd = fsx::open_dir_path(&root).ctx("open project root", &root)?;
-        let store_path = root.join(STORE_DIR);
+        let data = match &options.data_dir {
+            Some(d) => Ok(Data::new(d.clone())),
+            None => location::data_dir().map(Data::new),
+        };
+        let location = match &data {
+            Ok(data) => location::find(&root, data)?,
+            Err(_) => location::find_in_project(&root)?,
+        };
+        let data = data.map_err(|e| e.to_string());
+        let store_path = match &location {
+            Some(loc) => loc.store_dir.clone(),
+            None => root.join(STORE_DIR),
+        };
+        let warnings = location.iter().flat_map(|l| l.notes.clone()).collect();
         let mut store = Store {
             root,
             root_fd,
             store_path,
+            location,
+            data,
             dirs: None,
             index: Index::default(),
             options,
-            warnings: Vec::new(),
+            warnings,
         };
         store.open_dirs(false)?;
         if store.dirs.is_some() {
@@ -207,8 +242,25 @@ impl Store {
     /// The directory holding this project's store (its log, packs, lock
     /// and caches). Tests and tools that inspect the store use this instead
     /// of assuming where it lives.
+    /// Until the first capture creates the store, this is the root's
+    /// marker directory.
     pub fn store_dir(&self) -> &Path {
         &self.store_path
+    }
+
+    /// The store's directory relative to the root, when the store is not
+    /// the root's `.turnback/` and yet lies inside the project (a data
+    /// directory under the root): snapshots never walk it.
+    pub(crate) fn store_inside(&self) -> Option<Vec<u8>> {
+        use std::os::unix::ffi::OsStrExt;
+        let rel = self.store_path.strip_prefix(&self.root).ok()?;
+        (rel != Path::new(STORE_DIR) && !rel.as_os_str().is_empty())
+            .then(|| rel.as_os_str().as_bytes().to_vec())
+    }
+
+    /// Where the store is kept (`None` until the first capture creates it).
+    pub fn location(&self) -> Option<&Location> {
+        self.location.as_ref()
     }
 
     /// The options in use.
@@ -247,22 +299,34 @@ impl Store {
         if self.dirs.is_some() {
             return Ok(());
         }
-        let store = if create {
-            let (fd, created) = fsx::ensure_subdir(&self.root_fd, STORE_DIR)
-                .ctx("create store", &self.store_path)?;
-            if created {
-                self.write_store_file(
-                    &fd,
-                    ".gitignore",
-                    b"# turnback's store: never committed\n*\n",
-                )?;
-                self.write_store_file(&fd, CONFIG_FILE, DEFAULT_CONFIG.as_bytes())?;
-                fsx::fsync(&fd).ctx("fsync", &self.store_path)?;
-                fsx::fsync(&self.root_fd).ctx("fsync", &self.root)?;
+        if self.location.is_none() {
+            if !create {
+                return Ok(());
             }
-            Some(fd)
+            let data = self.data.as_ref().map_err(|_| Error::NoDataDir)?;
+            let loc = location::create(&self.root, data)?;
+            self.store_path = loc.store_dir.clone();
+            self.location = Some(loc);
+        }
+        let store = if create {
+            let parent = self.store_path.parent().unwrap_or(&self.store_path);
+            std::fs::create_dir_all(&self.store_path).ctx("create store", &self.store_path)?;
+            let store = location::open_store_dir(&self.store_path)
+                .ctx("open store", &self.store_path)?
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+                .ctx("open store", &self.store_path)?;
+            if fsx::node_at(&store, CONFIG_FILE)
+                .ctx("look at", self.store_path.join(CONFIG_FILE))?
+                == Node::Missing
+            {
+                self.write_store_file(&store, CONFIG_FILE, DEFAULT_CONFIG.as_bytes())?;
+                fsx::fsync(&store).ctx("fsync", &self.store_path)?;
+                let parent_fd = fsx::open_dir_path(parent).ctx("open", parent)?;
+                fsx::fsync(&parent_fd).ctx("fsync", parent)?;
+            }
+            Some(store)
         } else {
-            fsx::open_subdir(&self.root_fd, STORE_DIR).ctx("open store", &self.store_path)?
+            location::open_store_dir(&self.store_path).ctx("open store", &self.store_path)?
         };
         let Some(store) = store else { return Ok(()) };
         let packs_path = self.store_path.join(PACKS_DIR);
@@ -500,7 +564,7 @@ impl Store {
                 if i + 1 == comps.len() && !follow_final {
                     break;
                 }
-                if comps[i] == STORE_DIR || comps[i] == ".git" {
+                if (i == 0 && comps[i] == STORE_DIR) || comps[i] == ".git" {
                     break;
                 }
                 let prefix = comps[..=i].join("/");
@@ -540,7 +604,14 @@ impl Store {
             }
             break;
         }
-        RelPath::from_components(&comps).map_err(bad)
+        let rel = RelPath::from_components(&comps).map_err(bad)?;
+        if let Some(inside) = self.store_inside() {
+            let inside = String::from_utf8_lossy(&inside).into_owned();
+            if rel.as_str() == inside || rel.as_str().starts_with(&format!("{inside}/")) {
+                return Err(bad(PathProblem::InsideStore));
+            }
+        }
+        Ok(rel)
     }
 
     /// Captures one path in `turn` (see [`Store::capture_many`]).

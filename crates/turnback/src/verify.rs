@@ -84,7 +84,9 @@ use crate::store::{Options, PACKS_DIR, Store};
 pub struct VerifyReport {
     /// The project root (canonical).
     pub root: PathBuf,
-    /// Whether `<root>/.turnback` exists at all.
+    /// The store's directory (see [`crate::location`]).
+    pub store_dir: PathBuf,
+    /// Whether the project has a store at all.
     pub store_found: bool,
     /// Whether nothing is damaged (warnings aside).
     pub whole: bool,
@@ -265,10 +267,13 @@ impl Store {
 pub fn verify_root(root: impl AsRef<Path>) -> Result<VerifyReport> {
     let given = root.as_ref();
     let root = std::fs::canonicalize(given).ctx("open project root", given)?;
-    let root_fd = fsx::open_dir_path(&root).ctx("open project root", &root)?;
-    let store_path = root.join(STORE_DIR);
+    let located = crate::location::locate(&root, None)?;
+    let store_path = located
+        .as_ref()
+        .map_or_else(|| root.join(STORE_DIR), |l| l.store_dir.clone());
     let mut report = VerifyReport {
         root,
+        store_dir: store_path.clone(),
         store_found: false,
         whole: false,
         log_lines: 0,
@@ -280,9 +285,9 @@ pub fn verify_root(root: impl AsRef<Path>) -> Result<VerifyReport> {
         warnings: Vec::new(),
         turns: Vec::new(),
     };
-    let store_fd = match fsx::open_subdir(&root_fd, STORE_DIR) {
-        Ok(Some(fd)) => Some(fd),
-        Ok(None) => None,
+    let store_fd = match crate::location::open_store_dir(&store_path) {
+        _ if located.is_none() => None,
+        Ok(fd) => fd,
         Err(e) => {
             report.store_found = true;
             report.damage.push(Damage::Store {
@@ -899,7 +904,7 @@ mod tests {
         }
 
         fn log(&self) -> PathBuf {
-            self.root.join(STORE_DIR).join(LOG_FILE)
+            crate::location::store_dir_of(&self.root).join(LOG_FILE)
         }
 
         /// The file name of the pack written by record `seq`.
@@ -913,7 +918,7 @@ mod tests {
 
         /// The pack written by the record with sequence number `seq`.
         fn pack(&self, seq: u64) -> PathBuf {
-            let dir = self.root.join(STORE_DIR).join(PACKS_DIR);
+            let dir = crate::location::store_dir_of(&self.root).join(PACKS_DIR);
             let prefix = format!("{seq:012}-");
             std::fs::read_dir(&dir)
                 .expect("packs listed")
@@ -1309,7 +1314,7 @@ mod tests {
     #[test]
     fn a_store_directory_that_is_a_symlink_is_damage() -> TestResult {
         let f = Fixture::new()?;
-        let store = f.root.join(STORE_DIR);
+        let store = crate::location::store_dir_of(&f.root);
         let moved = f.outside.join("store");
         std::fs::rename(&store, &moved)?;
         std::os::unix::fs::symlink(&moved, &store)?;

@@ -76,8 +76,16 @@ impl Project {
         Store::open_with(&self.root, options)
     }
 
+    /// The log's path (one that does not exist while there is no store).
     pub fn log_path(&self) -> PathBuf {
-        self.root.join(".turnback").join(log::LOG_FILE)
+        store_dir_if_any(&self.root)
+            .unwrap_or_else(|| self.root.join(".turnback"))
+            .join(log::LOG_FILE)
+    }
+
+    /// The project's store directory (it must have a store).
+    pub fn store_dir(&self) -> PathBuf {
+        store_dir(&self.root)
     }
 
     /// Every record of the log; fails on any damaged or torn line.
@@ -104,6 +112,18 @@ impl Project {
     pub fn snapshot_all(&self) -> TestResult<Tree> {
         snapshot(&self.root, &[])
     }
+}
+
+/// The store directory of the project at `root`, which has a store.
+pub fn store_dir(root: &Path) -> PathBuf {
+    store_dir_if_any(root).expect("the project has a store")
+}
+
+/// The store directory of the project at `root`, if it has one yet.
+pub fn store_dir_if_any(root: &Path) -> Option<PathBuf> {
+    turnback::location::locate(root, None)
+        .expect("locate the store")
+        .map(|l| l.store_dir)
 }
 
 /// Writes `bytes` to `root/rel`, creating its directories.

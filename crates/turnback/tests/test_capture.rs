@@ -466,7 +466,7 @@ fn blobs_are_stored_compressed() -> TestResult {
     p.write("lib.rs", &source)?;
     let mut store = p.open()?;
     let report = store.capture(&turn("t1")?, None, "lib.rs")?;
-    let packs = p.root.join(".turnback/packs");
+    let packs = crate::common::store_dir(&p.root).join("packs");
     let on_disk: u64 = std::fs::read_dir(&packs)?
         .map(|e| Ok(e?.metadata()?.len()))
         .sum::<TestResult<u64>>()?;
@@ -496,7 +496,7 @@ fn failed_capture_prevents_the_write() -> TestResult {
     let records = p.records()?.len();
     // The pack directory this store holds open is swapped for a fresh one,
     // so new packs cannot be created in it: the pre-image cannot be saved.
-    let packs = p.root.join(".turnback/packs");
+    let packs = crate::common::store_dir(&p.root).join("packs");
     std::fs::rename(&packs, p.parent().join("old-packs"))?;
     std::fs::remove_dir_all(p.parent().join("old-packs"))?;
     std::fs::create_dir(&packs)?;

@@ -1,4 +1,4 @@
-//! The store beside a real git repository: it lives in `.turnback/`, never
+//! The store beside a real git repository: its marker is `.turnback/`, never
 //! writes into `.git/`, and git does not see it.
 
 use std::path::Path;
@@ -62,12 +62,16 @@ fn store_lives_in_dot_turnback_and_never_touches_git() -> TestResult {
     store.write(&t1, None, ".env", b"API_URL=http://localhost\n")?;
     store.write(&t1, None, "theme.css", b"body {}\n")?;
     store.write(&t1, None, "notes.md", b"overwritten\n")?;
-    // Only .turnback was added beside the project's own files.
+    // Only the .turnback marker was added beside the project's own files;
+    // the store itself lives outside the project.
     let top: Vec<String> = std::fs::read_dir(&p.root)?
         .map(|e| Ok(e?.file_name().to_string_lossy().into_owned()))
         .collect::<TestResult<_>>()?;
     assert!(top.iter().any(|n| n == ".turnback"), "{top:?}");
-    assert!(p.path(".turnback/log.jsonl").is_file());
+    assert!(p.path(".turnback/store.toml").is_file());
+    assert!(!p.path(".turnback/log.jsonl").exists());
+    assert!(!p.store_dir().starts_with(&p.root));
+    assert!(p.store_dir().join("log.jsonl").is_file());
     let during = git(
         &p.root,
         &[

@@ -245,7 +245,7 @@ fn two_packs() -> TestResult<(Project, Tree, Tree, std::path::PathBuf)> {
             _ => None,
         })
         .ok_or("t1 wrote a pack")?;
-    let pack = p.root.join(".turnback/packs").join(pack);
+    let pack = crate::common::store_dir(&p.root).join("packs").join(pack);
     Ok((p, before1, before2, pack))
 }
 
@@ -475,7 +475,7 @@ fn repair_sets_damaged_lines_aside_and_turns_verify_calls_whole_rewind_as_before
             std::fs::remove_dir_all(&work)?;
         }
         copy_dir(&p.root, &work)?;
-        std::fs::write(work.join(".turnback").join(log::LOG_FILE), bytes)?;
+        std::fs::write(crate::common::store_dir(&work).join(log::LOG_FILE), bytes)?;
         assert!(
             Store::open(&work).is_err(),
             "{what}: the damage went unnoticed"

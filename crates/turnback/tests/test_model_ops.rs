@@ -369,12 +369,15 @@ impl Run {
                 // What a capture killed between its pack and its record
                 // leaves: a temporary pack and half a record.
                 // Temporary packs are written in the store directory.
-                let packs = self.p.root.join(".turnback/packs");
+                let Some(store) = crate::common::store_dir_if_any(&self.p.root) else {
+                    return Ok(());
+                };
+                let packs = store.join("packs");
                 if !packs.exists() {
                     return Ok(());
                 }
                 std::fs::write(
-                    self.p.root.join(".turnback/.pack.turnback-tmp-999999999-0"),
+                    store.join(".pack.turnback-tmp-999999999-0"),
                     b"TBPACK1\npartial",
                 )?;
                 let records = log::parse(&std::fs::read(self.p.log_path())?, 1);
@@ -464,8 +467,9 @@ fn run_case(steps: &[Step]) -> TestResult {
         if run.mutated {
             // The mutation cut the torn line and swept temporary packs.
             run.torn = false;
-            for dir in [".turnback", ".turnback/packs"] {
-                for e in std::fs::read_dir(run.p.root.join(dir))? {
+            let store = crate::common::store_dir_if_any(&run.p.root).ok_or("a store")?;
+            for dir in [store.clone(), store.join("packs")] {
+                for e in std::fs::read_dir(dir)? {
                     let name = e?.file_name().to_string_lossy().into_owned();
                     if name.contains(".turnback-tmp-") {
                         return Err(format!(

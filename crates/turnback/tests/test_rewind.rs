@@ -179,7 +179,7 @@ fn damaged_blob_is_never_written_into_the_project() -> TestResult {
             _ => None,
         })
         .ok_or("no pack holds a.txt")?;
-    let pack_path = p.root.join(".turnback/packs").join(pack);
+    let pack_path = crate::common::store_dir(&p.root).join("packs").join(pack);
     let mut bytes = std::fs::read(&pack_path)?;
     bytes[(offset + len / 2) as usize] ^= 0x10;
     std::fs::set_permissions(&pack_path, std::fs::Permissions::from_mode(0o644))?;
