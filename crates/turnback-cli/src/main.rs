@@ -18,13 +18,14 @@ pub const EXIT_INCOMPLETE: u8 = 3;
 /// Exact, crash-safe rewinds of a project folder for AI coding agents.
 ///
 /// Before an agent writes a file, turnback saves the file's current bytes in
-/// `.turnback/` inside the project; `turnback rewind TURN` puts the folder
-/// back exactly as it was before that turn.
+/// a store outside the project (`turnback store` says where); `turnback
+/// rewind TURN` puts the folder back exactly as it was before that turn.
 #[derive(Parser, Debug)]
 #[command(name = "turnback", version, propagate_version = true)]
 pub struct Cli {
     /// The project root [default: the nearest ancestor of the current
-    /// directory that has a .turnback/, else the current directory]
+    /// directory that has a .turnback/ marker or a registered store, else the
+    /// current directory]
     #[arg(long, global = true, value_name = "DIR")]
     root: Option<PathBuf>,
 
@@ -64,6 +65,7 @@ enum Command {
     Exec(commands::exec::Args),
     Snapshot(commands::snapshot::Args),
     Status(commands::status::Args),
+    Store(commands::store::Args),
     Verify(commands::verify::Args),
     Repair(commands::repair::Args),
     ImportOsfoundry(commands::import_osfoundry::Args),
@@ -149,6 +151,7 @@ fn main() -> ExitCode {
         Command::Exec(a) => commands::exec::run(&ctx, a),
         Command::Snapshot(a) => commands::snapshot::run(&ctx, a),
         Command::Status(a) => commands::status::run(&ctx, a),
+        Command::Store(a) => commands::store::run(&ctx, a),
         Command::Verify(a) => commands::verify::run(&ctx, a),
         Command::Repair(a) => commands::repair::run(&ctx, a),
         Command::ImportOsfoundry(a) => commands::import_osfoundry::run(&ctx, a),

@@ -12,6 +12,10 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 fn turnback(root: &std::path::Path) -> Command {
     let mut c = Command::cargo_bin("turnback").expect("binary built");
     c.env_clear()
+        .env(
+            "TURNBACK_DATA_DIR",
+            std::env::var_os("TURNBACK_DATA_DIR").unwrap_or_default(),
+        )
         .env("PATH", std::env::var_os("PATH").unwrap_or_default());
     c.current_dir(root).arg("--root").arg(root);
     c
@@ -62,7 +66,9 @@ fn gc_beside_a_paused_capture_loses_nothing() -> TestResult {
         .stdout(Stdio::null())
         .spawn()?;
     // Wait until its temporary pack exists, then pause it mid-write.
-    let packs = root.join(".turnback");
+    let packs = turnback::location::locate(root, None)?
+        .ok_or("earlier turns made a store")?
+        .store_dir;
     let start = Instant::now();
     loop {
         let writing = std::fs::read_dir(&packs)?

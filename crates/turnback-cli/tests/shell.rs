@@ -52,6 +52,10 @@ fn state(dir: &Path, skip: &[&str]) -> BTreeMap<String, (char, Vec<u8>, u32)> {
 fn turnback(root: &Path) -> Command {
     let mut c = Command::cargo_bin("turnback").expect("the turnback binary");
     c.env_clear()
+        .env(
+            "TURNBACK_DATA_DIR",
+            std::env::var_os("TURNBACK_DATA_DIR").unwrap_or_default(),
+        )
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", root)
         .current_dir(root)

@@ -15,6 +15,10 @@ fn turnback(root: &Path, args: &[&str]) -> std::process::Output {
     Command::cargo_bin("turnback")
         .expect("binary built")
         .env_clear()
+        .env(
+            "TURNBACK_DATA_DIR",
+            std::env::var_os("TURNBACK_DATA_DIR").unwrap_or_default(),
+        )
         .current_dir(root)
         .arg("--root")
         .arg(root)
@@ -157,6 +161,10 @@ fn two_turns() -> Result<(tempfile::TempDir, PathBuf), Box<dyn std::error::Error
     for (turn, file) in [("t1", "a.txt"), ("t2", "b.txt")] {
         let out = Command::cargo_bin("turnback")?
             .env_clear()
+            .env(
+                "TURNBACK_DATA_DIR",
+                std::env::var_os("TURNBACK_DATA_DIR").unwrap_or_default(),
+            )
             .current_dir(&root)
             .arg("--root")
             .arg(&root)

@@ -917,7 +917,14 @@ impl Store {
             files_too,
             parent: None,
         });
-        rayon::scope(|s| ctx.walk_dir(root_fd, Vec::new(), ignores, s)).ctx("list", &self.root)?;
+        match rayon::scope(|s| ctx.walk_dir(root_fd, Vec::new(), ignores, s)) {
+            Ok(()) => {}
+            // The project folder itself was deleted (`cd .. && rm -rf
+            // proj`): it holds nothing now, and every file it held is a
+            // deletion the tree's blobs can undo.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).ctx("list", &self.root),
+        }
         if let Ok(w) = ctx.warnings.lock() {
             warnings.extend(w.iter().cloned());
         }

@@ -22,6 +22,7 @@ pub mod seal;
 pub mod show;
 pub mod snapshot;
 pub mod status;
+pub mod store;
 pub mod undo;
 pub mod verify;
 pub mod write;

@@ -76,7 +76,7 @@ fn paths_inside_git_or_the_store_are_refused_by_name() -> TestResult {
         .args(["capture", "--turn", "t1", "sub/../.turnback/log.jsonl"])
         .assert()
         .code(1)
-        .stderr(contains(".turnback/log.jsonl").and(contains("inside the store")));
+        .stderr(contains(".turnback/log.jsonl").and(contains("inside turnback's own directory")));
     // With --json the error is one JSON object on stdout, naming the path.
     let out = p
         .tb()

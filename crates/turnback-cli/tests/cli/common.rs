@@ -15,7 +15,12 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_turnback");
 /// A command running the real binary in `cwd`, with no environment but PATH.
 pub fn turnback_in(cwd: &Path) -> Command {
     let mut cmd = Command::new(BIN);
-    cmd.env_clear().current_dir(cwd);
+    cmd.env_clear()
+        .env(
+            "TURNBACK_DATA_DIR",
+            std::env::var_os("TURNBACK_DATA_DIR").unwrap_or_default(),
+        )
+        .current_dir(cwd);
     if let Some(path) = std::env::var_os("PATH") {
         cmd.env("PATH", path);
     }
@@ -103,9 +108,17 @@ impl Project {
         Ok(out)
     }
 
+    /// The project's store directory (it must have a store).
+    pub fn store_dir(&self) -> std::path::PathBuf {
+        turnback::location::locate(&self.root, None)
+            .expect("locate the store")
+            .expect("the project has a store")
+            .store_dir
+    }
+
     /// The store's log lines.
     pub fn log_lines(&self) -> Res<Vec<String>> {
-        let text = std::fs::read_to_string(self.path(".turnback/log.jsonl"))?;
+        let text = std::fs::read_to_string(self.store_dir().join("log.jsonl"))?;
         Ok(text.lines().map(str::to_owned).collect())
     }
 }

@@ -16,7 +16,12 @@ type Acked = Vec<(String, String)>;
 
 fn capture(root: &Path, turn: &str, path: &str) -> Res<Acked> {
     let mut cmd = Command::new(BIN);
-    cmd.env_clear().current_dir(root);
+    cmd.env_clear()
+        .env(
+            "TURNBACK_DATA_DIR",
+            std::env::var_os("TURNBACK_DATA_DIR").unwrap_or_default(),
+        )
+        .current_dir(root);
     if let Some(p) = std::env::var_os("PATH") {
         cmd.env("PATH", p);
     }

@@ -14,7 +14,8 @@ fn root_flag_names_the_project_from_anywhere() -> TestResult {
         .assert()
         .success()
         .stdout("captured a.txt  (file, 1 bytes, mode 644)\n");
-    assert!(p.exists(".turnback/log.jsonl"));
+    assert!(p.exists(".turnback/store.toml"));
+    assert!(p.store_dir().join("log.jsonl").exists());
     assert!(!p.outer.join(".turnback").exists());
 
     let out = turnback_in(&p.outer)
@@ -97,7 +98,7 @@ fn without_a_store_above_the_current_directory_is_the_root() -> TestResult {
         .assert()
         .success()
         .stdout("captured today.md  (file, 8 bytes, mode 644)\n");
-    assert!(notes.join(".turnback/log.jsonl").exists());
+    assert!(notes.join(".turnback/store.toml").exists());
     assert!(!p.exists(".turnback"));
     Ok(())
 }

@@ -345,7 +345,10 @@ pub fn tb(root: &Path) -> Command {
 }
 
 fn base_env(cmd: &mut Command) {
-    cmd.env_clear();
+    cmd.env_clear().env(
+        "TURNBACK_DATA_DIR",
+        std::env::var_os("TURNBACK_DATA_DIR").unwrap_or_default(),
+    );
     if let Some(path) = std::env::var_os("PATH") {
         cmd.env("PATH", path);
     }
