@@ -304,7 +304,7 @@ fn a_pre_image_that_cannot_be_saved_blocks_the_write_with_exit_2() -> TestResult
     send_ok(root, &fixture("user_prompt_submit.json", root)?)?;
     tool_call(root, &fixture("pre_tool_use_edit.json", root)?)?;
     // Damage a complete line of the log: no capture can be trusted now.
-    let log = root.join(".turnback/log.jsonl");
+    let log = common::store_dir(root).join("log.jsonl");
     let mut bytes = std::fs::read(&log)?;
     bytes.extend_from_slice(b"{\"seq\":99,\"damaged\":true}\n");
     std::fs::write(&log, bytes)?;
@@ -500,7 +500,7 @@ fn parallel_tool_calls_before_any_prompt_share_one_turn() -> TestResult {
     // Hold the store lock shared: every hook can open the store and read
     // the session (none yet), but none can begin a turn until it is
     // released, so all of them race to begin one.
-    let lock = std::fs::File::open(root.join(".turnback/lock"))?;
+    let lock = std::fs::File::open(common::store_dir(root).join("lock"))?;
     lock.lock_shared()?;
     let mut children = Vec::new();
     for i in 0..16 {

@@ -137,13 +137,13 @@ fn gemini_shell_commands_are_snapshotted_and_failed_saves_block() -> TestResult 
     let out = send(root, &fixture("before_tool_run_shell_command.json", root)?)?;
     assert_eq!(out.status.code(), Some(0));
     assert!(
-        root.join(".turnback/tree").is_file(),
+        common::store_dir(root).join("tree").is_file(),
         "the before half recorded the tree state: {}",
         String::from_utf8_lossy(&out.stderr)
     );
 
     send_ok(root, &fixture("before_tool_replace.json", root)?)?;
-    let log = root.join(".turnback/log.jsonl");
+    let log = common::store_dir(root).join("log.jsonl");
     let mut bytes = std::fs::read(&log)?;
     bytes.extend_from_slice(b"not a record\n");
     std::fs::write(&log, bytes)?;

@@ -9,6 +9,14 @@ use std::process::Command;
 
 use assert_cmd::cargo::CommandCargoExt;
 
+/// The store directory of the project at `root`, which has a store.
+fn store_dir(root: &Path) -> PathBuf {
+    turnback::location::locate(root, None)
+        .expect("locate the store")
+        .expect("the project has a store")
+        .store_dir
+}
+
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 fn turnback(root: &Path, args: &[&str]) -> std::process::Output {
@@ -199,12 +207,12 @@ fn verify_exits_1_and_names_a_missing_pack_by_turn_and_path() -> TestResult {
     assert_eq!(ok.status.code(), Some(0));
 
     // The pack written by the second record.
-    let pack = std::fs::read_dir(root.join(".turnback/packs"))?
+    let pack = std::fs::read_dir(store_dir(&root).join("packs"))?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .find(|n| n.starts_with("000000000002-"))
         .ok_or("no pack for record 2")?;
-    std::fs::remove_file(root.join(".turnback/packs").join(&pack))?;
+    std::fs::remove_file(store_dir(&root).join("packs").join(&pack))?;
     let out = turnback(&root, &["verify"]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8(out.stdout)?;
@@ -231,7 +239,7 @@ fn verify_exits_1_and_names_a_missing_pack_by_turn_and_path() -> TestResult {
 #[test]
 fn verify_runs_where_the_store_cannot_be_opened() -> TestResult {
     let (_tmp, root) = two_turns()?;
-    let log = root.join(".turnback/log.jsonl");
+    let log = store_dir(&root).join("log.jsonl");
     let mut bytes = std::fs::read(&log)?;
     bytes[10] ^= 0x02; // inside line 1
     std::fs::write(&log, &bytes)?;
@@ -272,7 +280,7 @@ fn verify_runs_where_the_store_cannot_be_opened() -> TestResult {
     );
     assert!(text.contains("1 of 2 line(s) kept"), "{text}");
     assert_eq!(
-        std::fs::read(root.join(".turnback/log.damaged-1.jsonl"))?,
+        std::fs::read(store_dir(&root).join("log.damaged-1.jsonl"))?,
         bytes
     );
     assert_eq!(turnback(&root, &["verify"]).status.code(), Some(0));

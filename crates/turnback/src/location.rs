@@ -404,6 +404,17 @@ fn fork(root: &Path, data: &Data, id: &str) -> Result<String> {
     Ok(new)
 }
 
+/// Whether the directory holds nothing but the marker's files (an
+/// in-project store chosen but never written): no store yet.
+pub(crate) fn holds_only_marker(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.filter_map(|e| e.ok()).all(|e| {
+            let name = e.file_name();
+            MARKER_KEEPS.contains(&name.to_string_lossy().as_ref())
+        })
+    })
+}
+
 fn has_legacy_store(root: &Path) -> bool {
     let dir = root.join(STORE_DIR);
     LEGACY_SIGNS.iter().any(|n| dir.join(n).exists())
@@ -485,13 +496,11 @@ fn copy_dir_linking(from: &Path, to: &Path, top: bool, link: bool) -> Result<()>
         let ty = e.file_type().ctx("stat", &src)?;
         if ty.is_dir() {
             copy_dir_linking(&src, &dst, false, top && name == "packs")?;
-        } else if ty.is_file() {
-            if !link || std::fs::hard_link(&src, &dst).is_err() {
-                std::fs::copy(&src, &dst).ctx("copy", &dst)?;
-                File::open(&dst)
-                    .and_then(|f| f.sync_all())
-                    .ctx("fsync", &dst)?;
-            }
+        } else if ty.is_file() && (!link || std::fs::hard_link(&src, &dst).is_err()) {
+            std::fs::copy(&src, &dst).ctx("copy", &dst)?;
+            File::open(&dst)
+                .and_then(|f| f.sync_all())
+                .ctx("fsync", &dst)?;
         }
     }
     let fd = fsx::open_dir_path(to).ctx("open", to)?;
@@ -891,7 +900,7 @@ mod tests {
         std::fs::remove_file(dir.join(MARKER_FILE))?;
         rustix::fs::mknodat(
             rustix::fs::CWD,
-            &dir.join(MARKER_FILE),
+            dir.join(MARKER_FILE),
             rustix::fs::FileType::Fifo,
             Mode::from_raw_mode(0o644),
             0,

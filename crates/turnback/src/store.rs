@@ -343,8 +343,10 @@ impl Store {
             Some(packs) => self.dirs = Some(Dirs { store, packs }),
             None => {
                 // A store directory without packs/ (just created by another
-                // process, or emptied): make it whole.
-                if !create {
+                // process, or emptied): make it whole, unless it holds only
+                // the marker (an in-project store chosen, never written):
+                // then there is no store yet, and a read creates none.
+                if !create && !location::holds_only_marker(&self.store_path) {
                     return self.open_dirs(true);
                 }
             }

@@ -67,12 +67,12 @@ fn a_rerun_capture_seals_the_turn_before_when_a_kill_left_it_unsealed() -> TestR
     store.capture(&t("t2"), None, "other.txt")?;
     // As if killed after t2's capture record and before t1's seal: the
     // seal line is cut off the log.
-    let log = crate::common::store_dir(&root).join("log.jsonl");
+    let log = crate::common::store_dir(root).join("log.jsonl");
     let bytes = std::fs::read(&log)?;
     let lines: Vec<&[u8]> = bytes.split_inclusive(|&b| b == b'\n').collect();
     assert!(String::from_utf8_lossy(lines[lines.len() - 1]).contains("\"seal\""));
     std::fs::write(&log, lines[..lines.len() - 1].concat())?;
-    std::fs::remove_file(crate::common::store_dir(&root).join("index")).ok();
+    std::fs::remove_file(crate::common::store_dir(root).join("index")).ok();
     let mut store = Store::open(root)?;
     assert!(!store.turn(&t("t1"))?.sealed);
     // The rerun finds its capture done, and seals t1 now.
@@ -252,7 +252,7 @@ fn gc_drops_oldest_turns_compacts_the_log_and_keeps_the_rest_rewindable() -> Tes
         )?;
     }
     let before = tree(root);
-    let log = crate::common::store_dir(&root).join("log.jsonl");
+    let log = crate::common::store_dir(root).join("log.jsonl");
     let log_before = std::fs::metadata(&log)?.len();
     let report = store.gc(&GcOptions {
         keep_turns: Some(3),
@@ -325,7 +325,7 @@ fn ten_versions_of_a_2mb_file_cost_less_than_2_5mb() -> TestResult {
         store.write(&t(&format!("t{i}")), None, "big.rs", text.as_bytes())?;
     }
     use std::os::unix::fs::MetadataExt;
-    let packs: u64 = std::fs::read_dir(crate::common::store_dir(&root).join("packs"))?
+    let packs: u64 = std::fs::read_dir(crate::common::store_dir(root).join("packs"))?
         .map(|e| e.map(|e| e.metadata().map(|m| m.blocks() * 512)))
         .collect::<Result<Result<Vec<_>, _>, _>>()??
         .iter()

@@ -4,7 +4,8 @@ use crate::{Ctx, Outcome};
 
 /// Drop the oldest turns beyond the limits and delete what nothing refers to
 ///
-/// Limits not given come from .turnback/config.toml; gc also runs on its own
+/// Limits not given come from the store's config.toml (`turnback store`
+/// says where); gc also runs on its own
 /// after each rewind and every N captures (see that file).
 #[derive(clap::Args, Debug)]
 pub struct Args {

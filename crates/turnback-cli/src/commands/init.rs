@@ -8,7 +8,7 @@
 //! handlers that run `… hook <agent>` are replaced, so running it twice
 //! changes nothing the second time. The file
 //! is replaced atomically (temporary file beside it, fsync, rename). It also
-//! creates the store (`.turnback/`), so hooks run from a subdirectory find
+//! creates the store (and its `.turnback/` marker), so hooks run from a subdirectory find
 //! the project root.
 
 use std::io::Write;

@@ -5,7 +5,8 @@ use crate::{Ctx, Outcome};
 /// A damaged log line (other than a torn final one) makes every command
 /// refuse the store. Repair keeps every line that is intact and fits, byte
 /// for byte, and drops the others; the whole original log is kept beside it
-/// as .turnback/log.damaged-N.jsonl (move it back over log.jsonl to undo).
+/// in the store as log.damaged-N.jsonl (move it back over log.jsonl to
+/// undo; `turnback store` says where the store is).
 /// Run `turnback verify` first to see which turns the damage makes
 /// uncertain. Exit code 0 unless the repair itself fails (nothing to repair
 /// and a dry run are not failures).

@@ -18,7 +18,7 @@ pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
         ctx.print_json(&report)?;
         return Ok(code);
     }
-    let store = report.root.join(".turnback");
+    let store = &report.store_dir;
     if !report.store_found {
         println!(
             "no store in {} (nothing captured yet): nothing to verify",

@@ -13,6 +13,14 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_turnback");
 
 pub type TestResult = Result<(), Box<dyn std::error::Error>>;
 
+/// The store directory of the project at `root`, which has a store.
+pub fn store_dir(root: &Path) -> std::path::PathBuf {
+    turnback::location::locate(root, None)
+        .expect("locate the store")
+        .expect("the project has a store")
+        .store_dir
+}
+
 /// Runs `turnback ARGS` in `root`.
 pub fn turnback(root: &Path, args: &[&str]) -> Result<Output, std::io::Error> {
     Command::new(BIN)

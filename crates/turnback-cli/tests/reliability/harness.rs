@@ -274,6 +274,7 @@ impl Lab {
         let root = base.join("project");
         let canary = base.join("canary");
         std::fs::create_dir(&root)?;
+        keep_store_in_project(&root)?;
         std::fs::create_dir(&canary)?;
         put(
             &canary,
@@ -777,11 +778,21 @@ pub fn keep_everything() -> GcOptions {
     }
 }
 
+/// Makes the project keep its store in `.turnback/`: the fault tests trace
+/// every system call a command makes on the lab, so the store must be in
+/// the lab. Its files and their write order are the same wherever it lives.
+pub fn keep_store_in_project(root: &Path) -> Res {
+    put(root, ".turnback/store.toml", b"in_project = true\n", 0o644)
+}
+
 /// Recovery: open the store and run a gc that keeps everything (it cuts a
 /// torn final line, sweeps temporary packs and deletes unreferenced ones).
 /// A project without a store stays without one.
 pub fn recover(root: &Path) -> Res {
-    if !root.join(".turnback").exists() {
+    let only_marker = |e: std::io::Result<std::fs::DirEntry>| {
+        e.is_ok_and(|e| matches!(e.file_name().to_str(), Some("store.toml" | ".gitignore")))
+    };
+    if std::fs::read_dir(root.join(".turnback")).map_or(true, |mut d| d.all(only_marker)) {
         return Ok(());
     }
     let mut store = Store::open(root).map_err(|e| format!("recovery: open: {e}"))?;
