@@ -350,7 +350,7 @@ fn settle_named(
         .map(|b| PathBuf::from(OsStr::from_bytes(b)));
     let id = match owner_path {
         Some(other) if !same_root && names_store(&other, &id) => {
-            let fork = fork(root, data, &id)?;
+            let fork = adopt_copy(root, data, &data.store_dir(&id))?;
             notes.push(format!(
                 "this folder is a copy of {}: it gets a store of its own, {}, starting with the original's turns",
                 other.display(),
@@ -388,20 +388,18 @@ fn names_store(other: &Path, id: &str) -> bool {
     )
 }
 
-/// A new store for `root` holding a copy of store `id` (packs hard-linked
-/// where the file system allows: they are never changed).
-fn fork(root: &Path, data: &Data, id: &str) -> Result<String> {
-    let new = new_id(root);
-    let from = data.store_dir(id);
-    let to = data.store_dir(&new);
-    copy_store(&from, &to)?;
+/// A new store for `root` in the data directory, holding a copy of the
+/// store directory `from`; the marker names it once it is durable.
+/// Returns its id.
+fn adopt_copy(root: &Path, data: &Data, from: &Path) -> Result<String> {
+    let id = new_id(root);
+    let to = data.store_dir(&id);
+    copy_store(from, &to)?;
     let fd = fsx::open_dir_path(&to).ctx("open", &to)?;
     write_project(&fd, &to, root)?;
-    let stores = data.dir.join(STORES);
-    fsx::fsync(&fsx::open_dir_path(&stores).ctx("open", &stores)?).ctx("fsync", &stores)?;
-    data.register(root, &new)?;
-    write_marker(root, &Marker::Id(new.clone()))?;
-    Ok(new)
+    data.register(root, &id)?;
+    write_marker(root, &Marker::Id(id.clone()))?;
+    Ok(id)
 }
 
 /// Whether the directory holds nothing but the marker's files (an
@@ -441,15 +439,8 @@ fn migrate(root: &Path, held: &mut Held<'_>) -> Result<Location> {
             notes: Vec::new(),
         });
     }
-    let id = new_id(root);
+    let id = adopt_copy(root, data, &old)?;
     let store_dir = data.store_dir(&id);
-    copy_store(&old, &store_dir)?;
-    let fd = fsx::open_dir_path(&store_dir).ctx("open", &store_dir)?;
-    write_project(&fd, &store_dir, root)?;
-    let stores = data.dir.join(STORES);
-    fsx::fsync(&fsx::open_dir_path(&stores).ctx("open", &stores)?).ctx("fsync", &stores)?;
-    data.register(root, &id)?;
-    write_marker(root, &Marker::Id(id.clone()))?;
     remove_leftovers(root)?;
     Ok(Location {
         notes: vec![format!(
@@ -646,13 +637,8 @@ fn relocate(root: &Path, data: &Data, in_project: bool) -> Result<Location> {
         ) => {
             let fd = fsx::open_dir_path(&marker_dir).ctx("open", &marker_dir)?;
             let _lock = lock::acquire(&fd, &marker_dir, true, SETTLE_WAIT)?;
-            let id = new_id(root);
+            let id = adopt_copy(root, data, &marker_dir)?;
             let store_dir = data.store_dir(&id);
-            copy_store(&marker_dir, &store_dir)?;
-            let sfd = fsx::open_dir_path(&store_dir).ctx("open", &store_dir)?;
-            write_project(&sfd, &store_dir, root)?;
-            data.register(root, &id)?;
-            write_marker(root, &Marker::Id(id.clone()))?;
             remove_leftovers(root)?;
             Ok(Location {
                 notes: vec![format!(
