@@ -308,3 +308,24 @@ fn without_turnback_data_dir_the_store_goes_to_the_platform_data_directory() -> 
     );
     Ok(())
 }
+
+#[test]
+fn turnback_store_project_in_the_environment_keeps_a_new_store_in_the_project() -> TestResult {
+    let r = Repo::new()?;
+    let before = tree(&r.root)?;
+    let out = Command::new(BIN)
+        .args(["capture", "--turn", "t1", "notes.txt", "main.c"])
+        .current_dir(&r.root)
+        .env("TURNBACK_DATA_DIR", &r.data)
+        .env("TURNBACK_STORE", "project")
+        .output()?;
+    assert!(out.status.success(), "{out:?}");
+    assert!(r.root.join(".turnback/log.jsonl").is_file());
+    assert!(!r.data.join("stores").exists());
+    // Without the variable, the existing store is still found in the project.
+    std::fs::write(r.root.join("notes.txt"), "agent\n")?;
+    r.tb(&["rewind", "t1"])?;
+    assert_eq!(tree(&r.root)?, before);
+    assert_eq!(r.store_dir()?, r.root.join(".turnback"));
+    Ok(())
+}

@@ -993,6 +993,11 @@ fn render(
 }
 
 fn main() -> Res<()> {
+    // The figures are of the store's own files and their write order, kept
+    // in the measured tree as before (the default data-directory store
+    // differs only by the small marker and registry reads at open).
+    // SAFETY: set before any thread is started.
+    unsafe { std::env::set_var(turnback::location::STORE_ENV, "project") };
     let cfg = config()?;
     let m = machine(&cfg.tmp)?;
     let commit = commit();

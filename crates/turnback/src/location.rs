@@ -41,8 +41,9 @@
 //!    the new one named by the marker (the next command removes what is left
 //!    of the old files).
 //! 4. `store.toml` with `in_project = true`: the store is `.turnback/`
-//!    itself, as chosen by `turnback store --in-project` for machines whose
-//!    home directory is thrown away (dev containers). A command run in the
+//!    itself, as chosen by `turnback store --in-project` (or, for every new
+//!    store, by `TURNBACK_STORE=project` in the environment) for machines
+//!    whose home directory is thrown away (dev containers). A command run in the
 //!    project can then delete it; that is the price of the choice.
 //!
 //! A marker or registry entry that names a store which no longer exists is
@@ -72,6 +73,10 @@ use crate::path::STORE_DIR;
 
 /// The environment variable that sets the data directory.
 pub const DATA_DIR_ENV: &str = "TURNBACK_DATA_DIR";
+/// The environment variable that, set to `project`, makes a project that
+/// has no store yet keep its new store in `.turnback/` (for a dev container
+/// whose home is thrown away: set it once in the container's environment).
+pub const STORE_ENV: &str = "TURNBACK_STORE";
 /// The marker's file inside `<root>/.turnback/`.
 pub const MARKER_FILE: &str = "store.toml";
 /// The file in a store directory that names its project root.
@@ -299,6 +304,20 @@ pub(crate) fn find_in_project(root: &Path) -> Result<Option<Location>> {
     }
 }
 
+/// With `TURNBACK_STORE=project`, marks `root` (which has no store yet) as
+/// keeping its store in the project, and returns that location.
+pub(crate) fn in_project_by_env(root: &Path) -> Result<Option<Location>> {
+    if std::env::var_os(STORE_ENV).is_none_or(|v| v != "project") {
+        return Ok(None);
+    }
+    write_marker(root, &Marker::InProject)?;
+    Ok(Some(Location {
+        store_dir: root.join(STORE_DIR),
+        kind: Kind::InProject,
+        notes: Vec::new(),
+    }))
+}
+
 /// Creates the store of `root`, which has none (`find` said so), in the
 /// data directory.
 pub(crate) fn create(root: &Path, data: &Data) -> Result<Location> {
@@ -311,6 +330,9 @@ fn create_in(root: &Path, held: &mut Held<'_>) -> Result<Location> {
     // Another process may have created it while we waited.
     if let Some(found) = find_in(root, held)? {
         return Ok(found);
+    }
+    if let Some(chosen) = in_project_by_env(root)? {
+        return Ok(chosen);
     }
     let id = new_id(root);
     let store_dir = data.store_dir(&id);

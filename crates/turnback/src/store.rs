@@ -303,8 +303,10 @@ impl Store {
             if !create {
                 return Ok(());
             }
-            let data = self.data.as_ref().map_err(|_| Error::NoDataDir)?;
-            let loc = location::create(&self.root, data)?;
+            let loc = match &self.data {
+                Ok(data) => location::create(&self.root, data)?,
+                Err(_) => location::in_project_by_env(&self.root)?.ok_or(Error::NoDataDir)?,
+            };
             self.store_path = loc.store_dir.clone();
             self.location = Some(loc);
         }
