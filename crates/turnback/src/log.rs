@@ -31,6 +31,12 @@
 //! - A blob is introduced once, by the first record that needs it, with its
 //!   pack (the record's, or its own `pack` field after gc) and, for a delta,
 //!   its `base`, introduced earlier.
+//! - A pre-image is one of `file` (`blob`, `size`, `mode`), `symlink`
+//!   (`target`), `absent`, `dir` (`mode`: the permission bits with setuid,
+//!   setgid and sticky, as `st_mode & 0o7777`), `fifo` (`mode`) or `skipped`
+//!   (`reason`, `size`: not saved, e.g. a socket or a file over the cap).
+//!   Stores written before `fifo` existed hold none; every older record
+//!   reads unchanged.
 //! - A `snapshot` record introduces the blobs a tree scan stored (its
 //!   pack), for a later `capture` record or the tree state (see
 //!   [`crate::tree`]) to name.
@@ -248,9 +254,15 @@ pub enum Pre {
     /// Nothing was there (a file the agent created, or a directory its
     /// write had to create); a rewind removes it.
     Absent,
-    /// A directory (recorded when a rewind or undo removed one).
+    /// A directory: one a turn removed, replaced or changed the mode of,
+    /// or one a rewind or undo changed. A rewind makes it (or sets its mode).
     Dir {
-        /// Its permission bits.
+        /// Its mode bits (permissions with setuid, setgid and sticky).
+        mode: u32,
+    },
+    /// A FIFO (named pipe); a rewind makes a new one.
+    Fifo {
+        /// Its mode bits.
         mode: u32,
     },
     /// Not saved; a rewind reports it as not restored.
