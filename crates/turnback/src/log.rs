@@ -423,6 +423,24 @@ mod tests {
                     failed: vec![],
                 },
             },
+            Record {
+                seq: 3,
+                at: 1_700_000_000_000_000_002,
+                op: Op::Saved {
+                    pack: None,
+                    blobs: vec![],
+                    files: vec![
+                        FileEntry {
+                            path: RelPath::parse("d").expect("valid"),
+                            pre: Pre::Dir { mode: 0o2750 },
+                        },
+                        FileEntry {
+                            path: RelPath::parse("p").expect("valid"),
+                            pre: Pre::Fifo { mode: 0o640 },
+                        },
+                    ],
+                },
+            },
         ]
     }
 
@@ -454,6 +472,15 @@ mod tests {
                 "\n"
             )
         );
+        // A directory's mode keeps its setgid bit (0o2750); a FIFO has its own kind.
+        assert_eq!(
+            lines[2],
+            concat!(
+                r#"{"seq":3,"at":1700000000000000002,"type":"saved","files":[{"path":"d","pre":{"kind":"dir","mode":1512}},"#,
+                r#"{"path":"p","pre":{"kind":"fifo","mode":416}}],"crc":"4b00bc60"}"#,
+                "\n"
+            )
+        );
     }
 
     #[test]
@@ -468,11 +495,11 @@ mod tests {
     fn torn_last_line_is_reported_not_fatal() {
         let mut bytes: Vec<u8> = sample().iter().flat_map(encode).collect();
         let full = bytes.len();
-        bytes.extend_from_slice(br#"{"seq":3,"at":5,"ty"#);
+        bytes.extend_from_slice(br#"{"seq":4,"at":5,"ty"#);
         let p = parse(&bytes, 1);
-        assert_eq!(p.lines.len(), 2);
+        assert_eq!(p.lines.len(), 3);
         assert!(p.lines.iter().all(|(_, r)| r.is_ok()));
-        assert_eq!(p.torn, Some((3, 19)));
+        assert_eq!(p.torn, Some((4, 19)));
         assert_eq!(p.consumed, full);
     }
 
