@@ -19,12 +19,18 @@
 //!    is a conflict: someone changed it since. By default the rewind goes on
 //!    (its bytes are in the `saved` record: `turnback undo` brings them
 //!    back); with `keep_conflicts` it is left as it is;
-//! 4. each file to restore is decompressed into a temporary file beside its
-//!    target while being re-hashed (a blob that does not match its id never
-//!    reaches the project), one `syncfs` makes them durable, paths that
-//!    must not exist are removed deepest first (a directory only when
-//!    empty), directories are made, the temporary files are renamed over
-//!    their targets shallowest first, and symlinks are created last;
+//! 4. a read-only directory whose entries the plan changes is given owner
+//!    write permission if this process owns it (see [`crate::lift`]; the
+//!    paths in one it does not own fail with the reason); directories are
+//!    made, shallowest first, writable by their owner; each file to restore
+//!    is decompressed into a temporary file beside its target while being
+//!    re-hashed (a blob that does not match its id never reaches the
+//!    project), one `syncfs` makes them durable, paths that must not exist
+//!    are removed deepest first (a directory only when empty), the
+//!    temporary files are renamed over their targets, then symlinks and
+//!    FIFOs are made; last, lifted directories get their modes back and
+//!    every directory of the plan its recorded mode (setgid and sticky bits
+//!    included), deepest first;
 //! 5. a second `syncfs`, then the operation's record is appended.
 //!
 //! Every directory is reached from the root one component at a time without

@@ -12,10 +12,13 @@
 //!   files and writes the tree marked *pending* for turn T;
 //! - the *after* half (`after = true`) scans again, compares with the tree
 //!   and appends to turn T one `capture` record holding the pre-image of
-//!   every path that changed: a created file or directory is recorded as
-//!   absent, a modified or deleted one with its bytes and mode from the
-//!   tree, a renamed one as both (the old path gets its bytes back, the new
-//!   one is absent). The first capture of a path in a turn wins, so a path
+//!   every path that changed: a created file, directory or special file is
+//!   recorded as absent, a modified or deleted one with its bytes and mode
+//!   from the tree, a renamed one as both (the old path gets its bytes
+//!   back, the new one is absent). A directory removed (empty or not),
+//!   replaced or given another mode is recorded with its mode, a FIFO with
+//!   its mode; a socket or device is not restorable (see
+//!   [`crate::entry_pre`]). The first capture of a path in a turn wins, so a path
 //!   the turn already captured through a file tool keeps its earlier
 //!   pre-image. `Store::rewind` then undoes the command like any turn.
 //!
