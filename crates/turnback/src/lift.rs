@@ -9,6 +9,7 @@
 //! the reason. A file's own mode never stops a restore: files are replaced
 //! by temporary file and rename, which needs only the directory.
 
+use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 
 use crate::fsx;
@@ -26,7 +27,8 @@ struct LiftedDir {
 #[derive(Default)]
 pub(crate) struct Lifts {
     dirs: Vec<LiftedDir>,
-    denied: Vec<(String, String)>,
+    /// Directories checked: `None` writable (or lifted), else why not.
+    checked: HashMap<String, Option<String>>,
 }
 
 impl Lifts {
@@ -34,18 +36,12 @@ impl Lifts {
     /// process if it is not and the process owns it. `Err` with the reason
     /// when it stays read-only.
     pub(crate) fn ensure(&mut self, shown: &str, dir: &OwnedFd) -> Result<(), String> {
-        if self.dirs.iter().any(|d| d.shown == shown) {
-            return Ok(());
+        if let Some(seen) = self.checked.get(shown) {
+            return seen.clone().map_or(Ok(()), Err);
         }
-        if let Some((_, why)) = self.denied.iter().find(|(s, _)| s == shown) {
-            return Err(why.clone());
-        }
-        let why = match self.try_lift(shown, dir) {
-            Ok(()) => return Ok(()),
-            Err(why) => why,
-        };
-        self.denied.push((shown.to_owned(), why.clone()));
-        Err(why)
+        let res = self.try_lift(shown, dir);
+        self.checked.insert(shown.to_owned(), res.clone().err());
+        res
     }
 
     fn try_lift(&mut self, shown: &str, dir: &OwnedFd) -> Result<(), String> {

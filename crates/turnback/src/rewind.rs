@@ -1054,8 +1054,7 @@ fn writable_dir_of(dirs: &mut DirCache, lifts: &mut Lifts, path: &RelPath) -> Re
                 Some(p) => at = p.parent(),
                 None => return Ok(()),
             },
-            // Reported when the step reaches it.
-            Err(_) => return Ok(()),
+            Err(e) => return Err(e.to_string()),
         }
     }
 }
