@@ -839,7 +839,14 @@ impl Store {
         mkdirs: &[(&Step, u32)],
         report: &mut Report,
     ) {
-        for (shown, res) in lifts.put_back() {
+        let deleted: HashSet<&str> = report.deleted.iter().map(|p| p.as_str()).collect();
+        let put_back: Vec<(String, Result<String, String>)> = lifts
+            .put_back()
+            .into_iter()
+            // A lifted directory the operation then removed needs no note.
+            .filter(|(shown, _)| !deleted.contains(shown.as_str()))
+            .collect();
+        for (shown, res) in put_back {
             match res {
                 Ok(note) => report.notes.push(Note { path: shown, note }),
                 Err(reason) => match RelPath::parse(&shown) {
