@@ -1057,13 +1057,22 @@ fn writable_dir_of(dirs: &mut DirCache, lifts: &mut Lifts, path: &RelPath) -> Re
                 let shown = at.as_ref().map_or(".", |p| p.as_str());
                 return lifts.ensure(shown, d);
             }
-            Ok(None) => match at {
-                Some(p) => at = p.parent(),
-                None => return Ok(()),
-            },
-            Err(e) => return Err(e.to_string()),
+            Err(e) if !not_a_directory(&e) => return Err(e.to_string()),
+            // Missing, or a file or symlink the plan replaces: what changes
+            // is an entry of the directory above.
+            Ok(None) | Err(_) => {}
+        }
+        match at {
+            Some(p) => at = p.parent(),
+            None => return Ok(()),
         }
     }
+}
+
+/// Whether `e` says a path component is not a directory (a file, or a
+/// symlink, which is never followed).
+fn not_a_directory(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotADirectory)
 }
 
 /// The outcome of one path's step: the path with a value, or with the
