@@ -12,6 +12,8 @@ mod bad_input;
 mod concurrency;
 #[path = "cli/demo.rs"]
 mod demo;
+#[path = "cli/dirs_special.rs"]
+mod dirs_special;
 #[path = "cli/list_show_diff.rs"]
 mod list_show_diff;
 #[path = "cli/rewind.rs"]

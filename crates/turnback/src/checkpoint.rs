@@ -15,7 +15,9 @@
 //! log_len   bytes of the log covered   (whole lines only)
 //! log_hash  SHA-256 of those bytes     (32 bytes)
 //! index     the index's fields in a fixed order; every map written sorted
-//!           by key, so equal indexes give equal bytes
+//!           by key, so equal indexes give equal bytes; a pre-image is a
+//!           tag (0 file, 1 symlink, 2 absent, 3 dir, 4 skipped, 5 fifo)
+//!           then its fields
 //! check     SHA-256 of everything before it (32 bytes)
 //! ```
 //!
@@ -170,6 +172,10 @@ impl Writer {
                 self.0.push(4);
                 self.str(reason);
                 self.num(*size);
+            }
+            Pre::Fifo { mode } => {
+                self.0.push(5);
+                self.num(u64::from(*mode));
             }
         }
     }
@@ -374,6 +380,7 @@ impl<'a> Reader<'a> {
                 reason: self.str()?,
                 size: self.num()?,
             },
+            5 => Pre::Fifo { mode: self.u32()? },
             _ => return None,
         };
         Some(FileEntry { path, pre })

@@ -240,6 +240,75 @@ pub(crate) fn symlink(dir: &OwnedFd, target: &str, name: &str) -> io::Result<()>
     Ok(rustix::fs::symlinkat(target, dir, name)?)
 }
 
+/// Creates a FIFO `name` in `dir` with mode bits `mode` set exactly (not
+/// reduced by the umask).
+pub(crate) fn mkfifo(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<()> {
+    rustix::fs::mknodat(dir, name, FileType::Fifo, Mode::from_raw_mode(0o600), 0)?;
+    set_mode(dir, name, mode)
+}
+
+/// Creates the directory `name` in `dir` with mode bits `mode | 0o700`: its
+/// owner can fill it; [`set_mode`] gives it its exact mode afterwards.
+pub(crate) fn mkdir_owner_writable(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<()> {
+    Ok(rustix::fs::mkdirat(
+        dir,
+        name,
+        Mode::from_raw_mode((mode | 0o700) & 0o7777),
+    )?)
+}
+
+/// Sets the mode bits of `name` in `dir` (never through a symlink: the
+/// caller checked what `name` is).
+pub(crate) fn set_mode(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<()> {
+    Ok(rustix::fs::chmodat(
+        dir,
+        name,
+        Mode::from_raw_mode(mode & 0o7777),
+        AtFlags::empty(),
+    )?)
+}
+
+/// The full mode (`st_mode`) and owner of `name` in `dir`, not following a
+/// symlink.
+pub(crate) fn mode_owner_at(dir: &OwnedFd, name: &str) -> io::Result<(u32, u32)> {
+    let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok((st.st_mode, st.st_uid))
+}
+
+/// Whether this process may add and remove entries in the directory `dir`.
+pub(crate) fn dir_writable(dir: &OwnedFd) -> io::Result<bool> {
+    use rustix::fs::Access;
+    match rustix::fs::accessat(
+        dir,
+        ".",
+        Access::WRITE_OK | Access::EXEC_OK,
+        AtFlags::EACCESS,
+    ) {
+        Ok(()) => Ok(true),
+        Err(Errno::ACCESS) => Ok(false),
+        // A read-only file system: no mode change helps; the write itself
+        // reports it.
+        Err(Errno::ROFS) => Ok(true),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The mode bits and owner of the open directory `dir`.
+pub(crate) fn dir_mode_owner(dir: &OwnedFd) -> io::Result<(u32, u32)> {
+    let st = rustix::fs::fstat(dir)?;
+    Ok((st.st_mode & 0o7777, st.st_uid))
+}
+
+/// Sets the mode bits of the open directory `dir`.
+pub(crate) fn set_dir_mode(dir: &OwnedFd, mode: u32) -> io::Result<()> {
+    Ok(rustix::fs::fchmod(dir, Mode::from_raw_mode(mode & 0o7777))?)
+}
+
+/// The effective user id of this process.
+pub(crate) fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
 /// Flushes a file or directory to stable storage. An error here is fatal to
 /// the operation: after a failed fsync, Linux may report later ones as
 /// successful with the data gone, so it is never retried.

@@ -40,12 +40,14 @@
 
 pub mod checkpoint;
 pub mod config;
+mod entry_pre;
 mod error;
 mod fsx;
 mod gc;
 mod id;
 pub mod import;
 mod index;
+mod lift;
 pub mod location;
 pub mod lock;
 pub mod log;
@@ -56,6 +58,7 @@ pub mod repair;
 mod rewind;
 pub mod session;
 mod snapshot;
+mod special;
 mod store;
 pub mod tree;
 pub mod verify;
@@ -69,7 +72,7 @@ pub use index::{Captured, Turn};
 pub use log::{FailedPath, FileEntry, Post, PostEntry, Pre};
 pub use path::RelPath;
 pub use repair::{RepairReport, repair_root};
-pub use rewind::{Action, Conflict, Report, RevertOptions, RewindOptions, RewindPlan, Step};
+pub use rewind::{Action, Conflict, Note, Report, RevertOptions, RewindOptions, RewindPlan, Step};
 pub use session::Session;
 pub use snapshot::{
     Baseline, CapturedSince, ChangeKind, Changes, DEFAULT_EXCLUDES, IGNORE_FILE, NoProgress,

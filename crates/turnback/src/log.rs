@@ -31,6 +31,12 @@
 //! - A blob is introduced once, by the first record that needs it, with its
 //!   pack (the record's, or its own `pack` field after gc) and, for a delta,
 //!   its `base`, introduced earlier.
+//! - A pre-image is one of `file` (`blob`, `size`, `mode`), `symlink`
+//!   (`target`), `absent`, `dir` (`mode`: the permission bits with setuid,
+//!   setgid and sticky, as `st_mode & 0o7777`), `fifo` (`mode`) or `skipped`
+//!   (`reason`, `size`: not saved, e.g. a socket or a file over the cap).
+//!   Stores written before `fifo` existed hold none; every older record
+//!   reads unchanged.
 //! - A `snapshot` record introduces the blobs a tree scan stored (its
 //!   pack), for a later `capture` record or the tree state (see
 //!   [`crate::tree`]) to name.
@@ -248,9 +254,15 @@ pub enum Pre {
     /// Nothing was there (a file the agent created, or a directory its
     /// write had to create); a rewind removes it.
     Absent,
-    /// A directory (recorded when a rewind or undo removed one).
+    /// A directory: one a turn removed, replaced or changed the mode of,
+    /// or one a rewind or undo changed. A rewind makes it (or sets its mode).
     Dir {
-        /// Its permission bits.
+        /// Its mode bits (permissions with setuid, setgid and sticky).
+        mode: u32,
+    },
+    /// A FIFO (named pipe); a rewind makes a new one.
+    Fifo {
+        /// Its mode bits.
         mode: u32,
     },
     /// Not saved; a rewind reports it as not restored.
@@ -411,6 +423,24 @@ mod tests {
                     failed: vec![],
                 },
             },
+            Record {
+                seq: 3,
+                at: 1_700_000_000_000_000_002,
+                op: Op::Saved {
+                    pack: None,
+                    blobs: vec![],
+                    files: vec![
+                        FileEntry {
+                            path: RelPath::parse("d").expect("valid"),
+                            pre: Pre::Dir { mode: 0o2750 },
+                        },
+                        FileEntry {
+                            path: RelPath::parse("p").expect("valid"),
+                            pre: Pre::Fifo { mode: 0o640 },
+                        },
+                    ],
+                },
+            },
         ]
     }
 
@@ -442,6 +472,15 @@ mod tests {
                 "\n"
             )
         );
+        // A directory's mode keeps its setgid bit (0o2750); a FIFO has its own kind.
+        assert_eq!(
+            lines[2],
+            concat!(
+                r#"{"seq":3,"at":1700000000000000002,"type":"saved","files":[{"path":"d","pre":{"kind":"dir","mode":1512}},"#,
+                r#"{"path":"p","pre":{"kind":"fifo","mode":416}}],"crc":"4b00bc60"}"#,
+                "\n"
+            )
+        );
     }
 
     #[test]
@@ -456,11 +495,11 @@ mod tests {
     fn torn_last_line_is_reported_not_fatal() {
         let mut bytes: Vec<u8> = sample().iter().flat_map(encode).collect();
         let full = bytes.len();
-        bytes.extend_from_slice(br#"{"seq":3,"at":5,"ty"#);
+        bytes.extend_from_slice(br#"{"seq":4,"at":5,"ty"#);
         let p = parse(&bytes, 1);
-        assert_eq!(p.lines.len(), 2);
+        assert_eq!(p.lines.len(), 3);
         assert!(p.lines.iter().all(|(_, r)| r.is_ok()));
-        assert_eq!(p.torn, Some((3, 19)));
+        assert_eq!(p.torn, Some((4, 19)));
         assert_eq!(p.consumed, full);
     }
 

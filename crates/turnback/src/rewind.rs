@@ -19,12 +19,18 @@
 //!    is a conflict: someone changed it since. By default the rewind goes on
 //!    (its bytes are in the `saved` record: `turnback undo` brings them
 //!    back); with `keep_conflicts` it is left as it is;
-//! 4. each file to restore is decompressed into a temporary file beside its
-//!    target while being re-hashed (a blob that does not match its id never
-//!    reaches the project), one `syncfs` makes them durable, paths that
-//!    must not exist are removed deepest first (a directory only when
-//!    empty), directories are made, the temporary files are renamed over
-//!    their targets shallowest first, and symlinks are created last;
+//! 4. a read-only directory whose entries the plan changes is given owner
+//!    write permission if this process owns it (see [`crate::lift`]; the
+//!    paths in one it does not own fail with the reason); directories are
+//!    made, shallowest first, writable by their owner; each file to restore
+//!    is decompressed into a temporary file beside its target while being
+//!    re-hashed (a blob that does not match its id never reaches the
+//!    project), one `syncfs` makes them durable, paths that must not exist
+//!    are removed deepest first (a directory only when empty), the
+//!    temporary files are renamed over their targets, then symlinks and
+//!    FIFOs are made; last, lifted directories get their modes back and
+//!    every directory of the plan its recorded mode (setgid and sticky bits
+//!    included), deepest first;
 //! 5. a second `syncfs`, then the operation's record is appended.
 //!
 //! Every directory is reached from the root one component at a time without
@@ -42,6 +48,7 @@ use crate::error::{Error, IoResultExt, Result};
 use crate::fsx::{self, Node};
 use crate::id::{BlobId, TurnId};
 use crate::index::Turn;
+use crate::lift::Lifts;
 use crate::log::{FailedPath, FileEntry, Op, Post, Pre};
 use crate::path::RelPath;
 use crate::store::{Store, post_of};
@@ -84,9 +91,14 @@ pub enum Action {
         /// Where it points.
         target: String,
     },
-    /// Make a directory (one a rewind removed).
+    /// Make a directory, or give the one there this mode.
     MakeDir {
-        /// Its permission bits.
+        /// Its mode bits.
+        mode: u32,
+    },
+    /// Make a FIFO.
+    MakeFifo {
+        /// Its mode bits.
         mode: u32,
     },
     /// Remove what is there (it did not exist before).
@@ -147,8 +159,20 @@ pub struct Report {
     pub kept: Vec<Conflict>,
     /// Paths that could not be restored, with the reason.
     pub failed: Vec<FailedPath>,
+    /// What the operation did beyond its plan, per path (a read-only
+    /// directory made writable for it and then put back).
+    pub notes: Vec<Note>,
     /// Sequence number of the record holding what this overwrote.
     pub saved: Option<u64>,
+}
+
+/// Something an operation did beyond its plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Note {
+    /// The path, relative to the root (`.` for the root itself).
+    pub path: String,
+    /// What was done.
+    pub note: String,
 }
 
 impl Report {
@@ -176,6 +200,7 @@ impl Report {
             conflicts: Vec::new(),
             kept: Vec::new(),
             failed: Vec::new(),
+            notes: Vec::new(),
             saved: None,
         }
     }
@@ -222,6 +247,7 @@ fn steps_from<'a>(
                     target: target.clone(),
                 },
                 Pre::Dir { mode } => Action::MakeDir { mode: *mode },
+                Pre::Fifo { mode } => Action::MakeFifo { mode: *mode },
                 Pre::Absent => Action::Delete,
                 Pre::Skipped { reason, .. } => Action::CannotRestore {
                     reason: format!("it was not saved at capture: {reason}"),
@@ -626,6 +652,8 @@ impl Store {
     /// Applies `steps` (after the current states were saved).
     fn execute(&self, steps: &[Step], report: &mut Report) -> Result<()> {
         let mut dirs = DirCache::new(self)?;
+        let mut lifts = Lifts::default();
+        let steps = writable_steps(&mut dirs, &mut lifts, steps, report);
         let fail = |failed: &mut Vec<FailedPath>, path: &RelPath, reason: String| {
             failed.push(FailedPath {
                 path: path.clone(),
@@ -635,12 +663,14 @@ impl Store {
         let mut restores: Vec<&Step> = Vec::new();
         let mut links: Vec<(&Step, &str)> = Vec::new();
         let mut mkdirs: Vec<(&Step, u32)> = Vec::new();
+        let mut fifos: Vec<(&Step, u32)> = Vec::new();
         let mut deletes: Vec<&Step> = Vec::new();
-        for step in steps {
+        for step in steps.iter().copied() {
             match &step.action {
                 Action::Restore { .. } => restores.push(step),
                 Action::RestoreSymlink { target } => links.push((step, target)),
                 Action::MakeDir { mode } => mkdirs.push((step, *mode)),
+                Action::MakeFifo { mode } => fifos.push((step, *mode)),
                 Action::Delete => deletes.push(step),
                 Action::CannotRestore { reason } => {
                     fail(&mut report.failed, &step.path, reason.clone())
@@ -669,6 +699,16 @@ impl Store {
                     Err(e) => fail(&mut report.failed, &step.path, e.to_string()),
                 },
                 Err(e) => fail(&mut report.failed, &step.path, e.to_string()),
+            }
+        }
+        // Directories, shallowest first, before anything goes in them; their
+        // exact modes are set once they are filled.
+        mkdirs.sort_by_key(|(s, _)| s.path.depth());
+        for (step, mode) in &mkdirs {
+            match self.make_dir(&mut dirs, &step.path, *mode) {
+                Ok(true) => report.restored.push(step.path.clone()),
+                Ok(false) => {}
+                Err(reason) => fail(&mut report.failed, &step.path, reason),
             }
         }
         // Temporary files, verified: directories and packs are opened
@@ -738,17 +778,8 @@ impl Store {
                 Err(reason) => fail(&mut report.failed, &step.path, reason),
             }
         }
-        // Directories, shallowest first.
-        mkdirs.sort_by_key(|(s, _)| s.path.depth());
-        for (step, mode) in mkdirs {
-            match self.make_dir(&mut dirs, &step.path, mode) {
-                Ok(true) => report.restored.push(step.path.clone()),
-                Ok(false) => {}
-                Err(reason) => fail(&mut report.failed, &step.path, reason),
-            }
-        }
         // Renames (in parallel: each waits on the disk on its own); then
-        // symlinks, last.
+        // symlinks and FIFOs, last.
         let renamed: Vec<PathResult<()>> = {
             let dirs = &dirs;
             staged
@@ -779,26 +810,68 @@ impl Store {
                 Err((path, reason)) => fail(&mut report.failed, path, reason),
             }
         }
-        for (step, target) in links {
-            let path = &step.path;
-            let made = self.put(&mut dirs, path, |d, name| {
-                let tmp = fsx::temp_name(name);
-                fsx::symlink(d, target, &tmp).map_err(|e| e.to_string())?;
-                fsx::rename(d, &tmp, name).map_err(|e| {
-                    let _ = fsx::unlink(d, &tmp);
-                    e.to_string()
-                })
-            });
-            match made {
-                Ok(()) => report.restored.push(path.clone()),
-                Err(reason) => fail(&mut report.failed, path, reason),
+        let specials = links
+            .into_iter()
+            .map(|(s, target)| (s, Special::Link(target)))
+            .chain(fifos.into_iter().map(|(s, mode)| (s, Special::Fifo(mode))));
+        for (step, what) in specials {
+            match self.put_special(&mut dirs, &step.path, &what) {
+                Ok(()) => report.restored.push(step.path.clone()),
+                Err(reason) => fail(&mut report.failed, &step.path, reason),
             }
         }
+        self.finish_modes(&mut dirs, &mut lifts, &mkdirs, report);
         // The new directory entries are durable before the record.
         fsx::syncfs(&self.root_fd).ctx("sync the file system of", &self.root)?;
         report.restored.sort();
+        report.restored.dedup();
         report.failed.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(())
+    }
+
+    /// Once every entry is in place: lifted directories get their modes
+    /// back, then each directory of the plan its recorded mode, deepest
+    /// first.
+    fn finish_modes(
+        &self,
+        dirs: &mut DirCache,
+        lifts: &mut Lifts,
+        mkdirs: &[(&Step, u32)],
+        report: &mut Report,
+    ) {
+        let deleted: HashSet<&str> = report.deleted.iter().map(|p| p.as_str()).collect();
+        let put_back: Vec<(String, Result<String, String>)> = lifts
+            .put_back()
+            .into_iter()
+            // A lifted directory the operation then removed needs no note.
+            .filter(|(shown, _)| !deleted.contains(shown.as_str()))
+            .collect();
+        for (shown, res) in put_back {
+            match res {
+                Ok(note) => report.notes.push(Note { path: shown, note }),
+                Err(reason) => match RelPath::parse(&shown) {
+                    Ok(path) => report.failed.push(FailedPath { path, reason }),
+                    Err(_) => report.notes.push(Note {
+                        path: shown,
+                        note: reason,
+                    }),
+                },
+            }
+        }
+        let failed: HashSet<RelPath> = report.failed.iter().map(|f| f.path.clone()).collect();
+        for (step, mode) in mkdirs.iter().rev() {
+            if failed.contains(&step.path) {
+                continue;
+            }
+            match set_dir_mode(dirs, &step.path, *mode) {
+                Ok(true) => report.restored.push(step.path.clone()),
+                Ok(false) => {}
+                Err(reason) => report.failed.push(FailedPath {
+                    path: step.path.clone(),
+                    reason,
+                }),
+            }
+        }
     }
 
     /// Decompresses and verifies a blob into a temporary file beside `path`.
@@ -854,7 +927,8 @@ impl Store {
         }
     }
 
-    /// Makes the directory `path` unless one is there. `Ok(true)` if made.
+    /// Makes the directory `path` unless one is there (its owner may write
+    /// it until [`set_dir_mode`] gives it `mode`). `Ok(true)` if made.
     fn make_dir(&self, dirs: &mut DirCache, path: &RelPath, mode: u32) -> Result<bool, String> {
         let dir = dirs
             .parent(path, true)
@@ -867,16 +941,33 @@ impl Store {
             // Its current bytes are in the operation's saved record.
             _ => fsx::unlink(dir, name).map_err(|e| e.to_string())?,
         }
-        rustix::fs::mkdirat(dir, name, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
-            .map_err(|e| e.to_string())?;
-        rustix::fs::chmodat(
-            dir,
-            name,
-            rustix::fs::Mode::from_raw_mode(mode & 0o7777),
-            rustix::fs::AtFlags::empty(),
-        )
-        .map_err(|e| e.to_string())?;
+        fsx::mkdir_owner_writable(dir, name, mode).map_err(|e| e.to_string())?;
         Ok(true)
+    }
+
+    /// Puts a symlink or a FIFO at `path`: made under a temporary name,
+    /// then renamed over what is there.
+    fn put_special(
+        &self,
+        dirs: &mut DirCache,
+        path: &RelPath,
+        what: &Special,
+    ) -> Result<(), String> {
+        self.put(dirs, path, |d, name| {
+            let tmp = fsx::temp_name(name);
+            match what {
+                Special::Link(target) => fsx::symlink(d, target, &tmp),
+                Special::Fifo(mode) => fsx::mkfifo(d, &tmp, *mode),
+            }
+            .map_err(|e| {
+                let _ = fsx::unlink(d, &tmp);
+                e.to_string()
+            })?;
+            fsx::rename(d, &tmp, name).map_err(|e| {
+                let _ = fsx::unlink(d, &tmp);
+                e.to_string()
+            })
+        })
     }
 
     /// Puts a new entry at `path` with `make`, first removing an empty
@@ -899,6 +990,89 @@ impl Store {
         }
         make(dir, name)
     }
+}
+
+/// An entry made under a temporary name and renamed into place.
+enum Special<'a> {
+    /// A symlink to this target.
+    Link(&'a str),
+    /// A FIFO with these mode bits.
+    Fifo(u32),
+}
+
+/// Gives the directory `path` the mode bits `mode` if it has others.
+/// `Ok(true)` if they changed.
+fn set_dir_mode(dirs: &mut DirCache, path: &RelPath, mode: u32) -> Result<bool, String> {
+    let dir = dirs
+        .parent(path, false)
+        .map_err(|e| e.to_string())?
+        .ok_or("its parent directory is gone")?;
+    let name = path.file_name();
+    let (st_mode, _) = fsx::mode_owner_at(dir, name).map_err(|e| e.to_string())?;
+    if rustix::fs::FileType::from_raw_mode(st_mode) != rustix::fs::FileType::Directory {
+        return Err("it is no longer a directory".into());
+    }
+    if st_mode & 0o7777 == mode & 0o7777 {
+        return Ok(false);
+    }
+    fsx::set_mode(dir, name, mode)
+        .map(|()| true)
+        .map_err(|e| format!("cannot set its mode to {mode:o}: {e}"))
+}
+
+/// The steps whose directory this process may write to, each read-only
+/// directory it owns made writable for the operation (see
+/// [`crate::lift`]); every other step fails with the reason.
+fn writable_steps<'s>(
+    dirs: &mut DirCache,
+    lifts: &mut Lifts,
+    steps: &'s [Step],
+    report: &mut Report,
+) -> Vec<&'s Step> {
+    let mut out = Vec::with_capacity(steps.len());
+    for step in steps {
+        if matches!(step.action, Action::CannotRestore { .. }) {
+            out.push(step);
+            continue;
+        }
+        match writable_dir_of(dirs, lifts, &step.path) {
+            Ok(()) => out.push(step),
+            Err(reason) => report.failed.push(FailedPath {
+                path: step.path.clone(),
+                reason,
+            }),
+        }
+    }
+    out
+}
+
+/// Makes the deepest existing directory on the way to `path` (the one
+/// whose entries a step changes; directories made below it are writable)
+/// writable, if it is not and this process owns it.
+fn writable_dir_of(dirs: &mut DirCache, lifts: &mut Lifts, path: &RelPath) -> Result<(), String> {
+    let mut at = path.parent();
+    loop {
+        match dirs.open_dir(at.as_ref(), false) {
+            Ok(Some(d)) => {
+                let shown = at.as_ref().map_or(".", |p| p.as_str());
+                return lifts.ensure(shown, d);
+            }
+            Err(e) if !not_a_directory(&e) => return Err(e.to_string()),
+            // Missing, or a file or symlink the plan replaces: what changes
+            // is an entry of the directory above.
+            Ok(None) | Err(_) => {}
+        }
+        match at {
+            Some(p) => at = p.parent(),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// Whether `e` says a path component is not a directory (a file, or a
+/// symlink, which is never followed).
+fn not_a_directory(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotADirectory)
 }
 
 /// The outcome of one path's step: the path with a value, or with the
@@ -934,7 +1108,14 @@ impl DirCache {
     /// The directory holding `path`; with `create`, missing directories are
     /// made. `Ok(None)` when it does not exist and `create` is false.
     fn parent(&mut self, path: &RelPath, create: bool) -> Result<Option<&OwnedFd>, Error> {
-        let Some(parent) = path.parent() else {
+        self.open_dir(path.parent().as_ref(), create)
+    }
+
+    /// The directory `dir` (`None`: the root); with `create`, missing
+    /// directories are made. `Ok(None)` when it does not exist and `create`
+    /// is false.
+    fn open_dir(&mut self, dir: Option<&RelPath>, create: bool) -> Result<Option<&OwnedFd>, Error> {
+        let Some(parent) = dir else {
             return Ok(Some(&self.root));
         };
         let key = parent.as_str().to_owned();

@@ -12,10 +12,13 @@
 //!   files and writes the tree marked *pending* for turn T;
 //! - the *after* half (`after = true`) scans again, compares with the tree
 //!   and appends to turn T one `capture` record holding the pre-image of
-//!   every path that changed: a created file or directory is recorded as
-//!   absent, a modified or deleted one with its bytes and mode from the
-//!   tree, a renamed one as both (the old path gets its bytes back, the new
-//!   one is absent). The first capture of a path in a turn wins, so a path
+//!   every path that changed: a created file, directory or special file is
+//!   recorded as absent, a modified or deleted one with its bytes and mode
+//!   from the tree, a renamed one as both (the old path gets its bytes
+//!   back, the new one is absent). A directory removed (empty or not),
+//!   replaced or given another mode is recorded with its mode, a FIFO with
+//!   its mode; a socket or device is not restorable (see
+//!   [`crate::entry_pre`]). The first capture of a path in a turn wins, so a path
 //!   the turn already captured through a file tool keeps its earlier
 //!   pre-image. `Store::rewind` then undoes the command like any turn.
 //!
@@ -55,6 +58,7 @@ use rayon::prelude::*;
 use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
 
+use crate::entry_pre;
 use crate::error::{Error, IoResultExt, Result};
 use crate::id::{BlobId, TurnId, cut_label};
 use crate::log::{FileEntry, Op, Pre, StoredBlob};
@@ -1490,24 +1494,7 @@ fn diff(
             reason,
         });
     };
-    // The pre-image of an old covered entry, or why there is none.
-    let pre_of = |o: &Entry| -> std::result::Result<Pre, String> {
-        match &o.kind {
-            Kind::File { blob } => match blob_size(blob) {
-                Some(size) => Ok(Pre::File {
-                    blob: *blob,
-                    size,
-                    mode: o.stat.perm(),
-                }),
-                None => Err("its bytes from before are not in the store".into()),
-            },
-            Kind::Symlink { target } => Ok(Pre::Symlink {
-                target: target.clone(),
-            }),
-            Kind::Dir => Ok(Pre::Absent),
-            Kind::Excluded(x) => Err(x.describe()),
-        }
-    };
+    let pre_of = |o: &Entry| entry_pre::pre_of(o, &blob_size);
     let (mut i, mut j) = (0, 0);
     while i < old.len() || j < new.len() {
         let ord = match (old.get(i), new.get(j)) {
@@ -1519,42 +1506,16 @@ fn diff(
             std::cmp::Ordering::Less => {
                 let o = &old[i];
                 i += 1;
-                match &o.kind {
-                    Kind::Dir => {
-                        // Restored as the parent of its files, unless it held none.
-                        let mut prefix = o.path.clone();
-                        prefix.push(b'/');
-                        let start = old.partition_point(|e| e.path < prefix);
-                        let held = old[start..]
-                            .iter()
-                            .take_while(|e| e.path.starts_with(&prefix))
-                            .any(|e| matches!(e.kind, Kind::File { .. } | Kind::Symlink { .. }));
-                        if !held {
-                            not_captured(
-                                &mut ch,
-                                &mut files,
-                                o,
-                                ChangeKind::Deleted,
-                                "an empty directory: a rewind re-creates directories only as the parents of files".into(),
-                            );
+                match (pre_of(o), rel(o)) {
+                    (Ok(pre), Some(path)) => {
+                        if let Kind::File { blob } = &o.kind {
+                            gone_files.insert((o.stat.ino, *blob), ch.deleted.len());
                         }
+                        ch.deleted.push(shown_path(o));
+                        files.push(FileEntry { path, pre });
                     }
-                    Kind::Excluded(x) => {
-                        not_captured(&mut ch, &mut files, o, ChangeKind::Deleted, x.describe())
-                    }
-                    _ => match (pre_of(o), rel(o)) {
-                        (Ok(pre), Some(path)) => {
-                            if let Kind::File { blob } = &o.kind {
-                                gone_files.insert((o.stat.ino, *blob), ch.deleted.len());
-                            }
-                            ch.deleted.push(shown_path(o));
-                            files.push(FileEntry { path, pre });
-                        }
-                        (Err(why), _) => {
-                            not_captured(&mut ch, &mut files, o, ChangeKind::Deleted, why)
-                        }
-                        (Ok(_), None) => {}
-                    },
+                    (Err(why), _) => not_captured(&mut ch, &mut files, o, ChangeKind::Deleted, why),
+                    (Ok(_), None) => {}
                 }
             }
             std::cmp::Ordering::Greater => {
@@ -1566,7 +1527,7 @@ fn diff(
                     continue;
                 }
                 match &n.kind {
-                    Kind::Excluded(x) => {
+                    Kind::Excluded(x) if !entry_pre::created_special(n) => {
                         not_captured(&mut ch, &mut files, n, ChangeKind::Created, x.describe())
                     }
                     _ => {
@@ -1587,34 +1548,37 @@ fn diff(
                 let (o, n) = (&old[i], &new[j]);
                 i += 1;
                 j += 1;
-                let changed = match (&o.kind, &n.kind) {
-                    (Kind::File { blob: a }, Kind::File { blob: b }) => {
-                        a != b || o.stat.perm() != n.stat.perm()
-                    }
-                    (Kind::Symlink { target: a }, Kind::Symlink { target: b }) => a != b,
-                    (Kind::Dir, Kind::Dir) => false,
-                    (Kind::Excluded(_), Kind::Excluded(x)) => {
-                        if o.stat != n.stat {
-                            not_captured(
-                                &mut ch,
-                                &mut files,
-                                n,
-                                ChangeKind::Modified,
-                                x.describe(),
-                            );
+                let changed = match entry_pre::kept_changed(o, n) {
+                    Some(changed) => changed,
+                    None => match (&o.kind, &n.kind) {
+                        (Kind::File { blob: a }, Kind::File { blob: b }) => {
+                            a != b || o.stat.perm() != n.stat.perm()
                         }
-                        false
-                    }
-                    (Kind::Excluded(x), _) => {
-                        if !matches!(n.kind, Kind::Dir) {
-                            let why = format!("it was not covered before: {}", x.describe());
-                            not_captured(&mut ch, &mut files, n, ChangeKind::Modified, why);
+                        (Kind::Symlink { target: a }, Kind::Symlink { target: b }) => a != b,
+                        (Kind::Dir, Kind::Dir) => false,
+                        (Kind::Excluded(_), Kind::Excluded(x)) => {
+                            if o.stat != n.stat {
+                                not_captured(
+                                    &mut ch,
+                                    &mut files,
+                                    n,
+                                    ChangeKind::Modified,
+                                    x.describe(),
+                                );
+                            }
+                            false
                         }
-                        false
-                    }
-                    // The directory became excluded: its old files show as deleted.
-                    (Kind::Dir, Kind::Excluded(_)) => false,
-                    _ => true,
+                        (Kind::Excluded(x), _) => {
+                            if !matches!(n.kind, Kind::Dir) {
+                                let why = format!("it was not covered before: {}", x.describe());
+                                not_captured(&mut ch, &mut files, n, ChangeKind::Modified, why);
+                            }
+                            false
+                        }
+                        // The directory became excluded: its old files show as deleted.
+                        (Kind::Dir, Kind::Excluded(_)) => false,
+                        _ => true,
+                    },
                 };
                 if changed {
                     match (pre_of(o), rel(o)) {
@@ -1701,7 +1665,7 @@ mod tests {
                     let target = fs::read_link(&p).expect("link");
                     out.insert(rel, ('l', target.as_os_str().as_bytes().to_vec(), 0));
                 } else if m.is_dir() {
-                    out.insert(rel, ('d', Vec::new(), 0));
+                    out.insert(rel, ('d', Vec::new(), mode));
                     walk(root, &p, out);
                 } else {
                     out.insert(rel, ('f', fs::read(&p).expect("read"), mode));
@@ -2115,15 +2079,21 @@ mod tests {
     }
 
     #[test]
-    fn deleting_an_empty_directory_is_reported_not_captured() -> TestResult {
+    fn a_deleted_empty_directory_is_captured_with_its_mode_and_rewound() -> TestResult {
         let (dir, mut store) = project();
+        let empty = dir.path().join("docs/empty");
+        fs::set_permissions(&empty, fs::Permissions::from_mode(0o2750))?;
+        let before = state(dir.path());
         store.snapshot(&t("t1"), None, false, &NoProgress)?;
-        fs::remove_dir(dir.path().join("docs/empty"))?;
+        fs::remove_dir(&empty)?;
         let r = store.snapshot(&t("t1"), None, true, &NoProgress)?;
-        let nc = &r.recorded.expect("recorded").changes.not_captured;
-        assert_eq!(nc.len(), 1);
-        assert_eq!(nc[0].path, "docs/empty/");
-        assert_eq!(nc[0].change, ChangeKind::Deleted);
+        let rec = r.recorded.expect("recorded");
+        assert!(rec.changes.not_captured.is_empty(), "{:?}", rec.changes);
+        assert_eq!(rec.changes.deleted, ["docs/empty/"]);
+        assert_eq!(rec.captured[0].pre, Pre::Dir { mode: 0o2750 });
+        let report = store.rewind(&t("t1"), &RewindOptions::default())?;
+        assert!(report.complete(), "{:?}", report.failed);
+        assert_eq!(state(dir.path()), before);
         Ok(())
     }
 
@@ -2131,7 +2101,6 @@ mod tests {
     fn a_directory_replaced_by_a_file_is_rewound() -> TestResult {
         let (dir, mut store) = project();
         let root = dir.path();
-        fs::remove_dir(root.join("docs/empty"))?;
         let before = state(root);
         store.snapshot(&t("t1"), None, false, &NoProgress)?;
         fs::remove_dir_all(root.join("docs"))?;

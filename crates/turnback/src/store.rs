@@ -118,7 +118,7 @@ pub(crate) fn post_of(pre: &Pre) -> Post {
         },
         Pre::Absent => Post::Absent,
         Pre::Dir { .. } => Post::Dir,
-        Pre::Skipped { .. } => Post::Other,
+        Pre::Fifo { .. } | Pre::Skipped { .. } => Post::Other,
     }
 }
 
@@ -937,10 +937,10 @@ impl Store {
                         mode: st.st_mode & 0o7777,
                     }
                 }
-                Node::Other => Pre::Skipped {
-                    reason: "not a regular file (a FIFO, socket or device)".into(),
-                    size: 0,
-                },
+                Node::Other => {
+                    let (st_mode, _) = fsx::mode_owner_at(&dir, name).ctx("look at", &shown)?;
+                    crate::special::pre_of_special(st_mode)
+                }
                 Node::Symlink => {
                     let target = fsx::read_link(&dir, name).ctx("read symlink", &shown)?;
                     match target.into_string() {

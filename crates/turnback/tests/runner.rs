@@ -6,6 +6,7 @@ mod safety_common;
 mod test_capture;
 mod test_concurrency;
 mod test_containment;
+mod test_dirs_special;
 mod test_fuzz_corpus;
 mod test_git;
 mod test_hostile_paths;

@@ -9,7 +9,8 @@ pub type TestResult = Result<(), Box<dyn std::error::Error>>;
 /// What a folder holds, `.turnback/` left out: path -> (kind+bytes, mode).
 pub type Tree = BTreeMap<String, (Vec<u8>, u32)>;
 
-/// Reads every file, symlink and directory below `root` (not `.turnback`).
+/// Reads every file, symlink, directory and special file below `root`
+/// (not `.turnback`).
 pub fn tree(root: &Path) -> Tree {
     let mut out = Tree::new();
     walk(root, root, &mut out);
@@ -39,9 +40,27 @@ fn walk(root: &Path, dir: &Path, out: &mut Tree) {
         } else if meta.is_dir() {
             out.insert(rel, (b"dir".to_vec(), mode));
             walk(root, &p, out);
+        } else if let Some(kind) = special_kind(&meta) {
+            // Never opened: reading a FIFO would wait for a writer.
+            out.insert(rel, (kind.as_bytes().to_vec(), mode));
         } else {
             out.insert(rel, (std::fs::read(&p).expect("read"), mode));
         }
+    }
+}
+
+/// "fifo", "socket" or "device" for a special file; `None` otherwise.
+pub fn special_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let ft = meta.file_type();
+    if ft.is_fifo() {
+        Some("fifo")
+    } else if ft.is_socket() {
+        Some("socket")
+    } else if ft.is_block_device() || ft.is_char_device() {
+        Some("device")
+    } else {
+        None
     }
 }
 

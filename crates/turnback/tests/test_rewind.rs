@@ -126,6 +126,7 @@ fn dry_run_changes_nothing() -> TestResult {
                 Action::RestoreSymlink { .. } => "symlink",
                 Action::Delete => "delete",
                 Action::MakeDir { .. } => "mkdir",
+                Action::MakeFifo { .. } => "mkfifo",
                 Action::CannotRestore { .. } => "cannot",
             };
             (s.path.as_str(), kind)

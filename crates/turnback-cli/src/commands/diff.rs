@@ -98,7 +98,7 @@ pub fn diffs(store: &Store, turn: &TurnId) -> anyhow::Result<Vec<FileDiff>> {
             }
             Pre::File { size, .. } => Side::TooLarge(*size),
             Pre::Symlink { target } => Side::Link(target.clone()),
-            Pre::Absent | Pre::Dir { .. } => Side::Missing,
+            Pre::Absent | Pre::Dir { .. } | Pre::Fifo { .. } => Side::Missing,
             Pre::Skipped { .. } => {
                 out.push(FileDiff {
                     path: path.to_owned(),

@@ -62,6 +62,7 @@ pub fn describe_pre(pre: &Pre) -> String {
         Pre::Symlink { target } => format!("symlink -> {target}"),
         Pre::Absent => "absent (created by the turn)".into(),
         Pre::Dir { mode } => format!("directory, mode {mode:o}"),
+        Pre::Fifo { mode } => format!("FIFO, mode {mode:o}"),
         Pre::Skipped { reason, .. } => format!("not saved: {reason}"),
     }
 }

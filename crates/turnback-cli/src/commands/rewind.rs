@@ -67,6 +67,7 @@ pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
                 }
                 Action::RestoreSymlink { target } => format!("restore  (symlink -> {target})"),
                 Action::MakeDir { mode } => format!("mkdir    (mode {mode:o})"),
+                Action::MakeFifo { mode } => format!("mkfifo   (mode {mode:o})"),
                 Action::Delete => "delete".to_string(),
                 Action::CannotRestore { reason } => format!("CANNOT RESTORE: {reason}"),
             };
@@ -101,6 +102,9 @@ pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
                 println!("      {line}");
             }
         }
+    }
+    for n in &report.notes {
+        println!("  NOTE      {}: {}", n.path, n.note);
     }
     for f in &report.failed {
         println!("  NOT RESTORED  {}: {}", f.path, f.reason);
