@@ -283,6 +283,17 @@ fn is_file_tool(d: &Dialect, tool: &str) -> bool {
     d.file_tools.contains(&tool) || d.patch_tools.iter().any(|(t, _)| *t == tool)
 }
 
+/// A command line's first word, with the quotes around it removed.
+fn first_word(command: &str) -> &str {
+    let c = command.trim_start();
+    for q in ['\'', '"'] {
+        if let Some(rest) = c.strip_prefix(q) {
+            return rest.split(q).next().unwrap_or("");
+        }
+    }
+    c.split_whitespace().next().unwrap_or("")
+}
+
 /// Whether a shell tool's input runs nothing but the `turnback` program
 /// (one simple command, no pipes, lists or substitutions).
 fn runs_only_turnback(input: Option<&Value>) -> bool {
@@ -302,13 +313,7 @@ fn runs_only_turnback(input: Option<&Value>) -> bool {
     !commands.is_empty()
         && commands.iter().all(|c| {
             let simple = !c.contains(['\n', ';', '&', '|', '<', '>', '`', '$', '(']);
-            let first = c.split_whitespace().next().unwrap_or("");
-            let base = first
-                .rsplit('/')
-                .next()
-                .unwrap_or("")
-                .trim_matches(['\'', '"']);
-            simple && base == "turnback"
+            simple && first_word(c).rsplit('/').next() == Some("turnback")
         })
 }
 
@@ -638,6 +643,24 @@ mod tests {
         assert_eq!(label_of("\n  Fix the header  \nand more"), "Fix the header");
         assert_eq!(label_of(""), "(empty prompt)");
         assert_eq!(label_of(&"x".repeat(500)).chars().count(), 120);
+    }
+
+    #[test]
+    fn only_a_plain_turnback_command_is_left_alone() {
+        let cmd = |c: &str| Some(json!({ "command": c }));
+        assert!(runs_only_turnback(cmd("turnback list").as_ref()));
+        assert!(runs_only_turnback(
+            cmd("/usr/bin/turnback rewind t1").as_ref()
+        ));
+        assert!(runs_only_turnback(cmd("'/a b/turnback' undo").as_ref()));
+        assert!(!runs_only_turnback(cmd("turnback list; rm -rf x").as_ref()));
+        assert!(!runs_only_turnback(cmd("turnback list > out").as_ref()));
+        assert!(!runs_only_turnback(cmd("echo turnback").as_ref()));
+        assert!(!runs_only_turnback(None));
+        let cline = json!({ "commands": ["turnback list", "ls"] });
+        assert!(!runs_only_turnback(Some(&cline)));
+        let cline = json!({ "commands": [{"command": "turnback", "args": ["undo"]}] });
+        assert!(runs_only_turnback(Some(&cline)));
     }
 
     #[test]
