@@ -136,11 +136,12 @@ fn abs(root: &Path, rel: &str) -> String {
 fn scenario_with(
     agent: &str,
     prefix: &str,
+    init_env: &[(&str, &Path)],
     mut prompt: impl FnMut(&Path, usize) -> TestResult,
 ) -> TestResult {
     let tmp = scenario::git_project()?;
     let root = tmp.path();
-    scenario::init(root, agent, &[])?;
+    scenario::init(root, agent, init_env)?;
     let before = tree(root)?;
     prompt(root, 1)?;
     let after_1 = tree(root)?;
@@ -162,7 +163,7 @@ fn claude_code_real_binary() -> TestResult {
     let home = work.path().join("home");
     std::fs::create_dir_all(&home)?;
     let mut server: Option<FakeModel> = None;
-    scenario_with("claude-code", "claude", |root, n| {
+    scenario_with("claude-code", "claude", &[], |root, n| {
         if server.is_none() {
             let script = json!({"prompts": [
                 {"match": PROMPT_1, "steps": [
@@ -220,7 +221,7 @@ fn gemini_cli_real_binary() -> TestResult {
     let work = tempfile::tempdir()?;
     let home = work.path().join("home");
     std::fs::create_dir_all(&home)?;
-    scenario_with("gemini-cli", "gemini", |root, n| {
+    scenario_with("gemini-cli", "gemini", &[], |root, n| {
         let answers = if n == 1 {
             vec![
                 gemini_answer(Some((
@@ -265,6 +266,75 @@ fn gemini_cli_real_binary() -> TestResult {
         assert_eq!(
             calls["totalFail"], 0,
             "every scripted tool call succeeded: {calls}"
+        );
+        Ok(())
+    })
+}
+
+/// Codex's `apply_patch` input: one patch.
+fn codex_patch(ops: &str) -> String {
+    format!("*** Begin Patch\n{ops}*** End Patch\n")
+}
+
+#[test]
+fn codex_real_binary() -> TestResult {
+    let agents = agents_dir()?;
+    let codex = agents.join("@openai/codex/bin/codex.js");
+    if !codex.is_file() {
+        return Err(format!("Codex is not installed: {}", codex.display()).into());
+    }
+    let work = tempfile::tempdir()?;
+    let home = work.path().join("home");
+    let codex_home = work.path().join("codex-home");
+    std::fs::create_dir_all(&home)?;
+    std::fs::create_dir_all(&codex_home)?;
+    let mut server: Option<FakeModel> = None;
+    let init_env = [("CODEX_HOME", codex_home.as_path())];
+    scenario_with("codex", "codex", &init_env, |root, n| {
+        if server.is_none() {
+            let create_and_edit = codex_patch(&format!(
+                "*** Add File: {NEW_FILE}\n+# Todo\n+\n+- ship it\n*** Update File: {EDITED}\n@@\n export default {{\n-  theme: 'light',\n+  theme: 'dark',\n"
+            ));
+            let urgent = codex_patch(&format!(
+                "*** Update File: {NEW_FILE}\n@@\n-- ship it\n+- ship it today\n"
+            ));
+            let script = json!({"prompts": [
+                {"match": PROMPT_1, "steps": [
+                    {"name": "apply_patch", "custom": create_and_edit},
+                    {"name": "exec_command", "input": {"cmd": SHELL}},
+                ]},
+                {"match": PROMPT_2, "steps": [
+                    {"name": "apply_patch", "custom": urgent},
+                ]},
+            ]});
+            let s = FakeModel::start(work.path(), &script)?;
+            let config = format!(
+                "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"Fake\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nenv_key = \"FAKE_KEY\"\nwire_api = \"responses\"\n\n[projects.{}]\ntrust_level = \"trusted\"\n",
+                s.port,
+                Value::from(root.to_string_lossy()),
+            );
+            std::fs::write(codex_home.join("config.toml"), config)?;
+            server = Some(s);
+        }
+        let codex_home_s = codex_home.to_string_lossy().into_owned();
+        let vars = [
+            ("CODEX_HOME", codex_home_s.as_str()),
+            ("FAKE_KEY", "test-key"),
+        ];
+        let mut cmd = agent_command(Path::new("node"), root, &home, &vars);
+        let text = if n == 1 { PROMPT_1 } else { PROMPT_2 };
+        cmd.arg(&codex).args([
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "--dangerously-bypass-hook-trust",
+            text,
+        ]);
+        let out = run_agent(cmd, "codex")?;
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            log.contains("hook: PreToolUse Completed"),
+            "Codex ran the hooks: {log}"
         );
         Ok(())
     })

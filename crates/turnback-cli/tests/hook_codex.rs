@@ -132,3 +132,49 @@ fn codex_patch_that_cannot_be_saved_is_blocked_and_init_is_idempotent() -> TestR
     assert!(err.contains("turnback blocked this apply_patch"), "{err}");
     Ok(())
 }
+
+#[test]
+fn codex_sessions_with_time_ordered_ids_get_turns_of_their_own() -> TestResult {
+    let tmp = scenario::git_project()?;
+    let home = tempfile::tempdir()?;
+    let root = tmp.path();
+    init(root, home.path())?;
+    // Codex session ids are UUIDv7: sessions started close together share
+    // their first characters; these two even share their last eight.
+    let sessions = [
+        "019a7c3e-5b1d-7f20-9c4e-8d2a61b0f3c7",
+        "019a7c3e-77aa-7f20-9c4e-8d2a61b0f3c7",
+    ];
+    for (i, session) in sessions.iter().enumerate() {
+        for name in ["user_prompt_submit.json", "pre_tool_use_apply_patch.json"] {
+            let mut e = fixture(name, root)?;
+            e["session_id"] = (*session).into();
+            e["turn_id"] = format!("turn-{i}").into();
+            send_ok(root, &e)?;
+        }
+        if i == 0 {
+            scenario::write_new_file(root)?;
+        }
+        let mut next = fixture("user_prompt_submit.json", root)?;
+        next["session_id"] = (*session).into();
+        next["turn_id"] = format!("turn-{i}-b").into();
+        send_ok(root, &next)?;
+        let mut bash = fixture("pre_tool_use_bash.json", root)?;
+        bash["session_id"] = (*session).into();
+        bash["turn_id"] = format!("turn-{i}-b").into();
+        bash["tool_input"]["command"] = format!("echo {i} > s{i}.txt").into();
+        send_ok(root, &bash)?;
+        std::fs::write(root.join(format!("s{i}.txt")), format!("{i}\n"))?;
+        bash["hook_event_name"] = "PostToolUse".into();
+        send_ok(root, &bash)?;
+    }
+    let turns = list(root)?;
+    let ids: Vec<&str> = turns.iter().filter_map(|t| t["turn"].as_str()).collect();
+    assert_eq!(ids.len(), 4, "{turns:?}");
+    let unique: std::collections::BTreeSet<&str> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), 4, "no two sessions share a turn: {ids:?}");
+    assert_eq!(ids[..2], ["codex-61b0f3c7-1", "codex-61b0f3c7-2"]);
+    let whole = "codex-019a7c3e77aa7f209c4e8d2a61b0f3c7";
+    assert_eq!(ids[2..], [format!("{whole}-1"), format!("{whole}-2")]);
+    Ok(())
+}

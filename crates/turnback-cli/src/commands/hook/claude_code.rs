@@ -25,6 +25,7 @@ pub const DIALECT: Dialect = Dialect {
     agent: "Claude Code",
     turn_prefix: "claude",
     session_key_prefix: "",
+    tag_from_end: false,
     prompt_events: &[("UserPromptSubmit", PromptRule::Begin)],
     pre_tool: &["PreToolUse", "PreSkillShellCommand"],
     post_tool: &["PostToolUse"],

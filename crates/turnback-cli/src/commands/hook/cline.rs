@@ -32,6 +32,7 @@ pub const DIALECT: Dialect = Dialect {
     agent: "Cline",
     turn_prefix: "cline",
     session_key_prefix: "cline-",
+    tag_from_end: true,
     prompt_events: &[
         ("TaskStart", PromptRule::BeginOnce),
         ("UserPromptSubmit", PromptRule::Begin),

@@ -24,6 +24,7 @@ pub const DIALECT: Dialect = Dialect {
     agent: "Codex",
     turn_prefix: "codex",
     session_key_prefix: "codex-",
+    tag_from_end: true,
     prompt_events: &[("UserPromptSubmit", PromptRule::Begin)],
     pre_tool: &["PreToolUse"],
     post_tool: &["PostToolUse"],

@@ -29,6 +29,7 @@ pub const DIALECT: Dialect = Dialect {
     agent: "Copilot CLI",
     turn_prefix: "copilot",
     session_key_prefix: "copilot-",
+    tag_from_end: false,
     prompt_events: &[("userPromptSubmitted", PromptRule::Begin)],
     pre_tool: &["preToolUse"],
     post_tool: &["postToolUse"],

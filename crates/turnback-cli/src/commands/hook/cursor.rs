@@ -28,6 +28,7 @@ pub const DIALECT: Dialect = Dialect {
     agent: "Cursor",
     turn_prefix: "cursor",
     session_key_prefix: "cursor-",
+    tag_from_end: false,
     prompt_events: &[("beforeSubmitPrompt", PromptRule::Begin)],
     pre_tool: &["preToolUse"],
     post_tool: &["postToolUse"],

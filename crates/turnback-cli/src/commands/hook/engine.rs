@@ -111,6 +111,9 @@ pub struct Dialect {
     pub turn_prefix: &'static str,
     /// Session files are keyed `<session_key_prefix><session_id>`.
     pub session_key_prefix: &'static str,
+    /// Whether the agent's session ids begin with a timestamp, so turn ids
+    /// take their last characters, not their first.
+    pub tag_from_end: bool,
     /// The events that submit a prompt, and what each does.
     pub prompt_events: &'static [(&'static str, PromptRule)],
     /// The events before a tool runs.
@@ -355,12 +358,18 @@ fn open(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<Store> {
 }
 
 /// The short form of a session id used in turn ids.
-fn session_tag(session_id: &str) -> String {
-    let tag: String = session_id
+/// Agents whose session ids begin with a timestamp (UUIDv7, `Date.now()`)
+/// are tagged by their last 8 alphanumerics, the others by their first 8.
+fn session_tag(session_id: &str, from_end: bool) -> String {
+    let alnum: Vec<char> = session_id
         .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .take(8)
+        .filter(char::is_ascii_alphanumeric)
         .collect();
+    let tag: String = if from_end {
+        alnum[alnum.len().saturating_sub(8)..].iter().collect()
+    } else {
+        alnum.iter().take(8).collect()
+    };
     if tag.is_empty() {
         "session".into()
     } else {
@@ -419,6 +428,38 @@ enum Begin {
     ToolCall,
 }
 
+/// The tag of a session's first turn: its short tag, unless another
+/// session with the same short tag already has turns; then its whole id,
+/// so turn ids never collide.
+fn fresh_tag(store: &Store, d: &Dialect, event: &Event) -> anyhow::Result<String> {
+    let short = session_tag(&event.session_id, d.tag_from_end);
+    let taken = format!("{}-{short}-", d.turn_prefix);
+    let collides = store.session(&session_key(d, event))?.is_none()
+        && store
+            .turns()
+            .iter()
+            .any(|t| t.id.as_str().starts_with(&taken));
+    if !collides {
+        return Ok(short);
+    }
+    Ok(event
+        .session_id
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(64)
+        .collect())
+}
+
+/// The tag in a turn id `<prefix>-<tag>-<n>`.
+fn tag_of(turn: &TurnId, d: &Dialect) -> Option<String> {
+    let rest = turn
+        .as_str()
+        .strip_prefix(d.turn_prefix)?
+        .strip_prefix('-')?;
+    let (tag, _) = rest.rsplit_once('-')?;
+    Some(tag.to_owned())
+}
+
 /// Begins the session's next turn under the store lock. The same turn key
 /// never begins two turns; a prompt that finds its turn already begun (by
 /// a tool call) gives it its label.
@@ -429,7 +470,7 @@ fn next_turn(
     label: Option<String>,
     mode: Begin,
 ) -> anyhow::Result<Session> {
-    let tag = session_tag(&event.session_id);
+    let fresh = fresh_tag(store, d, event)?;
     let session = store.update_session(&session_key(d, event), |cur| {
         let same_key = |c: &Session| {
             event.turn_key.is_some() && c.prompt_id.as_deref() == event.turn_key.as_deref()
@@ -447,6 +488,11 @@ fn next_turn(
             }
         }
         let number = cur.as_ref().map_or(1, |c| c.number + 1);
+        // A session keeps the tag its first turn got.
+        let tag = cur
+            .as_ref()
+            .and_then(|c| tag_of(&c.turn, d))
+            .unwrap_or_else(|| fresh.clone());
         Ok(Session {
             key: String::new(),
             turn: TurnId::new(format!("{}-{tag}-{number}", d.turn_prefix))?,
@@ -665,8 +711,13 @@ mod tests {
 
     #[test]
     fn session_tags_are_short_and_safe() {
-        assert_eq!(session_tag("8c35adc1-4f1e-4c9a"), "8c35adc1");
-        assert_eq!(session_tag("a/b"), "ab");
-        assert_eq!(session_tag("../"), "session");
+        assert_eq!(session_tag("8c35adc1-4f1e-4c9a", false), "8c35adc1");
+        assert_eq!(
+            session_tag("019a7c3e-5b1d-7f20-9c4e-8d2a61b0f3c7", true),
+            "2a61b0f3c7"[2..]
+        );
+        assert_eq!(session_tag("a/b", false), "ab");
+        assert_eq!(session_tag("ab", true), "ab");
+        assert_eq!(session_tag("../", true), "session");
     }
 }

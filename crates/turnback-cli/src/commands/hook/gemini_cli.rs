@@ -22,6 +22,7 @@ pub const DIALECT: Dialect = Dialect {
     agent: "Gemini CLI",
     turn_prefix: "gemini",
     session_key_prefix: "gemini-",
+    tag_from_end: false,
     prompt_events: &[("BeforeAgent", PromptRule::Begin)],
     pre_tool: &["BeforeTool"],
     post_tool: &["AfterTool"],

@@ -27,6 +27,7 @@ pub const DIALECT: Dialect = Dialect {
     agent: "opencode",
     turn_prefix: "opencode",
     session_key_prefix: "opencode-",
+    tag_from_end: true,
     prompt_events: &[("chat.message", PromptRule::Begin)],
     pre_tool: &["tool.execute.before"],
     post_tool: &["tool.execute.after"],
