@@ -22,7 +22,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-use common::scenario::{self, EDITED, NEW_FILE, PROMPT_1, PROMPT_2, SHELL, States};
+use common::scenario::{self, EDITED, NEW_FILE, PROMPT_1, PROMPT_2, SHELL, States, without};
 use common::{TestResult, tree};
 use serde_json::{Value, json};
 
@@ -139,14 +139,35 @@ fn scenario_with(
     init_env: &[(&str, &Path)],
     mut prompt: impl FnMut(&Path, usize) -> TestResult,
 ) -> TestResult {
+    scenario_leaving(agent, prefix, init_env, &[], |root, n| prompt(root, n))
+}
+
+/// [`scenario_with`], for an agent that writes `agent_state` for itself
+/// (left out of every comparison, and checked to be nothing else).
+fn scenario_leaving(
+    agent: &str,
+    prefix: &str,
+    init_env: &[(&str, &Path)],
+    agent_state: &[&str],
+    mut prompt: impl FnMut(&Path, usize) -> TestResult,
+) -> TestResult {
     let tmp = scenario::git_project()?;
     let root = tmp.path();
     scenario::init(root, agent, init_env)?;
     let before = tree(root)?;
     prompt(root, 1)?;
-    let after_1 = tree(root)?;
+    let after_1 = without(tree(root)?, agent_state);
     prompt(root, 2)?;
-    let after_2 = tree(root)?;
+    let after_2 = without(tree(root)?, agent_state);
+    // What the agent keeps for itself is out of the comparisons from here on.
+    for p in agent_state {
+        let path = root.join(p);
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path)?;
+        } else if path.exists() {
+            std::fs::remove_file(&path)?;
+        }
+    }
     let states = States {
         before,
         after_1,
@@ -335,6 +356,91 @@ fn codex_real_binary() -> TestResult {
         assert!(
             log.contains("hook: PreToolUse Completed"),
             "Codex ran the hooks: {log}"
+        );
+        Ok(())
+    })
+}
+
+/// Slow and not hermetic: on its first run in a project opencode installs
+/// its plugin API from the npm registry into `.opencode/` (over a minute).
+/// Run with `TURNBACK_AGENTS=1 .ci/run` or `cargo test --test agents_e2e --
+/// --ignored`.
+#[test]
+#[ignore = "installs opencode's plugin API from npm at run time; TURNBACK_AGENTS=1 runs it"]
+fn opencode_real_binary() -> TestResult {
+    let agents = agents_dir()?;
+    let opencode = agents.join("opencode-linux-x64/bin/opencode");
+    if !opencode.is_file() {
+        return Err(format!("opencode is not installed: {}", opencode.display()).into());
+    }
+    let work = tempfile::tempdir()?;
+    let home = work.path().join("home");
+    std::fs::create_dir_all(&home)?;
+    let mut server: Option<FakeModel> = None;
+    // opencode installs its plugin API into .opencode/ and keeps a
+    // project id in .git/opencode.
+    let own = [
+        ".git/opencode",
+        ".opencode/.gitignore",
+        ".opencode/node_modules",
+        ".opencode/package.json",
+        ".opencode/package-lock.json",
+    ];
+    scenario_leaving("opencode", "opencode", &[], &own, |root, n| {
+        if server.is_none() {
+            let script = json!({"prompts": [
+                {"match": PROMPT_1, "steps": [
+                    {"name": "write", "input": {"filePath": abs(root, NEW_FILE), "content": scenario::NEW_TEXT}},
+                    {"name": "read", "input": {"filePath": abs(root, EDITED)}},
+                    {"name": "edit", "input": {"filePath": abs(root, EDITED), "oldString": "theme: 'light'", "newString": "theme: 'dark'"}},
+                    {"name": "bash", "input": {"command": SHELL, "description": "Clean up and build"}},
+                ]},
+                {"match": PROMPT_2, "steps": [
+                    {"name": "read", "input": {"filePath": abs(root, NEW_FILE)}},
+                    {"name": "edit", "input": {"filePath": abs(root, NEW_FILE), "oldString": "ship it", "newString": "ship it today"}},
+                ]},
+            ]});
+            server = Some(FakeModel::start(work.path(), &script)?);
+        }
+        let s = server.as_ref().ok_or("server")?;
+        let config = json!({
+            "provider": {"fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "options": {"baseURL": format!("http://127.0.0.1:{}/v1", s.port), "apiKey": "test-key"},
+                "models": {"fake-model": {}},
+            }},
+            "model": "fake/fake-model",
+            "small_model": "fake/fake-model",
+            "permission": {"edit": "allow", "bash": "allow"},
+        })
+        .to_string();
+        let xdg = |d: &str| home.join(d).to_string_lossy().into_owned();
+        let (data, cfg, cache, state) = (
+            xdg(".local/share"),
+            xdg(".config"),
+            xdg(".cache"),
+            xdg(".local/state"),
+        );
+        let vars = [
+            ("OPENCODE_CONFIG_CONTENT", config.as_str()),
+            ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
+            ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+            ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1"),
+            ("XDG_DATA_HOME", data.as_str()),
+            ("XDG_CONFIG_HOME", cfg.as_str()),
+            ("XDG_CACHE_HOME", cache.as_str()),
+            ("XDG_STATE_HOME", state.as_str()),
+        ];
+        let mut cmd = agent_command(&opencode, root, &home, &vars);
+        let text = if n == 1 { PROMPT_1 } else { PROMPT_2 };
+        // `opencode run` joins its words with spaces and quotes a word that
+        // holds one: the prompt goes word by word, as a user types it.
+        cmd.arg("run").args(text.split(' '));
+        let out = run_agent(cmd, "opencode")?;
+        let shown = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            shown.contains("Edit "),
+            "opencode ran the scripted edit: {shown}"
         );
         Ok(())
     })
