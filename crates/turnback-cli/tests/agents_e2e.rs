@@ -137,9 +137,18 @@ fn scenario_with(
     agent: &str,
     prefix: &str,
     init_env: &[(&str, &Path)],
-    mut prompt: impl FnMut(&Path, usize) -> TestResult,
+    chat: Option<Chat>,
+    mut prompt: impl FnMut(&Path, &str) -> TestResult,
 ) -> TestResult {
-    scenario_leaving(agent, prefix, init_env, &[], |root, n| prompt(root, n))
+    scenario_leaving(agent, prefix, init_env, &[], chat, |root, p| {
+        prompt(root, p)
+    })
+}
+
+/// An agent's chat commands: rewind TURN, undo.
+struct Chat {
+    rewind: &'static str,
+    undo: &'static str,
 }
 
 /// [`scenario_with`], for an agent that writes `agent_state` for itself
@@ -149,15 +158,16 @@ fn scenario_leaving(
     prefix: &str,
     init_env: &[(&str, &Path)],
     agent_state: &[&str],
-    mut prompt: impl FnMut(&Path, usize) -> TestResult,
+    chat: Option<Chat>,
+    mut prompt: impl FnMut(&Path, &str) -> TestResult,
 ) -> TestResult {
     let tmp = scenario::git_project()?;
     let root = tmp.path();
     scenario::init(root, agent, init_env)?;
     let before = tree(root)?;
-    prompt(root, 1)?;
+    prompt(root, PROMPT_1)?;
     let after_1 = without(tree(root)?, agent_state);
-    prompt(root, 2)?;
+    prompt(root, PROMPT_2)?;
     let after_2 = without(tree(root)?, agent_state);
     // What the agent keeps for itself is out of the comparisons from here on.
     for p in agent_state {
@@ -173,7 +183,19 @@ fn scenario_leaving(
         after_1,
         after_2,
     };
-    scenario::check_turns(root, &states, prefix)
+    scenario::check_turns(root, &states, prefix)?;
+    if let Some(chat) = chat {
+        // Rewind and undo from the chat, with the commands `init` installed.
+        let first = common::list(root)?
+            .first()
+            .and_then(|t| t["turn"].as_str().map(str::to_owned))
+            .ok_or("no turn")?;
+        prompt(root, &format!("{} {first}", chat.rewind))?;
+        scenario::assert_same(&tree(root)?, &states.before, "rewind from the chat");
+        prompt(root, chat.undo)?;
+        scenario::assert_same(&tree(root)?, &states.after_2, "undo from the chat");
+    }
+    Ok(())
 }
 
 #[test]
@@ -184,7 +206,11 @@ fn claude_code_real_binary() -> TestResult {
     let home = work.path().join("home");
     std::fs::create_dir_all(&home)?;
     let mut server: Option<FakeModel> = None;
-    scenario_with("claude-code", "claude", &[], |root, n| {
+    let chat = Chat {
+        rewind: "/turnback-rewind",
+        undo: "/turnback-undo",
+    };
+    scenario_with("claude-code", "claude", &[], Some(chat), |root, text| {
         if server.is_none() {
             let script = json!({"prompts": [
                 {"match": PROMPT_1, "steps": [
@@ -210,9 +236,8 @@ fn claude_code_real_binary() -> TestResult {
             ("DISABLE_AUTOUPDATER", "1"),
         ];
         let mut cmd = agent_command(&claude, root, &home, &vars);
-        let text = if n == 1 { PROMPT_1 } else { PROMPT_2 };
         cmd.args(["-p", text, "--dangerously-skip-permissions"]);
-        if n == 2 {
+        if text != PROMPT_1 {
             cmd.arg("--continue");
         }
         run_agent(cmd, "claude")?;
@@ -242,8 +267,14 @@ fn gemini_cli_real_binary() -> TestResult {
     let work = tempfile::tempdir()?;
     let home = work.path().join("home");
     std::fs::create_dir_all(&home)?;
-    scenario_with("gemini-cli", "gemini", &[], |root, n| {
-        let answers = if n == 1 {
+    let chat = Chat {
+        rewind: "/turnback:rewind",
+        undo: "/turnback:undo",
+    };
+    let mut n = 0;
+    scenario_with("gemini-cli", "gemini", &[], Some(chat), |root, text| {
+        n += 1;
+        let answers = if text == PROMPT_1 {
             vec![
                 gemini_answer(Some((
                     "write_file",
@@ -259,7 +290,7 @@ fn gemini_cli_real_binary() -> TestResult {
                 ))),
                 gemini_answer(None),
             ]
-        } else {
+        } else if text == PROMPT_2 {
             vec![
                 gemini_answer(Some((
                     "replace",
@@ -267,6 +298,9 @@ fn gemini_cli_real_binary() -> TestResult {
                 ))),
                 gemini_answer(None),
             ]
+        } else {
+            // A chat command: turnback ran before the model; it only replies.
+            vec![gemini_answer(None)]
         };
         let file = work.path().join(format!("answers-{n}.jsonl"));
         let lines: Vec<String> = answers.iter().map(Value::to_string).collect();
@@ -276,7 +310,6 @@ fn gemini_cli_real_binary() -> TestResult {
             ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
         ];
         let mut cmd = agent_command(Path::new("node"), root, &home, &vars);
-        let text = if n == 1 { PROMPT_1 } else { PROMPT_2 };
         cmd.arg(&gemini)
             .args(["-p", text, "--approval-mode", "yolo", "-o", "json"])
             .arg("--fake-responses-non-strict")
@@ -285,8 +318,10 @@ fn gemini_cli_real_binary() -> TestResult {
         let report: Value = serde_json::from_slice(&out.stdout)?;
         let calls = &report["stats"]["tools"];
         assert_eq!(
-            calls["totalFail"], 0,
-            "every scripted tool call succeeded: {calls}"
+            calls["totalFail"],
+            0,
+            "every scripted tool call of {text:?} succeeded: {calls}\n{}",
+            String::from_utf8_lossy(&out.stderr)
         );
         Ok(())
     })
@@ -311,7 +346,7 @@ fn codex_real_binary() -> TestResult {
     std::fs::create_dir_all(&codex_home)?;
     let mut server: Option<FakeModel> = None;
     let init_env = [("CODEX_HOME", codex_home.as_path())];
-    scenario_with("codex", "codex", &init_env, |root, n| {
+    scenario_with("codex", "codex", &init_env, None, |root, text| {
         if server.is_none() {
             let create_and_edit = codex_patch(&format!(
                 "*** Add File: {NEW_FILE}\n+# Todo\n+\n+- ship it\n*** Update File: {EDITED}\n@@\n export default {{\n-  theme: 'light',\n+  theme: 'dark',\n"
@@ -343,7 +378,6 @@ fn codex_real_binary() -> TestResult {
             ("FAKE_KEY", "test-key"),
         ];
         let mut cmd = agent_command(Path::new("node"), root, &home, &vars);
-        let text = if n == 1 { PROMPT_1 } else { PROMPT_2 };
         cmd.arg(&codex).args([
             "exec",
             "--skip-git-repo-check",
@@ -386,7 +420,7 @@ fn opencode_real_binary() -> TestResult {
         ".opencode/package.json",
         ".opencode/package-lock.json",
     ];
-    scenario_leaving("opencode", "opencode", &[], &own, |root, n| {
+    scenario_leaving("opencode", "opencode", &[], &own, None, |root, text| {
         if server.is_none() {
             let script = json!({"prompts": [
                 {"match": PROMPT_1, "steps": [
@@ -432,7 +466,6 @@ fn opencode_real_binary() -> TestResult {
             ("XDG_STATE_HOME", state.as_str()),
         ];
         let mut cmd = agent_command(&opencode, root, &home, &vars);
-        let text = if n == 1 { PROMPT_1 } else { PROMPT_2 };
         // `opencode run` joins its words with spaces and quotes a word that
         // holds one: the prompt goes word by word, as a user types it.
         cmd.arg("run").args(text.split(' '));
