@@ -478,3 +478,54 @@ fn opencode_real_binary() -> TestResult {
         Ok(())
     })
 }
+
+#[test]
+fn copilot_real_binary() -> TestResult {
+    let agents = agents_dir()?;
+    let copilot = agents.join("@github/copilot-linux-x64/copilot");
+    if !copilot.is_file() {
+        return Err(format!("Copilot CLI is not installed: {}", copilot.display()).into());
+    }
+    let work = tempfile::tempdir()?;
+    let home = work.path().join("home");
+    std::fs::create_dir_all(&home)?;
+    let mut server: Option<FakeModel> = None;
+    scenario_with("copilot", "copilot", &[], None, |root, text| {
+        if server.is_none() {
+            // Copilot's `create` needs the directory to exist: the model
+            // makes it first, as it would.
+            let script = json!({"prompts": [
+                {"match": PROMPT_1, "steps": [
+                    {"name": "bash", "input": {"command": "mkdir -p docs/notes", "description": "Make the folder"}},
+                    {"name": "create", "input": {"path": abs(root, NEW_FILE), "file_text": scenario::NEW_TEXT}},
+                    {"name": "edit", "input": {"path": abs(root, EDITED), "old_str": "theme: 'light'", "new_str": "theme: 'dark'"}},
+                    {"name": "bash", "input": {"command": SHELL, "description": "Clean up and build"}},
+                ]},
+                {"match": PROMPT_2, "steps": [
+                    {"name": "edit", "input": {"path": abs(root, NEW_FILE), "old_str": "ship it", "new_str": "ship it today"}},
+                ]},
+            ]});
+            server = Some(FakeModel::start(work.path(), &script)?);
+        }
+        let s = server.as_ref().ok_or("server")?;
+        let url = format!("http://127.0.0.1:{}/v1", s.port);
+        let vars = [
+            ("COPILOT_PROVIDER_BASE_URL", url.as_str()),
+            ("COPILOT_PROVIDER_TYPE", "openai"),
+            ("COPILOT_PROVIDER_API_KEY", "test-key"),
+            ("COPILOT_MODEL", "gpt-4.1"),
+            ("COPILOT_OFFLINE", "true"),
+            ("COPILOT_AUTO_UPDATE", "false"),
+        ];
+        let mut cmd = agent_command(&copilot, root, &home, &vars);
+        // Repository hooks load only in a trusted folder.
+        cmd.args(["-p", text, "--allow-all", "--trust-folder"]);
+        let out = run_agent(cmd, "copilot")?;
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !shown.contains('✗'),
+            "every scripted tool call succeeded: {shown}"
+        );
+        Ok(())
+    })
+}
