@@ -2,6 +2,8 @@
 //! project, and a byte-for-byte picture of a folder.
 #![allow(dead_code)]
 
+pub mod scenario;
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

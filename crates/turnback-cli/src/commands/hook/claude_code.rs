@@ -1,20 +1,22 @@
 //! `turnback hook claude-code`: one Claude Code hook event on standard
 //! input, with the fields Claude Code's hook documentation defines
 //! (`session_id`, `prompt_id`, `cwd`, `hook_event_name`, `tool_name`,
-//! `tool_input`, `prompt`); see [`super::engine`] for what each event does.
+//! `tool_input`, `prompt`); `prompt_id` is the turn key; see [`super::engine`] for what each event does.
 //!
 //! - `UserPromptSubmit` begins turn `claude-<session>-<n>`; the session file
-//!   is `.turnback/sessions/<session_id>.json`.
+//!   is `sessions/<session_id>.json` in the store.
 //! - `PreToolUse` for `Write`, `Edit`, `MultiEdit`, `NotebookEdit` captures
 //!   `tool_input.file_path` (`notebook_path` for notebooks); exit 2 blocks
 //!   the call and shows stderr to the model.
-//! - `PreToolUse` / `PostToolUse` for `Bash`: the shell snapshot.
+//! - `PreToolUse` / `PostToolUse` for `Bash` and `PowerShell`: the shell
+//!   snapshot; `PreSkillShellCommand` (a skill's own shell command) takes
+//!   the before half, and the next shell command's before half closes it.
 //! - Nothing is printed on stdout: Claude Code adds a `UserPromptSubmit`
 //!   hook's stdout to the model's context.
 
 use serde_json::{Value, json};
 
-use super::engine::{self, Dialect};
+use super::engine::{self, Block, Dialect, Event, PromptRule};
 use crate::{Ctx, Outcome};
 
 /// How Claude Code names its events and tools.
@@ -23,23 +25,31 @@ pub const DIALECT: Dialect = Dialect {
     agent: "Claude Code",
     turn_prefix: "claude",
     session_key_prefix: "",
-    prompt_event: "UserPromptSubmit",
-    pre_tool: "PreToolUse",
-    post_tool: "PostToolUse",
+    tag_from_end: false,
+    prompt_events: &[("UserPromptSubmit", PromptRule::Begin)],
+    pre_tool: &["PreToolUse", "PreSkillShellCommand"],
+    post_tool: &["PostToolUse"],
     file_tools: &["Write", "Edit", "MultiEdit", "NotebookEdit"],
-    shell_tools: &["Bash"],
+    patch_tools: &[],
+    shell_tools: &["Bash", "PowerShell"],
     path_keys: &["file_path", "notebook_path"],
     stdout_ok: "",
+    block: Block::Exit2,
     project_env: Some("CLAUDE_PROJECT_DIR"),
     settings_file: ".claude/settings.json",
+    parse,
 };
+
+fn parse(v: &Value, _event: Option<&str>) -> anyhow::Result<Event> {
+    engine::parse_common(v, &["prompt_id"])
+}
 
 /// Handle one Claude Code hook event read from standard input
 #[derive(clap::Args, Debug)]
 pub struct Args {}
 
 pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
-    engine::run(ctx, &DIALECT)
+    engine::run(ctx, &DIALECT, None)
 }
 
 /// The `hooks` section of `.claude/settings.json` that runs `command` (the
@@ -52,6 +62,7 @@ pub fn settings_hooks(command: &str) -> Value {
         "UserPromptSubmit": [{ "hooks": handler }],
         "PreToolUse": [{ "matcher": matcher, "hooks": handler }],
         "PostToolUse": [{ "matcher": matcher, "hooks": handler }],
+        "PreSkillShellCommand": [{ "hooks": handler }],
     })
 }
 

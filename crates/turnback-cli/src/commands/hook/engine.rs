@@ -1,45 +1,48 @@
-//! The engine shared by the hook adapters: one event, read as JSON on
-//! standard input, in the shape both Claude Code and Gemini CLI document
-//! (`session_id`, `cwd`, `hook_event_name`, `tool_name`, `tool_input`,
-//! `prompt`, and Claude Code's `prompt_id`); a [`Dialect`] names each agent's
-//! events and tools.
+//! The engine shared by the hook adapters: each adapter reads its agent's
+//! event JSON from standard input into one [`Event`] (session, turn key,
+//! cwd, event name, tool, tool input, prompt), and a [`Dialect`] names the
+//! agent's events and tools; everything else is here.
 //!
-//! - The prompt event begins a new turn, `<prefix>-<session>-<n>` (the first
+//! - A prompt event begins a new turn, `<prefix>-<session>-<n>` (the first
 //!   8 alphanumerics of the session id, and the session's prompt count),
 //!   labelled with the prompt's first line. The session's current turn is
-//!   kept in the store (`.turnback/sessions/`), so the separate hook
-//!   processes of one session agree on it. The same `prompt_id` delivered
-//!   twice begins one turn, not two.
-//! - The pre-tool event for a file tool captures the tool's file path in the
-//!   current turn. A tool call that arrives before any prompt was seen, or
-//!   with another `prompt_id`, begins a turn of its own first.
+//!   kept in the store ([`Store::update_session`]), so the separate hook
+//!   processes of one session agree on it. Where the agent sends a turn key
+//!   (Claude Code's `prompt_id`, Codex's `turn_id`, opencode's message id,
+//!   Cline's task id), the same key never begins two turns, and a prompt
+//!   that arrives after its turn's first tool call labels that turn.
+//! - The pre-tool event of a file tool captures the paths the tool names
+//!   (a patch tool's paths are parsed from the patch, see [`super::patch`])
+//!   in the current turn. A tool call that arrives before any prompt was
+//!   seen, or with another turn key, begins a turn of its own first.
 //! - The pre/post-tool events of a shell tool: the before/after snapshot of
-//!   the command goes through [`shell_snapshot`].
+//!   the command goes through [`shell_snapshot`]. A command that only runs
+//!   turnback itself (a rewind asked for from the chat) is left alone:
+//!   turnback records its own rewinds.
 //! - The post-tool event of a file tool: the post-image goes through
 //!   [`post_image`].
 //!
 //! The root is `--root`, else the nearest ancestor of the event's `cwd` that
-//! has a `.turnback/`, else that of the agent's project directory variable
+//! has a store, else that of the agent's project directory variable
 //! (`$CLAUDE_PROJECT_DIR`), else the event's `cwd`.
 //!
 //! A hook must never break the agent: an internal error prints a message on
-//! stderr and exits 0, and stdout holds only what the agent expects (nothing
-//! for Claude Code, which adds a `UserPromptSubmit` hook's stdout to the
-//! model's context; `{}` for Gemini CLI, which parses it as JSON). The one
-//! exception: when the pre-image of a file about to be written cannot be
-//! saved, the hook exits 2 with the reason on stderr, which makes the agent
-//! block the tool call and show the reason to the model, so no file is
-//! overwritten that could not be rewound.
+//! stderr and the hook succeeds, and stdout holds only what the agent
+//! expects. The one exception: when the pre-image of a file about to be
+//! written cannot be saved, the hook blocks the tool call the agent's way
+//! ([`Block`]: exit 2 with the reason on stderr for most agents, a `cancel`
+//! answer for Cline, which ignores failing hooks), so no file is overwritten
+//! that could not be rewound.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use turnback::{Error, Options, Session, Store, TurnId};
 
+use super::patch;
 use crate::{Ctx, Outcome};
 
 /// The exit code that makes the agent block a tool call and show stderr to
@@ -48,7 +51,7 @@ pub const EXIT_BLOCK: u8 = 2;
 
 /// How long a hook waits for another turnback process's lock: well inside
 /// the hook timeout `turnback init` sets, so a wait that runs out blocks the
-/// write (exit 2) instead of being killed by the agent.
+/// write instead of being killed by the agent.
 const LOCK_WAIT: Duration = Duration::from_secs(20);
 
 /// The hook timeout written into the agent's settings, in seconds.
@@ -56,6 +59,46 @@ pub const HOOK_TIMEOUT_SECS: u64 = 30;
 
 /// Events larger than this are refused (a write's content is in the event).
 const MAX_EVENT: u64 = 256 << 20;
+
+/// How a hook tells the agent to block a tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Block {
+    /// Exit 2 with the reason on stderr.
+    Exit2,
+    /// Exit 0 with `{"cancel":true,"errorMessage":REASON}` on stdout (Cline,
+    /// which lets a tool run when its hook fails).
+    CancelJson,
+}
+
+/// One hook event, as the adapter read it from the agent's JSON.
+#[derive(Debug, Default, Clone)]
+pub struct Event {
+    /// The agent's session (conversation, task) id.
+    pub session_id: String,
+    /// The agent's key of the turn the event belongs to, when it sends one.
+    pub turn_key: Option<String>,
+    /// The directory the agent ran the hook for.
+    pub cwd: Option<PathBuf>,
+    /// The event's name, as the agent names it.
+    pub name: String,
+    /// The tool's name, for tool events.
+    pub tool: Option<String>,
+    /// The tool's input, for tool events.
+    pub input: Option<Value>,
+    /// The prompt's text, for prompt events.
+    pub prompt: Option<String>,
+}
+
+/// What a prompt event does when the session already has a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptRule {
+    /// Begins the next turn (unless its turn key began the current one).
+    Begin,
+    /// Begins a turn only if the session has none yet, else labels the
+    /// current one (Cline's task start, which the CLI sends detached, so it
+    /// may arrive after the task's first tool call).
+    BeginOnce,
+}
 
 /// How an agent names its hook events and tools.
 #[derive(Debug)]
@@ -68,114 +111,155 @@ pub struct Dialect {
     pub turn_prefix: &'static str,
     /// Session files are keyed `<session_key_prefix><session_id>`.
     pub session_key_prefix: &'static str,
-    /// The event that submits a prompt.
-    pub prompt_event: &'static str,
-    /// The event before a tool runs.
-    pub pre_tool: &'static str,
-    /// The event after a tool ran.
-    pub post_tool: &'static str,
+    /// Whether the agent's session ids begin with a timestamp, so turn ids
+    /// take their last characters, not their first.
+    pub tag_from_end: bool,
+    /// The events that submit a prompt, and what each does.
+    pub prompt_events: &'static [(&'static str, PromptRule)],
+    /// The events before a tool runs.
+    pub pre_tool: &'static [&'static str],
+    /// The events after a tool ran.
+    pub post_tool: &'static [&'static str],
     /// Tools that write the file named in their input.
     pub file_tools: &'static [&'static str],
+    /// Tools whose input holds a patch (`*** Begin Patch` format), with the
+    /// input key that holds it; the paths are parsed from the patch.
+    pub patch_tools: &'static [(&'static str, &'static str)],
     /// Tools that run a shell command.
     pub shell_tools: &'static [&'static str],
     /// The input keys that hold a file tool's path, first found wins.
     pub path_keys: &'static [&'static str],
-    /// What stdout holds when the hook exits 0.
+    /// What stdout holds when the hook lets the agent go on.
     pub stdout_ok: &'static str,
+    /// How the hook blocks a tool call.
+    pub block: Block,
     /// An environment variable naming the project directory, if the agent
     /// sets one for hooks.
     pub project_env: Option<&'static str>,
-    /// The project settings file, relative to the root.
+    /// The project file that installs the hooks, relative to the root.
     pub settings_file: &'static str,
+    /// Reads the agent's event JSON; the second argument is the event name
+    /// given on the command line, for agents whose JSON lacks it.
+    pub parse: fn(&Value, Option<&str>) -> anyhow::Result<Event>,
 }
 
 impl Dialect {
     /// The matcher for every tool the adapter handles.
     pub fn tool_matcher(&self) -> String {
-        [self.file_tools, self.shell_tools].concat().join("|")
+        let patch = self.patch_tools.iter().map(|(t, _)| *t);
+        let tools: Vec<&str> = self
+            .file_tools
+            .iter()
+            .copied()
+            .chain(patch)
+            .chain(self.shell_tools.iter().copied())
+            .collect();
+        tools.join("|")
     }
 
-    /// Whether a configured hook command is this adapter's.
+    /// Whether a configured hook command is this adapter's: it runs
+    /// `… hook <name>`, possibly followed by an event name.
     pub fn is_our_command(&self, command: &str) -> bool {
-        command.trim_end().ends_with(&format!("hook {}", self.name))
+        let words: Vec<&str> = command.split_whitespace().collect();
+        words
+            .windows(2)
+            .enumerate()
+            .any(|(i, w)| w == ["hook", self.name] && words.len() <= i + 3)
     }
 }
 
-/// One hook event; fields the agent adds later are ignored.
-#[derive(Debug, Deserialize)]
-struct Event {
-    session_id: String,
-    #[serde(default)]
-    prompt_id: Option<String>,
-    #[serde(default)]
-    cwd: Option<PathBuf>,
-    hook_event_name: String,
-    #[serde(default)]
-    tool_name: Option<String>,
-    #[serde(default)]
-    tool_input: Option<Value>,
-    #[serde(default)]
-    prompt: Option<String>,
+/// A string field of `v`, the first of `keys` found.
+pub fn str_field(v: &Value, keys: &[&str]) -> Option<String> {
+    keys.iter()
+        .find_map(|k| v.get(*k).and_then(Value::as_str))
+        .map(str::to_owned)
+}
+
+/// The event shape Claude Code documents and Gemini CLI, Codex and Cursor
+/// share: `session_id`, `cwd`, `hook_event_name`, `tool_name`,
+/// `tool_input`, `prompt`; the turn key is the first of `turn_keys` found.
+pub fn parse_common(v: &Value, turn_keys: &[&str]) -> anyhow::Result<Event> {
+    let name = str_field(v, &["hook_event_name"]).context("the event has no hook_event_name")?;
+    let session_id = str_field(v, &["session_id"]).context("the event has no session_id")?;
+    Ok(Event {
+        session_id,
+        turn_key: str_field(v, turn_keys),
+        cwd: str_field(v, &["cwd"]).map(PathBuf::from),
+        name,
+        tool: str_field(v, &["tool_name"]),
+        input: v.get("tool_input").cloned(),
+        prompt: str_field(v, &["prompt"]),
+    })
 }
 
 /// What the hook tells the agent.
 enum Verdict {
-    /// Exit 0: go on.
+    /// Go on.
     Allow,
-    /// Exit 2: block the tool call; the reason goes to the model.
+    /// Block the tool call; the reason goes to the model.
     Block(String),
 }
 
 /// Handles the event on standard input; the exit code for the agent.
-pub fn run(ctx: &Ctx, d: &Dialect) -> Outcome {
-    let code = match read_event(d) {
+pub fn run(ctx: &Ctx, d: &Dialect, event_name: Option<&str>) -> Outcome {
+    let verdict = match read_event(d, event_name) {
         Err(e) => {
             eprintln!("turnback hook {}: ignoring the event: {e:#}", d.name);
-            0
+            Verdict::Allow
         }
-        Ok(event) => match handle(ctx, d, &event) {
-            Ok(Verdict::Allow) => 0,
-            Ok(Verdict::Block(reason)) => {
-                eprintln!("{reason}");
-                return Ok(EXIT_BLOCK);
-            }
-            Err(e) => {
-                eprintln!(
-                    "turnback hook {}: {} was not recorded: {e:#}",
-                    d.name, event.hook_event_name
-                );
-                0
-            }
-        },
+        Ok(event) => handle(ctx, d, &event).unwrap_or_else(|e| {
+            eprintln!(
+                "turnback hook {}: {} was not recorded: {e:#}",
+                d.name, event.name
+            );
+            Verdict::Allow
+        }),
     };
-    if !d.stdout_ok.is_empty() {
+    let (code, stdout) = match (verdict, d.block) {
+        (Verdict::Allow, _) => (0, d.stdout_ok.to_owned()),
+        (Verdict::Block(reason), Block::Exit2) => {
+            eprintln!("{reason}");
+            return Ok(EXIT_BLOCK);
+        }
+        (Verdict::Block(reason), Block::CancelJson) => {
+            eprintln!("{reason}");
+            let answer = json!({ "cancel": true, "errorMessage": reason });
+            (0, answer.to_string())
+        }
+    };
+    if !stdout.is_empty() {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", d.stdout_ok);
+        let _ = writeln!(out, "{stdout}");
     }
     Ok(code)
 }
 
-fn read_event(d: &Dialect) -> anyhow::Result<Event> {
+fn read_event(d: &Dialect, event_name: Option<&str>) -> anyhow::Result<Event> {
     let mut bytes = Vec::new();
     std::io::stdin()
         .take(MAX_EVENT)
         .read_to_end(&mut bytes)
         .context("cannot read standard input")?;
-    serde_json::from_slice(&bytes)
+    let v: Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("standard input is not a {} hook event", d.agent))?;
+    (d.parse)(&v, event_name)
         .with_context(|| format!("standard input is not a {} hook event", d.agent))
 }
 
 fn handle(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<Verdict> {
-    let tool = event.tool_name.as_deref().unwrap_or("");
-    let name = event.hook_event_name.as_str();
-    let pre = name == d.pre_tool;
-    let post = name == d.post_tool;
-    if name == d.prompt_event {
+    let tool = event.tool.as_deref().unwrap_or("");
+    let name = event.name.as_str();
+    let pre = d.pre_tool.contains(&name);
+    let post = d.post_tool.contains(&name);
+    if let Some((_, rule)) = d.prompt_events.iter().find(|(e, _)| *e == name) {
         let mut store = open(ctx, d, event)?;
-        begin_turn(&mut store, d, event)?;
-    } else if pre && d.file_tools.contains(&tool) {
+        begin_turn(&mut store, d, event, *rule)?;
+    } else if pre && is_file_tool(d, tool) {
         return Ok(capture_before_write(ctx, d, event));
     } else if (pre || post) && d.shell_tools.contains(&tool) {
+        if runs_only_turnback(event.input.as_ref()) {
+            return Ok(Verdict::Allow);
+        }
         let mut store = open(ctx, d, event)?;
         let session = current_turn(&mut store, d, event)?;
         let phase = if pre { Phase::Before } else { Phase::After };
@@ -187,14 +271,53 @@ fn handle(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<Verdict> {
                 }
             }
         }
-    } else if post && d.file_tools.contains(&tool) {
+    } else if post && is_file_tool(d, tool) {
         let mut store = open(ctx, d, event)?;
         let session = current_turn(&mut store, d, event)?;
-        if let Some(path) = tool_path(d, event)? {
-            post_image(&mut store, &session, &path)?;
+        let paths = tool_paths(d, event)?;
+        if !paths.is_empty() {
+            post_image(&mut store, &session, &paths)?;
         }
     }
     Ok(Verdict::Allow)
+}
+
+fn is_file_tool(d: &Dialect, tool: &str) -> bool {
+    d.file_tools.contains(&tool) || d.patch_tools.iter().any(|(t, _)| *t == tool)
+}
+
+/// A command line's first word, with the quotes around it removed.
+fn first_word(command: &str) -> &str {
+    let c = command.trim_start();
+    for q in ['\'', '"'] {
+        if let Some(rest) = c.strip_prefix(q) {
+            return rest.split(q).next().unwrap_or("");
+        }
+    }
+    c.split_whitespace().next().unwrap_or("")
+}
+
+/// Whether a shell tool's input runs nothing but the `turnback` program
+/// (one simple command, no pipes, lists or substitutions).
+fn runs_only_turnback(input: Option<&Value>) -> bool {
+    let Some(input) = input else { return false };
+    let commands: Vec<&str> = match (input.get("command"), input.get("commands")) {
+        (Some(Value::String(c)), _) => vec![c.as_str()],
+        (_, Some(Value::Array(list))) => list
+            .iter()
+            .map(|c| {
+                c.as_str()
+                    .or_else(|| c.get("command").and_then(Value::as_str))
+            })
+            .collect::<Option<Vec<&str>>>()
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    !commands.is_empty()
+        && commands.iter().all(|c| {
+            let simple = !c.contains(['\n', ';', '&', '|', '<', '>', '`', '$', '(']);
+            simple && first_word(c).rsplit('/').next() == Some("turnback")
+        })
 }
 
 /// The project root for an event (see the module docs).
@@ -206,7 +329,11 @@ fn root_for(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<PathBuf> {
         Some(c) if c.is_absolute() => c.clone(),
         _ => std::env::current_dir()?,
     };
-    let has_store = |p: &Path| p.join(turnback::path::STORE_DIR).is_dir();
+    // A marker, or a registered store whose marker a command deleted.
+    let has_store = |p: &Path| {
+        p.join(turnback::path::STORE_DIR).is_dir()
+            || matches!(turnback::location::locate(p, None), Ok(Some(_)))
+    };
     let found = turnback::discover_root(&cwd);
     if has_store(&found) {
         return Ok(found);
@@ -235,12 +362,18 @@ fn open(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<Store> {
 }
 
 /// The short form of a session id used in turn ids.
-fn session_tag(session_id: &str) -> String {
-    let tag: String = session_id
+/// Agents whose session ids begin with a timestamp (UUIDv7, `Date.now()`)
+/// are tagged by their last 8 alphanumerics, the others by their first 8.
+fn session_tag(session_id: &str, from_end: bool) -> String {
+    let alnum: Vec<char> = session_id
         .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .take(8)
+        .filter(char::is_ascii_alphanumeric)
         .collect();
+    let tag: String = if from_end {
+        alnum[alnum.len().saturating_sub(8)..].iter().collect()
+    } else {
+        alnum.iter().take(8).collect()
+    };
     if tag.is_empty() {
         "session".into()
     } else {
@@ -258,18 +391,19 @@ fn label_of(prompt: &str) -> String {
     turnback::cut_label(line)
 }
 
-fn unseen_label(d: &Dialect) -> String {
-    format!("{} prompt (not seen by the hook)", d.agent)
-}
-
-/// Begins the next turn of the event's session (unless this very prompt
-/// already began one).
-fn begin_turn(store: &mut Store, d: &Dialect, event: &Event) -> anyhow::Result<Session> {
-    let label = match &event.prompt {
-        Some(p) => label_of(p),
-        None => unseen_label(d),
+/// Begins the next turn of the event's session (see [`PromptRule`]).
+fn begin_turn(
+    store: &mut Store,
+    d: &Dialect,
+    event: &Event,
+    rule: PromptRule,
+) -> anyhow::Result<Session> {
+    let label = event.prompt.as_deref().map(label_of);
+    let mode = match rule {
+        PromptRule::Begin => Begin::Prompt,
+        PromptRule::BeginOnce => Begin::Once,
     };
-    next_turn(store, d, event, label, false)
+    next_turn(store, d, event, label, mode)
 }
 
 fn session_key(d: &Dialect, event: &Event) -> String {
@@ -277,45 +411,98 @@ fn session_key(d: &Dialect, event: &Event) -> String {
 }
 
 /// Whether `event` belongs to the prompt that began `s` (true when either
-/// lacks a prompt id).
+/// lacks a turn key).
 fn same_prompt(s: &Session, event: &Event) -> bool {
-    match (&s.prompt_id, &event.prompt_id) {
+    match (&s.prompt_id, &event.turn_key) {
         (Some(a), Some(b)) => a == b,
         _ => true,
     }
 }
 
-/// Begins the session's next turn under the store lock. The same prompt id
-/// never begins two turns; with `reuse_current` (a tool call, not a
-/// prompt), a turn that another hook process began meanwhile for the same
-/// prompt is joined, so parallel tool calls agree on one turn.
+/// Who asks [`next_turn`] for a turn.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Begin {
+    /// A prompt: the next turn.
+    Prompt,
+    /// A prompt that begins a turn only if the session has none (and
+    /// labels the current one otherwise).
+    Once,
+    /// A tool call: a turn another hook process began meanwhile for the
+    /// same prompt is joined, so parallel tool calls agree on one turn.
+    ToolCall,
+}
+
+/// The tag of a session's first turn: its short tag, unless another
+/// session with the same short tag already has turns; then its whole id,
+/// so turn ids never collide.
+fn fresh_tag(store: &Store, d: &Dialect, event: &Event) -> anyhow::Result<String> {
+    let short = session_tag(&event.session_id, d.tag_from_end);
+    let taken = format!("{}-{short}-", d.turn_prefix);
+    let collides = store.session(&session_key(d, event))?.is_none()
+        && store
+            .turns()
+            .iter()
+            .any(|t| t.id.as_str().starts_with(&taken));
+    if !collides {
+        return Ok(short);
+    }
+    Ok(event
+        .session_id
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(64)
+        .collect())
+}
+
+/// The tag in a turn id `<prefix>-<tag>-<n>`.
+fn tag_of(turn: &TurnId, d: &Dialect) -> Option<String> {
+    let rest = turn
+        .as_str()
+        .strip_prefix(d.turn_prefix)?
+        .strip_prefix('-')?;
+    let (tag, _) = rest.rsplit_once('-')?;
+    Some(tag.to_owned())
+}
+
+/// Begins the session's next turn under the store lock. The same turn key
+/// never begins two turns; a prompt that finds its turn already begun (by
+/// a tool call) gives it its label.
 fn next_turn(
     store: &mut Store,
     d: &Dialect,
     event: &Event,
-    label: String,
-    reuse_current: bool,
+    label: Option<String>,
+    mode: Begin,
 ) -> anyhow::Result<Session> {
-    let tag = session_tag(&event.session_id);
+    let fresh = fresh_tag(store, d, event)?;
     let session = store.update_session(&session_key(d, event), |cur| {
-        if let (Some(cur), Some(id)) = (&cur, &event.prompt_id)
-            && cur.prompt_id.as_deref() == Some(id)
-        {
-            return Ok(cur.clone());
-        }
-        if let Some(cur) = &cur
-            && reuse_current
-            && same_prompt(cur, event)
-        {
-            return Ok(cur.clone());
+        let same_key = |c: &Session| {
+            event.turn_key.is_some() && c.prompt_id.as_deref() == event.turn_key.as_deref()
+        };
+        if let Some(cur) = &cur {
+            let join = match mode {
+                Begin::Prompt => same_key(cur),
+                Begin::Once => true,
+                Begin::ToolCall => same_prompt(cur, event),
+            };
+            if join {
+                let mut s = cur.clone();
+                s.label = s.label.or(label);
+                return Ok(s);
+            }
         }
         let number = cur.as_ref().map_or(1, |c| c.number + 1);
+        // A session keeps the tag its first turn got.
+        let tag = cur
+            .as_ref()
+            .and_then(|c| tag_of(&c.turn, d))
+            .unwrap_or_else(|| fresh.clone());
         Ok(Session {
             key: String::new(),
             turn: TurnId::new(format!("{}-{tag}-{number}", d.turn_prefix))?,
             number,
-            prompt_id: event.prompt_id.clone(),
-            label: Some(label),
+            prompt_id: event.turn_key.clone(),
+            label,
             updated_at: 0,
         })
     })?;
@@ -323,76 +510,103 @@ fn next_turn(
 }
 
 /// The session's current turn; a tool call with no turn yet (hooks installed
-/// mid-session) or from another prompt begins one.
+/// mid-session) or from another prompt begins one, unlabelled until its
+/// prompt arrives.
 fn current_turn(store: &mut Store, d: &Dialect, event: &Event) -> anyhow::Result<Session> {
     if let Some(s) = store.session(&session_key(d, event))?
         && same_prompt(&s, event)
     {
         return Ok(s);
     }
-    next_turn(store, d, event, unseen_label(d), true)
+    next_turn(store, d, event, None, Begin::ToolCall)
 }
 
-/// The file a file tool is about to write, made absolute against the
-/// event's `cwd`.
-fn tool_path(d: &Dialect, event: &Event) -> anyhow::Result<Option<PathBuf>> {
-    let input = event.tool_input.as_ref();
-    let raw = input
-        .and_then(|i| d.path_keys.iter().find_map(|k| i.get(*k)))
-        .and_then(Value::as_str);
-    let Some(raw) = raw.filter(|r| !r.is_empty()) else {
-        return Ok(None);
-    };
+/// Makes `raw` absolute against the event's `cwd`.
+fn absolute(event: &Event, raw: &str) -> anyhow::Result<PathBuf> {
     let p = PathBuf::from(raw);
     if p.is_absolute() {
-        return Ok(Some(p));
+        return Ok(p);
     }
     let base = match &event.cwd {
         Some(c) if c.is_absolute() => c.clone(),
         _ => std::env::current_dir()?,
     };
-    Ok(Some(base.join(p)))
+    Ok(base.join(p))
 }
 
-/// Pre-tool event of a file tool: save the pre-image, or block the write.
+/// The files a file or patch tool is about to write, made absolute against
+/// the event's `cwd`.
+fn tool_paths(d: &Dialect, event: &Event) -> anyhow::Result<Vec<PathBuf>> {
+    let Some(input) = event.input.as_ref() else {
+        return Ok(Vec::new());
+    };
+    let tool = event.tool.as_deref().unwrap_or("");
+    let raw: Vec<String> = if let Some((_, key)) = d.patch_tools.iter().find(|(t, _)| *t == tool) {
+        input
+            .get(*key)
+            .and_then(Value::as_str)
+            .map(patch::paths)
+            .unwrap_or_default()
+    } else {
+        str_field(input, d.path_keys).into_iter().collect()
+    };
+    raw.iter()
+        .filter(|r| !r.is_empty())
+        .map(|r| absolute(event, r))
+        .collect()
+}
+
+/// Pre-tool event of a file tool: save the pre-images, or block the write.
 fn capture_before_write(ctx: &Ctx, d: &Dialect, event: &Event) -> Verdict {
-    let tool = event.tool_name.as_deref().unwrap_or("");
-    let path = match tool_path(d, event) {
-        Ok(Some(p)) => p,
-        Ok(None) => {
+    let tool = event.tool.as_deref().unwrap_or("");
+    let paths = match tool_paths(d, event) {
+        Ok(p) if p.is_empty() => {
             eprintln!(
                 "turnback hook {}: {tool} names no file path; nothing was captured",
                 d.name
             );
             return Verdict::Allow;
         }
+        Ok(p) => p,
         Err(e) => return block(d, tool, Path::new("?"), &e),
     };
+    let mut failed = None;
     let result = open(ctx, d, event).and_then(|mut store| {
         let session = current_turn(&mut store, d, event)?;
-        match store.capture(&session.turn, session.label.as_deref(), &path) {
-            Ok(report) => {
-                for p in &report.links_outside {
-                    eprintln!(
-                        "turnback: warning: {p} is a symlink that points outside the project; a write through it cannot be rewound"
-                    );
-                }
-                Ok(())
-            }
-            Err(Error::BadPath { path: p, reason }) => {
-                // Not the project's file (outside the root, or in .git/):
-                // not ours to checkpoint, and not ours to block.
-                eprintln!(
-                    "turnback: note: {p} is not checkpointed ({reason}); rewinds will not restore it"
-                );
-                Ok(())
-            }
-            Err(e) => Err(anyhow::Error::new(e)),
+        for path in &paths {
+            failed = Some(path.clone());
+            capture_one(&mut store, &session, path)?;
         }
+        Ok(())
     });
     match result {
         Ok(()) => Verdict::Allow,
-        Err(e) => block(d, tool, &path, &e),
+        Err(e) => {
+            let path = failed.unwrap_or_else(|| paths[0].clone());
+            block(d, tool, &path, &e)
+        }
+    }
+}
+
+/// Captures one path; a path that is not the project's (outside the root,
+/// or in `.git/`) is noted, not captured and not blocked.
+fn capture_one(store: &mut Store, session: &Session, path: &Path) -> anyhow::Result<()> {
+    match store.capture(&session.turn, session.label.as_deref(), path) {
+        Ok(report) => {
+            for p in &report.links_outside {
+                eprintln!(
+                    "turnback: warning: {p} is a symlink that points outside the project; a write through it cannot be rewound"
+                );
+            }
+            Ok(())
+        }
+        Err(Error::BadPath { path: p, reason }) => {
+            eprintln!(
+                "turnback: note: {p} is not checkpointed ({reason}); rewinds will not restore it"
+            );
+            Ok(())
+        }
+        Err(e) => Err(anyhow::Error::new(e)),
     }
 }
 
@@ -455,13 +669,13 @@ pub fn shell_snapshot(
 /// Post-tool event of a file tool: records the written file's post-image
 /// (its hash as the agent left it), so a later rewind reports a file the
 /// user changed afterwards as a conflict and saves it first.
-pub fn post_image(store: &mut Store, session: &Session, path: &Path) -> anyhow::Result<()> {
-    store.record_post_images(&session.turn, &[path])?;
+pub fn post_image(store: &mut Store, session: &Session, paths: &[PathBuf]) -> anyhow::Result<()> {
+    store.record_post_images(&session.turn, paths)?;
     Ok(())
 }
 
-/// One matcher group running `command` with the hook timeout, in `unit`s
-/// per second (1 for seconds, 1000 for milliseconds).
+/// One handler list running `command` with the hook timeout, in units per
+/// second (1 for seconds, 1000 for milliseconds).
 pub fn handler(command: &str, per_second: u64) -> Value {
     json!([{
         "type": "command",
@@ -482,9 +696,32 @@ mod tests {
     }
 
     #[test]
+    fn only_a_plain_turnback_command_is_left_alone() {
+        let cmd = |c: &str| Some(json!({ "command": c }));
+        assert!(runs_only_turnback(cmd("turnback list").as_ref()));
+        assert!(runs_only_turnback(
+            cmd("/usr/bin/turnback rewind t1").as_ref()
+        ));
+        assert!(runs_only_turnback(cmd("'/a b/turnback' undo").as_ref()));
+        assert!(!runs_only_turnback(cmd("turnback list; rm -rf x").as_ref()));
+        assert!(!runs_only_turnback(cmd("turnback list > out").as_ref()));
+        assert!(!runs_only_turnback(cmd("echo turnback").as_ref()));
+        assert!(!runs_only_turnback(None));
+        let cline = json!({ "commands": ["turnback list", "ls"] });
+        assert!(!runs_only_turnback(Some(&cline)));
+        let cline = json!({ "commands": [{"command": "turnback", "args": ["undo"]}] });
+        assert!(runs_only_turnback(Some(&cline)));
+    }
+
+    #[test]
     fn session_tags_are_short_and_safe() {
-        assert_eq!(session_tag("8c35adc1-4f1e-4c9a"), "8c35adc1");
-        assert_eq!(session_tag("a/b"), "ab");
-        assert_eq!(session_tag("../"), "session");
+        assert_eq!(session_tag("8c35adc1-4f1e-4c9a", false), "8c35adc1");
+        assert_eq!(
+            session_tag("019a7c3e-5b1d-7f20-9c4e-8d2a61b0f3c7", true),
+            "2a61b0f3c7"[2..]
+        );
+        assert_eq!(session_tag("a/b", false), "ab");
+        assert_eq!(session_tag("ab", true), "ab");
+        assert_eq!(session_tag("../", true), "session");
     }
 }

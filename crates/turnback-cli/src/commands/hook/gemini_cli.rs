@@ -4,7 +4,7 @@
 //! [`super::engine`] for what each event does.
 //!
 //! - `BeforeAgent` begins turn `gemini-<session>-<n>`; the session file is
-//!   `.turnback/sessions/gemini-<session_id>.json`.
+//!   `sessions/gemini-<session_id>.json` in the store.
 //! - `BeforeTool` for `write_file` and `replace` captures
 //!   `tool_input.file_path`; exit 2 blocks the call and sends stderr to the
 //!   model as the tool's error.
@@ -13,7 +13,7 @@
 
 use serde_json::{Value, json};
 
-use super::engine::{self, Dialect};
+use super::engine::{self, Block, Dialect, Event, PromptRule};
 use crate::{Ctx, Outcome};
 
 /// How Gemini CLI names its events and tools.
@@ -22,23 +22,31 @@ pub const DIALECT: Dialect = Dialect {
     agent: "Gemini CLI",
     turn_prefix: "gemini",
     session_key_prefix: "gemini-",
-    prompt_event: "BeforeAgent",
-    pre_tool: "BeforeTool",
-    post_tool: "AfterTool",
+    tag_from_end: false,
+    prompt_events: &[("BeforeAgent", PromptRule::Begin)],
+    pre_tool: &["BeforeTool"],
+    post_tool: &["AfterTool"],
     file_tools: &["write_file", "replace"],
+    patch_tools: &[],
     shell_tools: &["run_shell_command"],
     path_keys: &["file_path"],
     stdout_ok: "{}",
+    block: Block::Exit2,
     project_env: None,
     settings_file: ".gemini/settings.json",
+    parse,
 };
+
+fn parse(v: &Value, _event: Option<&str>) -> anyhow::Result<Event> {
+    engine::parse_common(v, &[])
+}
 
 /// Handle one Gemini CLI hook event read from standard input
 #[derive(clap::Args, Debug)]
 pub struct Args {}
 
 pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
-    engine::run(ctx, &DIALECT)
+    engine::run(ctx, &DIALECT, None)
 }
 
 /// The `hooks` section of `.gemini/settings.json` that runs `command` (the

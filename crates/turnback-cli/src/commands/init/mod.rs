@@ -1,0 +1,442 @@
+//! `turnback init <agent>`: set a project up for an agent.
+//!
+//! Each agent's hooks go into its own project-level configuration:
+//!
+//! | agent | file | how |
+//! | --- | --- | --- |
+//! | `claude-code` | `.claude/settings.json` | merged |
+//! | `gemini-cli` | `.gemini/settings.json` | merged |
+//! | `codex` | `.codex/hooks.json` | merged |
+//! | `copilot` | `.github/hooks/turnback.json` | merged |
+//! | `cursor` | `.cursor/hooks.json` | merged |
+//! | `cline` | `.clinerules/hooks/<Event>` | one script per event |
+//! | `opencode` | `.opencode/plugin/turnback.js` | a plugin |
+//!
+//! A merged file is created if missing; every other setting and every other
+//! hook in it is kept, in its order; handlers that run `… hook <agent>` are
+//! replaced (see [`merge`]). A file turnback owns (a hook script, the
+//! plugin, a chat command) carries the line `Installed by `turnback init
+//! <agent>``; an existing file of that name without it is the user's, and
+//! `init` stops before writing anything. Running `init` twice changes
+//! nothing the second time. Each file is replaced atomically (temporary
+//! file beside it, fsync, rename, directory fsync). `init` also creates the
+//! store, so hooks run from a subdirectory find the project root, and
+//! installs the agent's chat commands (see [`chat`]). `--print` prints the
+//! configuration for a user-level install instead and writes nothing.
+
+mod chat;
+mod merge;
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde_json::{Map, Value};
+use turnback::Options;
+
+use super::hook::engine::Dialect;
+use super::hook::{claude_code, cline, codex, copilot, cursor, gemini_cli, opencode};
+use crate::{Ctx, Outcome};
+
+/// Set a project up for an agent (install its hooks and chat commands)
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    agent: Agent,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Agent {
+    /// Merge turnback's hooks into .claude/settings.json; add
+    /// .claude/commands/turnback-{list,rewind,undo}.md
+    ClaudeCode(AgentArgs),
+    /// Merge turnback's hooks into .gemini/settings.json; add
+    /// .gemini/commands/turnback/{list,rewind,undo}.toml
+    GeminiCli(AgentArgs),
+    /// Merge turnback's hooks into .codex/hooks.json; add
+    /// $CODEX_HOME/prompts/turnback-{list,rewind,undo}.md
+    Codex(AgentArgs),
+    /// Write .github/hooks/turnback.json
+    Copilot(AgentArgs),
+    /// Write one hook script per event in .clinerules/hooks/
+    Cline(AgentArgs),
+    /// Write the plugin .opencode/plugin/turnback.js; add
+    /// .opencode/command/turnback-{list,rewind,undo}.md
+    Opencode(AgentArgs),
+    /// Merge turnback's hooks into .cursor/hooks.json
+    Cursor(AgentArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct AgentArgs {
+    /// Print the configuration (for the agent's user-level settings)
+    /// instead of writing the project's
+    #[arg(long)]
+    print: bool,
+
+    /// The turnback program the hooks run [default: `turnback` when it is
+    /// this program on PATH, else this program's absolute path]
+    #[arg(long, value_name = "PROGRAM")]
+    program: Option<String>,
+}
+
+/// A file `init` writes whole and owns.
+#[derive(Debug)]
+pub struct OwnedFile {
+    /// Relative to the project root, or absolute.
+    pub path: PathBuf,
+    pub text: String,
+    pub executable: bool,
+}
+
+impl OwnedFile {
+    fn project(rel: String, text: String) -> Self {
+        OwnedFile {
+            path: PathBuf::from(rel),
+            text,
+            executable: false,
+        }
+    }
+
+    fn at(path: PathBuf, text: String) -> Self {
+        OwnedFile {
+            path,
+            text,
+            executable: false,
+        }
+    }
+}
+
+/// What `init` installs for one agent.
+struct Plan {
+    dialect: &'static Dialect,
+    /// A settings file (relative to the root) and the hooks merged into it.
+    settings: Option<(&'static str, Value)>,
+    /// Files turnback owns.
+    files: Vec<OwnedFile>,
+}
+
+/// The program the hooks run: as a shell word and as a plain path.
+struct Program {
+    shell: String,
+    raw: String,
+}
+
+pub fn run(ctx: &Ctx, args: Args) -> Outcome {
+    let (a, plan): (AgentArgs, fn(&Program) -> anyhow::Result<Plan>) = match args.agent {
+        Agent::ClaudeCode(a) => (a, plan_claude_code),
+        Agent::GeminiCli(a) => (a, plan_gemini_cli),
+        Agent::Codex(a) => (a, plan_codex),
+        Agent::Copilot(a) => (a, plan_copilot),
+        Agent::Cline(a) => (a, plan_cline),
+        Agent::Opencode(a) => (a, plan_opencode),
+        Agent::Cursor(a) => (a, plan_cursor),
+    };
+    let program = match a.program {
+        Some(p) => Program {
+            shell: p.clone(),
+            raw: p,
+        },
+        None => default_program()?,
+    };
+    let plan = plan(&program)?;
+    if a.print {
+        print_plan(&plan);
+        return Ok(0);
+    }
+    install(ctx, plan)
+}
+
+fn hooks_doc(hooks: Value) -> Value {
+    serde_json::json!({ "hooks": hooks })
+}
+
+fn plan_claude_code(p: &Program) -> anyhow::Result<Plan> {
+    let d = &claude_code::DIALECT;
+    let hooks = claude_code::settings_hooks(&format!("{} hook {}", p.shell, d.name));
+    Ok(Plan {
+        dialect: d,
+        settings: Some((d.settings_file, hooks_doc(hooks))),
+        files: chat::claude_code(&p.shell),
+    })
+}
+
+fn plan_gemini_cli(p: &Program) -> anyhow::Result<Plan> {
+    let d = &gemini_cli::DIALECT;
+    let hooks = gemini_cli::settings_hooks(&format!("{} hook {}", p.shell, d.name));
+    Ok(Plan {
+        dialect: d,
+        settings: Some((d.settings_file, hooks_doc(hooks))),
+        files: chat::gemini_cli(&p.shell),
+    })
+}
+
+fn plan_codex(p: &Program) -> anyhow::Result<Plan> {
+    let d = &codex::DIALECT;
+    let hooks = codex::settings_hooks(&format!("{} hook {}", p.shell, d.name));
+    let home = match std::env::var_os("CODEX_HOME") {
+        Some(h) => PathBuf::from(h),
+        None => home_dir()?.join(".codex"),
+    };
+    Ok(Plan {
+        dialect: d,
+        settings: Some((d.settings_file, hooks_doc(hooks))),
+        files: chat::codex(&p.shell, home),
+    })
+}
+
+fn plan_copilot(p: &Program) -> anyhow::Result<Plan> {
+    let d = &copilot::DIALECT;
+    Ok(Plan {
+        dialect: d,
+        settings: Some((d.settings_file, copilot::hooks_file(&p.shell))),
+        files: Vec::new(),
+    })
+}
+
+fn plan_cursor(p: &Program) -> anyhow::Result<Plan> {
+    let d = &cursor::DIALECT;
+    let command = format!("{} hook {}", p.shell, d.name);
+    Ok(Plan {
+        dialect: d,
+        settings: Some((d.settings_file, cursor::hooks_file(&command))),
+        files: Vec::new(),
+    })
+}
+
+fn plan_cline(p: &Program) -> anyhow::Result<Plan> {
+    let files = cline::EVENTS
+        .iter()
+        .map(|e| OwnedFile {
+            path: PathBuf::from(format!("{}{e}", cline::DIALECT.settings_file)),
+            text: cline::hook_script(&p.shell),
+            executable: true,
+        })
+        .collect();
+    Ok(Plan {
+        dialect: &cline::DIALECT,
+        settings: None,
+        files,
+    })
+}
+
+fn plan_opencode(p: &Program) -> anyhow::Result<Plan> {
+    let d = &opencode::DIALECT;
+    let mut files = vec![OwnedFile::project(
+        d.settings_file.to_owned(),
+        opencode::plugin_source(&p.raw),
+    )];
+    files.extend(chat::opencode(&p.shell));
+    Ok(Plan {
+        dialect: d,
+        settings: None,
+        files,
+    })
+}
+
+fn home_dir() -> anyhow::Result<PathBuf> {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .context("HOME is not set to an absolute path; set CODEX_HOME to Codex's folder")
+}
+
+/// `--print`: the settings to merge (JSON on stdout), or, for agents
+/// configured by files alone, each file after a `# PATH` line. Chat
+/// commands beside settings are named on stderr.
+fn print_plan(plan: &Plan) {
+    if let Some((_, doc)) = &plan.settings {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(doc).expect("JSON values serialize")
+        );
+        for f in &plan.files {
+            eprintln!(
+                "turnback: `turnback init {}` also writes the chat command {}",
+                plan.dialect.name,
+                f.path.display()
+            );
+        }
+        return;
+    }
+    for f in &plan.files {
+        println!("# {}\n{}", f.path.display(), f.text);
+    }
+}
+
+fn install(ctx: &Ctx, plan: Plan) -> Outcome {
+    let root = ctx.root()?;
+    let d = plan.dialect;
+    // Check every file before writing any.
+    let settings = match &plan.settings {
+        Some((rel, ours)) => Some(merged_settings(&root.join(rel), ours, d)?),
+        None => None,
+    };
+    let files: Vec<(PathBuf, &OwnedFile, bool)> = plan
+        .files
+        .iter()
+        .map(|f| {
+            let path = root.join(&f.path);
+            owned_file_changed(&path, f, d).map(|changed| (path, f, changed))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let mut store = ctx.open(Options::default())?;
+    store.ensure_created()?;
+    let mut written = Vec::new();
+    if let Some((path, bytes, true)) = settings {
+        write_atomically(&path, &bytes, false)?;
+        written.push(path);
+    }
+    for (path, f, changed) in files {
+        if changed {
+            write_atomically(&path, f.text.as_bytes(), f.executable)?;
+            written.push(path);
+        }
+    }
+    report(ctx, d, &written)
+}
+
+fn report(ctx: &Ctx, d: &Dialect, written: &[PathBuf]) -> Outcome {
+    if ctx.json() {
+        ctx.print_json(&serde_json::json!({
+            "agent": d.name,
+            "written": written,
+            "changed": !written.is_empty(),
+        }))?;
+    } else if written.is_empty() {
+        println!("turnback is already installed for {}", d.agent);
+    } else {
+        for p in written {
+            println!("wrote {}", p.display());
+        }
+        println!("{} picks them up in its next session.", d.agent);
+    }
+    Ok(0)
+}
+
+/// The settings file's new bytes, and whether they differ from the old.
+fn merged_settings(
+    path: &Path,
+    ours: &Value,
+    d: &Dialect,
+) -> anyhow::Result<(PathBuf, Vec<u8>, bool)> {
+    let old = read_if_exists(path)?;
+    let settings: Value = match &old {
+        Some(b) if b.iter().all(u8::is_ascii_whitespace) => Value::Object(Map::new()),
+        Some(b) => serde_json::from_slice(b).with_context(|| {
+            format!(
+                "{} is not valid JSON; fix it (or move it away) and run `turnback init {}` again; it was left unchanged",
+                path.display(),
+                d.name
+            )
+        })?,
+        None => Value::Object(Map::new()),
+    };
+    let merged = merge::merge(settings, ours, d)
+        .with_context(|| format!("cannot merge into {}", path.display()))?;
+    let mut bytes = serde_json::to_vec_pretty(&merged)?;
+    bytes.push(b'\n');
+    let changed = old.as_deref() != Some(bytes.as_slice());
+    Ok((path.to_owned(), bytes, changed))
+}
+
+/// Whether an owned file needs writing; an existing file that is not
+/// turnback's is an error.
+fn owned_file_changed(path: &Path, f: &OwnedFile, d: &Dialect) -> anyhow::Result<bool> {
+    let Some(old) = read_if_exists(path)? else {
+        return Ok(true);
+    };
+    let marker = format!("turnback init {}`", d.name);
+    if !String::from_utf8_lossy(&old).contains(&marker) {
+        bail!(
+            "{} exists and was not written by turnback; move it away (or make it run `turnback hook {}` itself) and run `turnback init {}` again; nothing was changed",
+            path.display(),
+            d.name,
+            d.name
+        );
+    }
+    let mode_ok =
+        !f.executable || std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
+    Ok(old != f.text.as_bytes() || !mode_ok)
+}
+
+fn read_if_exists(path: &Path) -> anyhow::Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("cannot read {}", path.display()))),
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8], executable: bool) -> anyhow::Result<()> {
+    let dir = path.parent().expect("an installed file has a parent");
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".turnback-init.")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+    let mode = if executable { 0o755 } else { 0o644 };
+    tmp.write_all(bytes)
+        .and_then(|()| {
+            tmp.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(mode))
+        })
+        .and_then(|()| tmp.as_file().sync_all())
+        .with_context(|| format!("cannot write {}", tmp.path().display()))?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .with_context(|| format!("cannot replace {}", path.display()))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("cannot fsync {}", dir.display()))?;
+    Ok(())
+}
+
+/// `turnback` when that name on PATH is this program, else its absolute
+/// path (quoted for the shell where the hooks run through one).
+fn default_program() -> anyhow::Result<Program> {
+    let exe = std::env::current_exe().context("cannot find this program's path")?;
+    let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<PathBuf>>())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|d| d.join("turnback"))
+        .find(|c| c.is_file());
+    if let Some(found) = on_path
+        && std::fs::canonicalize(&found).is_ok_and(|c| c == exe)
+    {
+        return Ok(Program {
+            shell: "turnback".into(),
+            raw: "turnback".into(),
+        });
+    }
+    let raw = exe.to_string_lossy().into_owned();
+    Ok(Program {
+        shell: shell_quote(&raw),
+        raw,
+    })
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:@".contains(&b))
+    {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_are_quoted_for_the_shell() {
+        assert_eq!(shell_quote("/usr/bin/turnback"), "/usr/bin/turnback");
+        assert_eq!(shell_quote("/a b/it's"), r"'/a b/it'\''s'");
+    }
+}

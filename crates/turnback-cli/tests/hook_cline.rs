@@ -1,0 +1,120 @@
+//! Cline integration: `turnback init cline` writes one hook script per
+//! event in `.clinerules/hooks/`; the hook events in
+//! `tests/fixtures/cline/` (shaped as Cline's hook files receive them:
+//! `hookName`, `taskId`, `workspaceRoots`, `tool_call` and `preToolUse`,
+//! `userPromptSubmit`, `taskStart`) are fed to those scripts, the tool's
+//! effect is applied in between, and rewind / undo must give each state
+//! back byte for byte.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Output;
+
+use common::scenario::{self, States};
+use common::{TestResult, list, tree};
+use serde_json::Value;
+
+const OK: &str = "{\"cancel\":false}";
+
+fn fixture(name: &str, root: &Path) -> Result<Value, Box<dyn std::error::Error>> {
+    common::fixture("cline", name, root)
+}
+
+/// Runs the hook file Cline would run for the event.
+fn send(root: &Path, event: &Value) -> Result<Output, Box<dyn std::error::Error>> {
+    let name = event["hookName"].as_str().ok_or("no hookName")?;
+    let script = root.join(".clinerules/hooks").join(name);
+    let mode = std::fs::metadata(&script)?.permissions().mode();
+    assert!(mode & 0o111 != 0, "{} is executable", script.display());
+    let command = script.to_string_lossy().into_owned();
+    common::run_hook(
+        root,
+        &command,
+        serde_json::to_string(event)?.as_bytes(),
+        &[],
+    )
+}
+
+fn send_ok(root: &Path, event: &Value) -> TestResult {
+    let name = event["hookName"].as_str().ok_or("no hookName")?;
+    let command = root.join(".clinerules/hooks").join(name);
+    scenario::send_ok(root, &command.to_string_lossy(), event, OK)
+}
+
+#[test]
+fn cline_turns_rewind_and_undo_byte_for_byte() -> TestResult {
+    let tmp = scenario::git_project()?;
+    let root = tmp.path();
+    scenario::init(root, "cline", &[])?;
+    let before = tree(root)?;
+
+    // Cline's CLI runs TaskStart detached: here it arrives after the task's
+    // first tool call, and still labels the turn.
+    send_ok(root, &fixture("pre_tool_use_editor_create.json", root)?)?;
+    scenario::write_new_file(root)?;
+    send_ok(root, &fixture("post_tool_use_editor_create.json", root)?)?;
+    send_ok(root, &fixture("task_start.json", root)?)?;
+    send_ok(root, &fixture("pre_tool_use_editor_edit.json", root)?)?;
+    scenario::edit_tracked_file(root)?;
+    send_ok(root, &fixture("pre_tool_use_run_commands.json", root)?)?;
+    scenario::run_shell(root)?;
+    send_ok(root, &fixture("post_tool_use_run_commands.json", root)?)?;
+    let after_1 = tree(root)?;
+
+    // A follow-up message in the same task begins the next turn.
+    send_ok(root, &fixture("user_prompt_submit.json", root)?)?;
+    let mut edit2 = fixture("pre_tool_use_editor_create.json", root)?;
+    edit2["iteration"] = 3.into();
+    send_ok(root, &edit2)?;
+    scenario::edit_new_file(root)?;
+    let after_2 = tree(root)?;
+
+    let states = States {
+        before,
+        after_1,
+        after_2,
+    };
+    scenario::check_turns(root, &states, "cline")
+}
+
+#[test]
+fn cline_write_that_cannot_be_saved_is_cancelled() -> TestResult {
+    let tmp = scenario::git_project()?;
+    let root = tmp.path();
+    scenario::init(root, "cline", &[])?;
+    send_ok(root, &fixture("task_start.json", root)?)?;
+    send_ok(root, &fixture("pre_tool_use_editor_edit.json", root)?)?;
+    scenario::damage_log(root)?;
+    // Cline lets a tool run when its hook fails: the hook answers cancel.
+    let out = send(root, &fixture("pre_tool_use_editor_create.json", root)?)?;
+    assert_eq!(out.status.code(), Some(0));
+    let answer: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(answer["cancel"], true, "{answer}");
+    let msg = answer["errorMessage"].as_str().ok_or("errorMessage")?;
+    assert!(msg.contains("turnback blocked this editor"), "{msg}");
+    Ok(())
+}
+
+#[test]
+fn cline_init_keeps_the_users_hook_files_and_is_idempotent() -> TestResult {
+    let tmp = scenario::git_project()?;
+    let root = tmp.path();
+    let hooks = root.join(".clinerules/hooks");
+    std::fs::create_dir_all(&hooks)?;
+    std::fs::write(hooks.join("PostToolUse"), "#!/bin/sh\n./lint.sh\n")?;
+    let out = common::turnback(root, &["init", "cline"])?;
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("was not written by turnback"), "{err}");
+    let names: Vec<_> = std::fs::read_dir(&hooks)?.collect::<Result<_, _>>()?;
+    assert_eq!(names.len(), 1, "nothing was written");
+
+    std::fs::remove_file(hooks.join("PostToolUse"))?;
+    scenario::init(root, "cline", &[])?;
+    let out = common::turnback(root, &["init", "cline"])?;
+    assert!(String::from_utf8_lossy(&out.stdout).contains("already installed"));
+    assert!(list(root)?.is_empty());
+    Ok(())
+}

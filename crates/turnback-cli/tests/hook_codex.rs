@@ -1,0 +1,180 @@
+//! Codex CLI integration: `turnback init codex` writes `.codex/hooks.json`;
+//! the hook events in `tests/fixtures/codex/` (shaped as Codex sends them:
+//! `apply_patch` edits with the whole patch in `tool_input.command`, shell
+//! commands as `Bash`, `turn_id` on every event) go through the command that
+//! file configures, the tool's effect is applied in between, and rewind /
+//! undo must give each state back byte for byte.
+
+mod common;
+
+use std::path::Path;
+
+use common::scenario::{self, States, configured_command};
+use common::{TestResult, list, tree, turnback};
+use serde_json::Value;
+
+const SETTINGS: &str = ".codex/hooks.json";
+
+fn fixture(name: &str, root: &Path) -> Result<Value, Box<dyn std::error::Error>> {
+    common::fixture("codex", name, root)
+}
+
+fn send_ok(root: &Path, event: &Value) -> TestResult {
+    let name = event["hook_event_name"].as_str().ok_or("no event name")?;
+    let tool = event.get("tool_name").and_then(Value::as_str);
+    let command = configured_command(root, SETTINGS, name, tool)?;
+    scenario::send_ok(root, &command, event, "")
+}
+
+fn post(pre: &Value) -> Value {
+    let mut e = pre.clone();
+    e["hook_event_name"] = "PostToolUse".into();
+    e["tool_response"] = "Success.".into();
+    e
+}
+
+fn init(root: &Path, codex_home: &Path) -> TestResult {
+    scenario::init(root, "codex", &[("CODEX_HOME", codex_home)])
+}
+
+#[test]
+fn codex_turns_rewind_and_undo_byte_for_byte() -> TestResult {
+    let tmp = scenario::git_project()?;
+    let home = tempfile::tempdir()?;
+    let root = tmp.path();
+    init(root, home.path())?;
+    let before = tree(root)?;
+
+    send_ok(root, &fixture("user_prompt_submit.json", root)?)?;
+    send_ok(root, &fixture("pre_tool_use_apply_patch.json", root)?)?;
+    scenario::write_new_file(root)?;
+    scenario::edit_tracked_file(root)?;
+    send_ok(root, &fixture("post_tool_use_apply_patch.json", root)?)?;
+    send_ok(root, &fixture("pre_tool_use_bash.json", root)?)?;
+    scenario::run_shell(root)?;
+    send_ok(root, &fixture("post_tool_use_bash.json", root)?)?;
+    let after_1 = tree(root)?;
+
+    let turn2 = fixture("pre_tool_use_apply_patch_turn2.json", root)?;
+    let mut prompt2 = fixture("user_prompt_submit.json", root)?;
+    prompt2["prompt"] = scenario::PROMPT_2.into();
+    prompt2["turn_id"] = turn2["turn_id"].clone();
+    send_ok(root, &prompt2)?;
+    send_ok(root, &turn2)?;
+    scenario::edit_new_file(root)?;
+    send_ok(root, &post(&turn2))?;
+    let after_2 = tree(root)?;
+
+    let states = States {
+        before,
+        after_1,
+        after_2,
+    };
+    scenario::check_turns(root, &states, "codex")
+}
+
+#[test]
+fn codex_patches_that_move_and_delete_are_rewound() -> TestResult {
+    let tmp = scenario::git_project()?;
+    let home = tempfile::tempdir()?;
+    let root = tmp.path();
+    init(root, home.path())?;
+    let before = tree(root)?;
+    send_ok(root, &fixture("user_prompt_submit.json", root)?)?;
+    let mut pre = fixture("pre_tool_use_apply_patch.json", root)?;
+    pre["tool_input"]["command"] = "*** Begin Patch\n*** Update File: app.js\n*** Move to: src/app.js\n@@\n-console.log('v2, not committed');\n+console.log('v3');\n*** Delete File: draft.md\n*** End Patch\n".into();
+    send_ok(root, &pre)?;
+    std::fs::remove_file(root.join("app.js"))?;
+    std::fs::write(root.join("src/app.js"), "console.log('v3');\n")?;
+    std::fs::remove_file(root.join("draft.md"))?;
+    send_ok(root, &post(&pre))?;
+    let turns = list(root)?;
+    assert_eq!(turns.len(), 1);
+    assert_eq!(
+        turns[0]["files"], 3,
+        "app.js, src/app.js, draft.md: {turns:?}"
+    );
+    let id = turns[0]["turn"].as_str().ok_or("turn id")?;
+    assert!(turnback(root, &["rewind", id])?.status.success());
+    assert_eq!(tree(root)?, before);
+    Ok(())
+}
+
+#[test]
+fn codex_patch_that_cannot_be_saved_is_blocked_and_init_is_idempotent() -> TestResult {
+    let tmp = scenario::git_project()?;
+    let home = tempfile::tempdir()?;
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join(".codex"))?;
+    std::fs::write(
+        root.join(SETTINGS),
+        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "./notify.sh"}]}]}}"#,
+    )?;
+    init(root, home.path())?;
+    let once = std::fs::read(root.join(SETTINGS))?;
+    init(root, home.path())?;
+    assert_eq!(std::fs::read(root.join(SETTINGS))?, once, "idempotent");
+    let v: Value = serde_json::from_slice(&once)?;
+    assert_eq!(v["hooks"]["Stop"][0]["hooks"][0]["command"], "./notify.sh");
+    for name in ["list", "rewind", "undo"] {
+        let p = home.path().join(format!("prompts/turnback-{name}.md"));
+        assert!(p.is_file(), "the chat prompt {} is installed", p.display());
+    }
+
+    send_ok(root, &fixture("user_prompt_submit.json", root)?)?;
+    send_ok(root, &fixture("pre_tool_use_bash.json", root)?)?;
+    scenario::damage_log(root)?;
+    let pre = fixture("pre_tool_use_apply_patch.json", root)?;
+    let command = configured_command(root, SETTINGS, "PreToolUse", Some("apply_patch"))?;
+    let out = common::run_hook(root, &command, serde_json::to_string(&pre)?.as_bytes(), &[])?;
+    assert_eq!(out.status.code(), Some(2), "exit 2 blocks the patch");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("turnback blocked this apply_patch"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn codex_sessions_with_time_ordered_ids_get_turns_of_their_own() -> TestResult {
+    let tmp = scenario::git_project()?;
+    let home = tempfile::tempdir()?;
+    let root = tmp.path();
+    init(root, home.path())?;
+    // Codex session ids are UUIDv7: sessions started close together share
+    // their first characters; these two even share their last eight.
+    let sessions = [
+        "019a7c3e-5b1d-7f20-9c4e-8d2a61b0f3c7",
+        "019a7c3e-77aa-7f20-9c4e-8d2a61b0f3c7",
+    ];
+    for (i, session) in sessions.iter().enumerate() {
+        for name in ["user_prompt_submit.json", "pre_tool_use_apply_patch.json"] {
+            let mut e = fixture(name, root)?;
+            e["session_id"] = (*session).into();
+            e["turn_id"] = format!("turn-{i}").into();
+            send_ok(root, &e)?;
+        }
+        if i == 0 {
+            scenario::write_new_file(root)?;
+        }
+        let mut next = fixture("user_prompt_submit.json", root)?;
+        next["session_id"] = (*session).into();
+        next["turn_id"] = format!("turn-{i}-b").into();
+        send_ok(root, &next)?;
+        let mut bash = fixture("pre_tool_use_bash.json", root)?;
+        bash["session_id"] = (*session).into();
+        bash["turn_id"] = format!("turn-{i}-b").into();
+        bash["tool_input"]["command"] = format!("echo {i} > s{i}.txt").into();
+        send_ok(root, &bash)?;
+        std::fs::write(root.join(format!("s{i}.txt")), format!("{i}\n"))?;
+        bash["hook_event_name"] = "PostToolUse".into();
+        send_ok(root, &bash)?;
+    }
+    let turns = list(root)?;
+    let ids: Vec<&str> = turns.iter().filter_map(|t| t["turn"].as_str()).collect();
+    assert_eq!(ids.len(), 4, "{turns:?}");
+    let unique: std::collections::BTreeSet<&str> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), 4, "no two sessions share a turn: {ids:?}");
+    assert_eq!(ids[..2], ["codex-61b0f3c7-1", "codex-61b0f3c7-2"]);
+    let whole = "codex-019a7c3e77aa7f209c4e8d2a61b0f3c7";
+    assert_eq!(ids[2..], [format!("{whole}-1"), format!("{whole}-2")]);
+    Ok(())
+}
