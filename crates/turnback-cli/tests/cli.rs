@@ -18,5 +18,7 @@ mod list_show_diff;
 mod rewind;
 #[path = "cli/root.rs"]
 mod root;
+#[path = "cli/store_files.rs"]
+mod store_files;
 #[path = "cli/write_capture.rs"]
 mod write_capture;

@@ -50,9 +50,9 @@ pub(crate) const WRITE_AFTER: u64 = 256 << 10;
 /// The index the checkpoint holds, if it is whole and covers a prefix of
 /// `log`: with it, the log from `index.consumed` on remains to be read.
 pub(crate) fn load(store: &OwnedFd, log: &[u8]) -> Option<Index> {
-    let (file, _) = fsx::open_file(store, INDEX_FILE).ok()?;
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut &file, &mut bytes).ok()?;
+    // A cache: one that is not a regular file is ignored (the next write
+    // replaces it by rename).
+    let bytes = fsx::read_store_file(store, INDEX_FILE).ok()??;
     decode(&bytes, log)
 }
 

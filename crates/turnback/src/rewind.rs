@@ -301,6 +301,9 @@ impl Store {
             options.dry_run,
             plan.steps,
         );
+        // Read before anything is saved or changed: a config file in error
+        // fails the rewind before it starts.
+        let config = self.config()?;
         let current = self.current_states(&mut report)?;
         for step in &report.plan {
             if let (Some(post), Some(now)) = (plan.posts.get(&step.path), current.get(&step.path))
@@ -338,7 +341,7 @@ impl Store {
             conflicts: report.conflicts.iter().map(|c| c.path.clone()).collect(),
             failed: report.failed.clone(),
         })?;
-        self.maybe_auto_gc(true)?;
+        self.maybe_auto_gc(true, &config)?;
         Ok(report)
     }
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rayon::prelude::*;
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::OFlags;
 use serde::Serialize;
 
 use crate::checkpoint;
@@ -297,10 +297,18 @@ impl Store {
     /// The store's settings (defaults when the file is missing).
     pub fn config(&self) -> Result<Config> {
         let path = self.store_path.join(CONFIG_FILE);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => Config::parse(&text, &path),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Config::default()),
-            Err(e) => Err(e).ctx("read", &path),
+        let Some(dirs) = &self.dirs else {
+            return Ok(Config::default());
+        };
+        match fsx::read_store_file(&dirs.store, CONFIG_FILE).ctx("read", &path)? {
+            None => Ok(Config::default()),
+            Some(bytes) => {
+                let text = String::from_utf8(bytes).map_err(|_| Error::Config {
+                    path: path.clone(),
+                    reason: "it is not UTF-8 text".into(),
+                })?;
+                Config::parse(&text, &path)
+            }
         }
     }
 
@@ -362,14 +370,13 @@ impl Store {
 
     fn open_log(&self, mode: OFlags) -> Result<File> {
         let path = self.store_path.join(LOG_FILE);
-        let fd = rustix::fs::openat(
-            &self.dirs().store,
-            LOG_FILE,
-            mode | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o644),
-        )
-        .ctx("open", &path)?;
-        Ok(File::from(fd))
+        fsx::open_store_file(&self.dirs().store, LOG_FILE, mode, Some(0o644))
+            .ctx("open", &path)?
+            .ok_or_else(|| Error::Io {
+                op: "open",
+                path,
+                source: io::Error::from(io::ErrorKind::NotFound),
+            })
     }
 
     /// Forgets the index and reads the whole log again.
@@ -582,6 +589,9 @@ impl Store {
         rels: &[RelPath],
         posts: Vec<PostEntry>,
     ) -> Result<CaptureReport> {
+        // Read first: a config file in error fails the capture before it
+        // records anything.
+        let config = self.config()?;
         // A new turn ends the one before: seal it once this capture is
         // durable (a capture that fails appends nothing). Also when this
         // turn's first record is the last record of the log and the turn
@@ -640,7 +650,7 @@ impl Store {
         if let Some(first) = seal {
             self.seal_turn(first)?;
         }
-        self.maybe_auto_gc(false)?;
+        self.maybe_auto_gc(false, &config)?;
         report.captured = entries;
         Ok(report)
     }
