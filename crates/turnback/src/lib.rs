@@ -40,6 +40,7 @@
 
 pub mod checkpoint;
 pub mod config;
+mod conflicts;
 mod error;
 mod fsx;
 mod gc;

@@ -262,17 +262,11 @@ impl Store {
         let first = self.turn(turn)?.first_seq;
         let turns: Vec<&Turn> = self.index.live().filter(|t| t.first_seq >= first).collect();
         let mut oldest: HashMap<&RelPath, (u64, &Pre)> = HashMap::new();
-        let mut posts: HashMap<RelPath, (u64, Post)> = HashMap::new();
         for t in &turns {
             for c in &t.files {
                 let e = oldest.entry(&c.entry.path).or_insert((c.seq, &c.entry.pre));
                 if c.seq < e.0 {
                     *e = (c.seq, &c.entry.pre);
-                }
-            }
-            for (p, (seq, post)) in &t.posts {
-                if posts.get(p).is_none_or(|(s, _)| s < seq) {
-                    posts.insert(p.clone(), (*seq, post.clone()));
                 }
             }
         }
@@ -281,7 +275,7 @@ impl Store {
             from_seq: first,
             turns: turns.iter().map(|t| t.id.clone()).collect(),
             steps,
-            posts: posts.into_iter().map(|(p, (_, post))| (p, post)).collect(),
+            posts: crate::conflicts::last_posts(&turns),
         })
     }
 
