@@ -12,6 +12,8 @@ mod bad_input;
 mod concurrency;
 #[path = "cli/demo.rs"]
 mod demo;
+#[path = "cli/exact_rewinds.rs"]
+mod exact_rewinds;
 #[path = "cli/list_show_diff.rs"]
 mod list_show_diff;
 #[path = "cli/rewind.rs"]

@@ -668,6 +668,20 @@ impl Store {
                 Err(e) => fail(&mut report.failed, &step.path, e.to_string()),
             }
         }
+        // A file or symlink where a directory comes back (an undo across a
+        // directory-to-file change) goes first too, so the paths beneath it
+        // can be staged. Its state is in the saved record.
+        for (step, _) in &mkdirs {
+            let Ok(Some(d)) = dirs.parent(&step.path, false) else {
+                continue;
+            };
+            let name = step.path.file_name();
+            if let Ok(Node::File { .. } | Node::Symlink | Node::Other) = fsx::node_at(d, name)
+                && let Err(e) = fsx::unlink(d, name)
+            {
+                fail(&mut report.failed, &step.path, e.to_string());
+            }
+        }
         // Temporary files, verified: directories and packs are opened
         // first, then the blobs are decompressed on every core.
         let mut packs: HashMap<String, std::fs::File> = HashMap::new();

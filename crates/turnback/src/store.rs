@@ -1158,15 +1158,40 @@ impl Store {
         // The post-image goes in the same record as the pre-image; should
         // the write below fail, the file keeps its pre-image, which a rewind
         // treats as a change since the turn and saves before replacing.
-        let posts = vec![PostEntry {
+        // Directories the write will create are what the turn leaves there.
+        let mut posts: Vec<PostEntry> = self
+            .dirs_to_create(&target)?
+            .into_iter()
+            .map(|path| PostEntry {
+                path,
+                post: Post::Dir,
+            })
+            .collect();
+        posts.push(PostEntry {
             path: target.clone(),
             post: Post::File {
                 sha256: pack::hash_bytes(bytes),
             },
-        }];
+        });
         let report = self.capture_locked(turn, label, std::slice::from_ref(&rel), posts)?;
         self.write_file(&target, bytes)?;
         Ok(report)
+    }
+
+    /// The ancestors of `rel` that are not directories now (a write to
+    /// `rel` creates them), shallowest first. Symlinks are not followed.
+    pub(crate) fn dirs_to_create(&self, rel: &RelPath) -> Result<Vec<RelPath>> {
+        let mut dir = rustix::io::dup(&self.root_fd).ctx("open", &self.root)?;
+        let ancestors = rel.ancestors();
+        for (k, anc) in ancestors.iter().enumerate() {
+            match fsx::open_subdir(&dir, anc.file_name()) {
+                Ok(Some(d)) => dir = d,
+                Ok(None) => return Ok(ancestors[k..].to_vec()),
+                // A file or symlink in the way: the write fails there.
+                Err(_) => return Ok(Vec::new()),
+            }
+        }
+        Ok(Vec::new())
     }
 
     fn write_file(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
