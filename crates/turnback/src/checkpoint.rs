@@ -151,11 +151,19 @@ impl Writer {
     fn entry(&mut self, e: &FileEntry) {
         self.str(e.path.as_str());
         match &e.pre {
-            Pre::File { blob, size, mode } => {
-                self.0.push(0);
+            Pre::File {
+                blob,
+                size,
+                mode,
+                link,
+            } => {
+                self.0.push(if link.is_some() { 5 } else { 0 });
                 self.blob(blob);
                 self.num(*size);
                 self.num(u64::from(*mode));
+                if let Some(l) = link {
+                    self.num(*l);
+                }
             }
             Pre::Symlink { target } => {
                 self.0.push(1);
@@ -360,10 +368,11 @@ impl<'a> Reader<'a> {
     fn entry(&mut self) -> Option<FileEntry> {
         let path = self.path()?;
         let pre = match self.byte()? {
-            0 => Pre::File {
+            tag @ (0 | 5) => Pre::File {
                 blob: self.blob()?,
                 size: self.num()?,
                 mode: self.u32()?,
+                link: if tag == 5 { Some(self.num()?) } else { None },
             },
             1 => Pre::Symlink {
                 target: self.str()?,

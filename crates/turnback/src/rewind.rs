@@ -32,7 +32,6 @@
 //! turns live; running the operation again finishes it.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufWriter, Write};
 use std::os::fd::OwnedFd;
 
 use rayon::prelude::*;
@@ -42,8 +41,10 @@ use crate::error::{Error, IoResultExt, Result};
 use crate::fsx::{self, Node};
 use crate::id::{BlobId, TurnId};
 use crate::index::Turn;
+use crate::links::{self, LinkSplit};
 use crate::log::{FailedPath, FileEntry, Op, Post, Pre};
 use crate::path::RelPath;
+use crate::sparse::SparseWriter;
 use crate::store::{Store, post_of};
 
 /// Options of a rewind.
@@ -78,6 +79,10 @@ pub enum Action {
         size: u64,
         /// The permission bits.
         mode: u32,
+        /// The inode number it shared with other restored paths, which are
+        /// hard-linked to it again.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        link: Option<u64>,
     },
     /// Re-create a symlink.
     RestoreSymlink {
@@ -147,6 +152,9 @@ pub struct Report {
     pub kept: Vec<Conflict>,
     /// Paths that could not be restored, with the reason.
     pub failed: Vec<FailedPath>,
+    /// Paths restored, but no longer hard-linked to the other names of
+    /// their file, with the reason.
+    pub links_split: Vec<LinkSplit>,
     /// Sequence number of the record holding what this overwrote.
     pub saved: Option<u64>,
 }
@@ -176,6 +184,7 @@ impl Report {
             conflicts: Vec::new(),
             kept: Vec::new(),
             failed: Vec::new(),
+            links_split: Vec::new(),
             saved: None,
         }
     }
@@ -205,12 +214,18 @@ fn steps_from<'a>(
         .map(|(path, pre)| Step {
             path: path.clone(),
             action: match pre {
-                Pre::File { blob, size, mode } => {
+                Pre::File {
+                    blob,
+                    size,
+                    mode,
+                    link,
+                } => {
                     if store.has_blob(blob) {
                         Action::Restore {
                             blob: *blob,
                             size: *size,
                             mode: *mode,
+                            link: *link,
                         }
                     } else {
                         Action::CannotRestore {
@@ -790,6 +805,11 @@ impl Store {
                 Err((path, reason)) => fail(&mut report.failed, path, reason),
             }
         }
+        // Paths that were one file are one file again.
+        let (groups, mut splits) = links::plan(steps);
+        let restored: HashSet<&RelPath> = report.restored.iter().collect();
+        links::relink_groups(&groups, |p| dirs.get(p), &restored, &mut splits);
+        report.links_split = splits;
         for (step, target) in links {
             let path = &step.path;
             let made = self.put(&mut dirs, path, |d, name| {
@@ -830,11 +850,16 @@ impl Store {
         let dir = dirs.get(path).ok_or("its directory cannot be created")?;
         let (file, tmp) = fsx::create_temp(dir, path.file_name(), mode)
             .map_err(|e| format!("cannot create a temporary file: {e}"))?;
-        let mut w = BufWriter::with_capacity(256 * 1024, file);
+        // All-zero blocks become holes: a sparse pre-image comes back sparse.
+        let mut w = SparseWriter::new(file);
         let res = self
             .copy_blob_from(pack, blob, loc, &mut w)
             .map_err(|e| e.to_string())
-            .and_then(|()| w.flush().map_err(|e| format!("cannot write: {e}")));
+            .and_then(|()| {
+                w.finish()
+                    .map(drop)
+                    .map_err(|e| format!("cannot write: {e}"))
+            });
         match res {
             Ok(()) => Ok(tmp),
             Err(reason) => {

@@ -1289,7 +1289,8 @@ impl Store {
             return Ok((entries, stats, None));
         };
         let blob_size = |id: &BlobId| self.index.blobs.get(id).map(|l| l.size);
-        let (changes, files) = diff(&base.entries, &entries, blob_size);
+        let (changes, mut files) = diff(&base.entries, &entries, blob_size);
+        crate::links::add_unchanged_names(&base.entries, &mut files, blob_size);
         let already_paths: HashSet<&RelPath> = self
             .index
             .turn(&into)
@@ -1500,6 +1501,12 @@ fn diff(
             reason,
         });
     };
+    // Inodes two or more old file entries share: hard links.
+    let linked = crate::links::shared_inodes(
+        old.iter()
+            .filter(|e| matches!(e.kind, Kind::File { .. }))
+            .map(|e| e.stat.ino),
+    );
     // The pre-image of an old covered entry, or why there is none.
     let pre_of = |o: &Entry| -> std::result::Result<Pre, String> {
         match &o.kind {
@@ -1508,6 +1515,7 @@ fn diff(
                     blob: *blob,
                     size,
                     mode: o.stat.perm(),
+                    link: linked.contains(&o.stat.ino).then_some(o.stat.ino),
                 }),
                 None => Err("its bytes from before are not in the store".into()),
             },

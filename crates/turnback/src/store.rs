@@ -76,6 +76,11 @@ pub struct CaptureReport {
     /// Symlinks that point outside the root: recorded as links, but a write
     /// through them cannot be rewound.
     pub links_outside: Vec<RelPath>,
+    /// Files with hard links (other names) outside the project: those names
+    /// cannot be captured, and a write or rewind gives the names inside the
+    /// project a new file, so they keep the old bytes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hard_links_outside: Vec<RelPath>,
     /// Blobs written by this call.
     pub new_blobs: usize,
     /// Compressed bytes written by this call.
@@ -619,11 +624,15 @@ impl Store {
             .turn(turn)
             .map(|t| t.paths.keys().cloned().collect())
             .unwrap_or_default();
-        let collected = self.collect(rels, &already, Collect::Capture)?;
+        // Every name of a hard-linked file, so a rewind has the whole group.
+        let names = crate::links::other_names(self, rels)?;
+        let all: Vec<RelPath> = rels.iter().chain(&names.found).cloned().collect();
+        let collected = self.collect(&all, &already, Collect::Capture)?;
         let mut report = CaptureReport {
             turn: Some(turn.clone()),
             already_captured: collected.already,
             links_outside: collected.links_outside,
+            hard_links_outside: names.outside,
             ..CaptureReport::default()
         };
         let mut entries = collected.entries;
@@ -918,6 +927,7 @@ impl Store {
                         blob: BlobId([0; 32]),
                         size,
                         mode: bits,
+                        link: None,
                     }
                 }
             };
@@ -991,10 +1001,14 @@ impl Store {
                 (
                     Node::File { size, mode },
                     Pre::File {
-                        size: s, mode: m, ..
+                        size: s,
+                        mode: m,
+                        link,
+                        ..
                     },
                 ) => {
                     (*s, *m) = (size, mode);
+                    *link = crate::links::link_of(&file).ctx("stat", &shown)?;
                     out.push((i, file));
                 }
                 _ => return Err(changed(shown)),
@@ -1155,6 +1169,9 @@ impl Store {
         let rel = self.resolve(path.as_ref(), false)?;
         let target = self.resolve(rel.as_str(), true)?;
         let _guard = self.begin_mutation()?;
+        // The other names of a hard-linked file see the new bytes too: they
+        // are captured with it and re-linked to the new file.
+        let names = crate::links::other_names(self, std::slice::from_ref(&target))?;
         // The post-image goes in the same record as the pre-image; should
         // the write below fail, the file keeps its pre-image, which a rewind
         // treats as a change since the turn and saves before replacing.
@@ -1167,14 +1184,17 @@ impl Store {
                 post: Post::Dir,
             })
             .collect();
-        posts.push(PostEntry {
-            path: target.clone(),
-            post: Post::File {
-                sha256: pack::hash_bytes(bytes),
-            },
-        });
-        let report = self.capture_locked(turn, label, std::slice::from_ref(&rel), posts)?;
+        let sha256 = pack::hash_bytes(bytes);
+        for path in std::iter::once(&target).chain(&names.found) {
+            posts.push(PostEntry {
+                path: path.clone(),
+                post: Post::File { sha256 },
+            });
+        }
+        let rels: Vec<RelPath> = std::iter::once(rel).chain(names.found.clone()).collect();
+        let report = self.capture_locked(turn, label, &rels, posts)?;
         self.write_file(&target, bytes)?;
+        crate::links::relink(self, &target, &names.found)?;
         Ok(report)
     }
 

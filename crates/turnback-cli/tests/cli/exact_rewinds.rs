@@ -147,3 +147,37 @@ fn a_change_after_the_last_turn_is_still_a_conflict() -> TestResult {
     assert_eq!(p.state()?, before);
     Ok(())
 }
+
+#[test]
+fn hard_links_come_back_as_one_file_after_a_command() -> TestResult {
+    // In place (both names change), by rename (one name gets a new file),
+    // and one name removed.
+    for command in ["echo two > a", "echo two > a.new && mv a.new a", "rm b"] {
+        let p = Project::new()?;
+        p.write("a", "one\n")?;
+        std::fs::create_dir(p.path("d"))?;
+        std::fs::hard_link(p.path("a"), p.path("b"))?;
+        std::fs::hard_link(p.path("a"), p.path("d/c"))?;
+        let before = p.state()?;
+        assert_eq!(before.links.len(), 1);
+        sh(&p, "t1", command)?;
+        round_trip(&p, &before, command)?;
+    }
+    Ok(())
+}
+
+#[test]
+fn a_write_through_a_hard_linked_name_changes_every_name() -> TestResult {
+    let p = Project::new()?;
+    p.write("a", "one\n")?;
+    std::fs::hard_link(p.path("a"), p.path("b"))?;
+    let before = p.state()?;
+    p.tb()
+        .args(["write", "--turn", "t1", "a"])
+        .write_stdin("two\n")
+        .assert()
+        .success();
+    assert_eq!(p.read("b")?, b"two\n");
+    assert_eq!(p.state()?.links, before.links);
+    round_trip(&p, &before, "write through a hard link")
+}
