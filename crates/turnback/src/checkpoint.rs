@@ -15,7 +15,9 @@
 //! log_len   bytes of the log covered   (whole lines only)
 //! log_hash  SHA-256 of those bytes     (32 bytes)
 //! index     the index's fields in a fixed order; every map written sorted
-//!           by key, so equal indexes give equal bytes
+//!           by key, so equal indexes give equal bytes (a file state is
+//!           tag 0, or tag 5 with its hard-link key after the mode: a
+//!           reader that does not know tag 5 ignores the checkpoint)
 //! check     SHA-256 of everything before it (32 bytes)
 //! ```
 //!
@@ -504,11 +506,14 @@ mod tests {
         std::fs::write(root.join("a.txt"), "a1\n")?;
         std::fs::write(root.join("big.txt"), "line\n".repeat(2000))?;
         std::os::unix::fs::symlink("a.txt", root.join("link"))?;
+        std::fs::write(root.join("h1"), "one file, two names\n")?;
+        std::fs::hard_link(root.join("h1"), root.join("h2"))?;
         let mut store = Store::open(root)?;
         store.snapshot(&t("s0"), Some("before"), false, &NoProgress)?;
         store.write(&t("t1"), Some("first"), "a.txt", b"a2\n")?;
         store.write(&t("t1"), None, "new/deep.txt", b"created\n")?;
         store.capture(&t("t1"), None, "link")?;
+        store.write(&t("t1"), None, "h1", b"both names\n")?;
         store.write(
             &t("t2"),
             Some("second"),
@@ -548,6 +553,13 @@ mod tests {
             "decode is the inverse of encode"
         );
         assert_eq!(back.turns.len(), full.index.turns.len());
+        assert!(
+            back.turns
+                .iter()
+                .flat_map(|t| &t.files)
+                .any(|c| matches!(c.entry.pre, Pre::File { link: Some(_), .. })),
+            "a hard link's key is kept"
+        );
         assert!(!back.saved.is_empty() && !back.ops.is_empty() && !back.undone.is_empty());
         assert!(
             back.blobs.values().any(|l| l.base.is_some()),

@@ -81,8 +81,9 @@ struct Inode {
 pub(crate) fn other_names(store: &Store, rels: &[RelPath]) -> Result<Names> {
     // inode -> (names it has, names known: in rels or found)
     let mut wanted: BTreeMap<Inode, (u64, Vec<RelPath>)> = BTreeMap::new();
+    let mut parents: HashMap<Option<RelPath>, Option<OwnedFd>> = HashMap::new();
     for rel in rels {
-        if let Some((inode, nlink)) = stat_rel(&store.root_fd, rel) {
+        if let Some((inode, nlink)) = stat_rel(&store.root_fd, &mut parents, rel) {
             let e = wanted.entry(inode).or_insert((nlink, Vec::new()));
             if !e.1.contains(rel) {
                 e.1.push(rel.clone());
@@ -125,13 +126,30 @@ pub(crate) fn other_names(store: &Store, rels: &[RelPath]) -> Result<Names> {
 }
 
 /// The inode and link count of `rel` when it is a regular file with more
-/// than one name (symlinks not followed).
-fn stat_rel(root: &OwnedFd, rel: &RelPath) -> Option<(Inode, u64)> {
-    let mut dir = rustix::io::dup(root).ok()?;
-    for anc in rel.ancestors() {
-        dir = fsx::open_subdir(&dir, anc.file_name()).ok()??;
+/// than one name (symlinks not followed). `parents` caches the directories
+/// opened (`None`: not a reachable directory).
+fn stat_rel(
+    root: &OwnedFd,
+    parents: &mut HashMap<Option<RelPath>, Option<OwnedFd>>,
+    rel: &RelPath,
+) -> Option<(Inode, u64)> {
+    let parent = rel.parent();
+    if !parents.contains_key(&parent) {
+        // Few descriptors at once, whatever the number of paths.
+        if parents.len() >= 32 {
+            parents.clear();
+        }
+        let open = || -> Option<OwnedFd> {
+            let mut dir = rustix::io::dup(root).ok()?;
+            for anc in rel.ancestors() {
+                dir = fsx::open_subdir(&dir, anc.file_name()).ok()??;
+            }
+            Some(dir)
+        };
+        parents.insert(parent.clone(), open());
     }
-    let st = rustix::fs::statat(&dir, rel.file_name(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    let dir = parents.get(&parent)?.as_ref()?;
+    let st = rustix::fs::statat(dir, rel.file_name(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
     let regular = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
     (regular && st.st_nlink > 1).then_some((
         Inode {
