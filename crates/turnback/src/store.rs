@@ -758,7 +758,11 @@ impl Store {
     /// size) in a durable `saved` record before an operation changes them.
     /// Returns the record's seq and the states.
     pub(crate) fn save_states(&mut self, rels: &[RelPath]) -> Result<(u64, Vec<FileEntry>)> {
-        let collected = self.collect(rels, &HashSet::new(), Collect::State)?;
+        // The other names of a hard-linked file are saved too, so reversing
+        // the operation makes them one file again.
+        let names = crate::links::other_names(self, rels)?;
+        let all: Vec<RelPath> = rels.iter().chain(&names.found).cloned().collect();
+        let collected = self.collect(&all, &HashSet::new(), Collect::State)?;
         let mut entries = collected.entries;
         let seq = self.index.last_seq + 1;
         let pack_name = pack::pack_name(seq);

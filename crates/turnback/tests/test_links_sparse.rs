@@ -143,3 +143,27 @@ fn a_sparse_file_comes_back_sparse() -> TestResult {
     assert_eq!(std::fs::metadata(p.path("disk.img"))?.len(), size);
     Ok(())
 }
+
+#[test]
+fn undo_gives_back_a_link_made_after_the_turn() -> TestResult {
+    let p = Project::new()?;
+    p.write("a", "one\n")?;
+    let mut store = p.open()?;
+    store.write(&turn("t1")?, None, "a", b"two\n")?;
+    // Someone links a second name to the agent's file after the turn.
+    link(&p, "a", "b")?;
+    let linked = p.state()?;
+    assert_eq!(linked.links.len(), 1);
+    let r = store.rewind(&turn("t1")?, &RewindOptions::default())?;
+    assert!(r.complete(), "{r:?}");
+    assert_eq!(p.read("a")?, b"one\n");
+    assert_eq!(
+        p.read("b")?,
+        b"two\n",
+        "a path no turn touched is left alone"
+    );
+    let r = store.undo()?;
+    assert!(r.complete() && r.links_split.is_empty(), "{r:?}");
+    assert_same_state(&linked, &p.state()?, "after the undo");
+    Ok(())
+}
