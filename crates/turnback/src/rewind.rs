@@ -24,7 +24,11 @@
 //!    reaches the project), one `syncfs` makes them durable, paths that
 //!    must not exist are removed deepest first (a directory only when
 //!    empty), directories are made, the temporary files are renamed over
-//!    their targets shallowest first, and symlinks are created last;
+//!    their targets shallowest first, paths that were one file are
+//!    hard-linked together again (see `links.rs`; zero blocks are written
+//!    as holes, see `sparse.rs`), and symlinks are created last. A file or
+//!    symlink standing where a directory comes back is removed before
+//!    anything is staged beneath it;
 //! 5. a second `syncfs`, then the operation's record is appended.
 //!
 //! Every directory is reached from the root one component at a time without

@@ -1162,7 +1162,11 @@ impl Store {
     /// Captures `path` in `turn`, then replaces its contents with `bytes`
     /// (temporary file and rename: the file is never seen half-written). A
     /// symlink inside the root is written through, like an editor does; one
-    /// pointing outside is refused.
+    /// pointing outside is refused. A file with other names (hard links)
+    /// keeps plain-write semantics inside the project: every name is
+    /// captured, then re-linked to the new file, so all of them see the new
+    /// bytes; names outside the project keep the old ones and are listed in
+    /// [`CaptureReport::hard_links_outside`].
     pub fn write(
         &mut self,
         turn: &TurnId,
