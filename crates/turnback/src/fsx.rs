@@ -117,8 +117,7 @@ pub(crate) fn open_file(dir: &OwnedFd, name: &str) -> io::Result<(File, Node)> {
 /// Opens the store file `name` in `dir` with `flags` (plus `O_CREAT` with
 /// permission bits `create` when given), only if it is a regular file:
 /// never through a symlink, and without blocking on a FIFO (`O_NONBLOCK`,
-/// cleared again once `fstat` has shown a regular file, where it changes
-/// nothing). A FIFO, socket, device, directory or symlink standing in the
+/// which changes nothing for the regular file `fstat` then confirms). A FIFO, socket, device, directory or symlink standing in the
 /// place of a store file is an error saying what to do, never a hang.
 /// `Ok(None)` when it does not exist (and `create` is `None`).
 pub(crate) fn open_store_file(
@@ -155,8 +154,6 @@ pub(crate) fn open_store_file(
         FileType::Directory => return Err(not_regular("it is a directory")),
         _ => return Err(not_regular("it is a FIFO, socket or device")),
     }
-    let fl = rustix::fs::fcntl_getfl(&fd)?;
-    rustix::fs::fcntl_setfl(&fd, fl - OFlags::NONBLOCK)?;
     Ok(Some(File::from(fd)))
 }
 

@@ -29,6 +29,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 
 use rustix::fs::{AtFlags, FileType};
+use rustix::io::Errno;
 use serde::Serialize;
 
 use crate::error::{IoResultExt, Result};
@@ -77,41 +78,51 @@ struct Inode {
 
 /// Finds the other names, inside the project, of every path in `rels` that
 /// is a regular file with more than one name. Walks the project only when
-/// some of those names are not in `rels` already.
+/// some of those names are not in `rels` already. A path or directory that
+/// is missing, not a directory or not readable (`EACCES`) is passed over;
+/// any other error (out of descriptors, an I/O error) fails the call.
 pub(crate) fn other_names(store: &Store, rels: &[RelPath]) -> Result<Names> {
     // inode -> (names it has, names known: in rels or found)
     let mut wanted: BTreeMap<Inode, (u64, Vec<RelPath>)> = BTreeMap::new();
     let mut parents: HashMap<Option<RelPath>, Option<OwnedFd>> = HashMap::new();
     for rel in rels {
-        if let Some((inode, nlink)) = stat_rel(&store.root_fd, &mut parents, rel) {
+        let found = stat_rel(&store.root_fd, &mut parents, rel)
+            .ctx("look at", store.root.join(rel.as_str()))?;
+        if let Some((inode, nlink)) = found {
             let e = wanted.entry(inode).or_insert((nlink, Vec::new()));
             if !e.1.contains(rel) {
                 e.1.push(rel.clone());
             }
         }
     }
+    drop(parents);
     let mut names = Names::default();
-    let missing = |w: &BTreeMap<Inode, (u64, Vec<RelPath>)>| {
-        w.values().any(|(n, known)| (known.len() as u64) < *n)
-    };
-    if wanted.is_empty() || !missing(&wanted) {
+    if wanted.values().all(|(n, known)| known.len() as u64 >= *n) {
         return Ok(names);
     }
     let root = rustix::io::dup(&store.root_fd).ctx("open", &store.root)?;
-    let skip = store
-        .dirs
-        .as_ref()
-        .and_then(|d| rustix::fs::fstat(&d.store).ok())
-        .map(|st| Inode {
-            dev: st.st_dev,
-            ino: st.st_ino,
-        });
+    let skip = match &store.dirs {
+        Some(d) => {
+            let st = rustix::fs::fstat(&d.store).ctx("look at", &store.store_path)?;
+            Some(Inode {
+                dev: st.st_dev,
+                ino: st.st_ino,
+            })
+        }
+        None => None,
+    };
     let mut walk = Walk {
         wanted: &mut wanted,
         skip,
         found: &mut names.found,
     };
-    walk.dir(root, None);
+    if let Err((at, e)) = walk.dir(root, None) {
+        let path = match at {
+            Some(p) => store.root.join(p.as_str()),
+            None => store.root.clone(),
+        };
+        return Err(e).ctx("look for the other names of a hard-linked file in", path);
+    }
     for (n, known) in wanted.values() {
         if (known.len() as u64) < *n {
             names
@@ -125,39 +136,57 @@ pub(crate) fn other_names(store: &Store, rels: &[RelPath]) -> Result<Names> {
     Ok(names)
 }
 
+/// Whether an error only means "nothing to find here".
+fn passed_over(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error().map(Errno::from_raw_os_error),
+        Some(Errno::NOENT | Errno::NOTDIR | Errno::ACCESS | Errno::LOOP)
+    ) || matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory | io::ErrorKind::PermissionDenied
+    )
+}
+
 /// The inode and link count of `rel` when it is a regular file with more
 /// than one name (symlinks not followed). `parents` caches the directories
-/// opened (`None`: not a reachable directory).
+/// opened (`None`: not a reachable directory), at most 32 at a time.
 fn stat_rel(
     root: &OwnedFd,
     parents: &mut HashMap<Option<RelPath>, Option<OwnedFd>>,
     rel: &RelPath,
-) -> Option<(Inode, u64)> {
+) -> io::Result<Option<(Inode, u64)>> {
     let parent = rel.parent();
     if !parents.contains_key(&parent) {
-        // Few descriptors at once, whatever the number of paths.
         if parents.len() >= 32 {
             parents.clear();
         }
-        let open = || -> Option<OwnedFd> {
-            let mut dir = rustix::io::dup(root).ok()?;
-            for anc in rel.ancestors() {
-                dir = fsx::open_subdir(&dir, anc.file_name()).ok()??;
-            }
-            Some(dir)
-        };
-        parents.insert(parent.clone(), open());
+        let mut dir = Some(rustix::io::dup(root)?);
+        for anc in rel.ancestors() {
+            let Some(d) = &dir else { break };
+            dir = match fsx::open_subdir(d, anc.file_name()) {
+                Ok(next) => next,
+                Err(e) if passed_over(&e) => None,
+                Err(e) => return Err(e),
+            };
+        }
+        parents.insert(parent.clone(), dir);
     }
-    let dir = parents.get(&parent)?.as_ref()?;
-    let st = rustix::fs::statat(dir, rel.file_name(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    let Some(Some(dir)) = parents.get(&parent) else {
+        return Ok(None);
+    };
+    let st = match rustix::fs::statat(dir, rel.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(e) if passed_over(&e.into()) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
     let regular = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
-    (regular && st.st_nlink > 1).then_some((
+    Ok((regular && st.st_nlink > 1).then_some((
         Inode {
             dev: st.st_dev,
             ino: st.st_ino,
         },
         st.st_nlink,
-    ))
+    )))
 }
 
 /// A walk of the project looking for the names of wanted inodes.
@@ -167,6 +196,9 @@ struct Walk<'a> {
     found: &'a mut Vec<RelPath>,
 }
 
+/// An error of the walk, with the directory where it happened.
+type WalkError = (Option<RelPath>, io::Error);
+
 impl Walk<'_> {
     fn done(&self) -> bool {
         self.wanted
@@ -174,26 +206,33 @@ impl Walk<'_> {
             .all(|(n, known)| known.len() as u64 >= *n)
     }
 
-    /// Looks through `dir` (at `at`, `None` for the root). Best effort: an
-    /// unreadable directory is passed over (its names stay unfound and the
-    /// paths are reported as having names outside the project).
-    fn dir(&mut self, dir: OwnedFd, at: Option<&RelPath>) {
-        let Ok(mut entries) = rustix::fs::Dir::read_from(&dir) else {
-            return;
+    /// Looks through `dir` (at `at`, `None` for the root) and below it. A
+    /// directory that cannot be read for lack of permission is passed over
+    /// (its names stay unfound: the paths are reported as having names
+    /// outside the project).
+    fn dir(&mut self, dir: OwnedFd, at: Option<&RelPath>) -> Result<(), WalkError> {
+        let fail = |e: io::Error| (at.cloned(), e);
+        let mut entries = match rustix::fs::Dir::read_from(&dir) {
+            Ok(d) => d,
+            Err(e) if passed_over(&e.into()) => return Ok(()),
+            Err(e) => return Err(fail(e.into())),
         };
         let mut subdirs = Vec::new();
-        while let Some(Ok(entry)) = entries.read() {
+        while let Some(entry) = entries.read() {
             if self.done() {
-                return;
+                return Ok(());
             }
+            let entry = entry.map_err(|e| fail(e.into()))?;
             let Ok(name) = entry.file_name().to_str() else {
                 continue;
             };
             if matches!(name, "." | ".." | ".git" | STORE_DIR) {
                 continue;
             }
-            let Ok(st) = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
-                continue;
+            let st = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                Err(e) if passed_over(&e.into()) => continue,
+                Err(e) => return Err(fail(e.into())),
             };
             let inode = Inode {
                 dev: st.st_dev,
@@ -217,14 +256,19 @@ impl Walk<'_> {
                 _ => {}
             }
         }
+        drop(entries);
         for sub in subdirs {
             if self.done() {
-                return;
+                return Ok(());
             }
-            if let Ok(Some(fd)) = fsx::open_subdir(&dir, sub.file_name()) {
-                self.dir(fd, Some(&sub));
+            match fsx::open_subdir(&dir, sub.file_name()) {
+                Ok(Some(fd)) => self.dir(fd, Some(&sub))?,
+                Ok(None) => {}
+                Err(e) if passed_over(&e) => {}
+                Err(e) => return Err(fail(e)),
             }
         }
+        Ok(())
     }
 }
 

@@ -1216,7 +1216,13 @@ impl Store {
                 Ok(Some(d)) => dir = d,
                 Ok(None) => return Ok(ancestors[k..].to_vec()),
                 // A file or symlink in the way: the write fails there.
-                Err(_) => return Ok(Vec::new()),
+                Err(e)
+                    if e.kind() == io::ErrorKind::NotADirectory
+                        || e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) =>
+                {
+                    return Ok(Vec::new());
+                }
+                Err(e) => return Err(e).ctx("open directory", self.root.join(anc.as_str())),
             }
         }
         Ok(Vec::new())
