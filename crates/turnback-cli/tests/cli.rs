@@ -14,11 +14,15 @@ mod concurrency;
 mod demo;
 #[path = "cli/dirs_special.rs"]
 mod dirs_special;
+#[path = "cli/exact_rewinds.rs"]
+mod exact_rewinds;
 #[path = "cli/list_show_diff.rs"]
 mod list_show_diff;
 #[path = "cli/rewind.rs"]
 mod rewind;
 #[path = "cli/root.rs"]
 mod root;
+#[path = "cli/store_files.rs"]
+mod store_files;
 #[path = "cli/write_capture.rs"]
 mod write_capture;

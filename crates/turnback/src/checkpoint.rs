@@ -16,8 +16,9 @@
 //! log_hash  SHA-256 of those bytes     (32 bytes)
 //! index     the index's fields in a fixed order; every map written sorted
 //!           by key, so equal indexes give equal bytes; a pre-image is a
-//!           tag (0 file, 1 symlink, 2 absent, 3 dir, 4 skipped, 5 fifo)
-//!           then its fields
+//!           tag (0 file, 1 symlink, 2 absent, 3 dir, 4 skipped, 5 fifo,
+//!           6 file with its hard-link key after the mode) then its fields;
+//!           a reader that does not know a tag ignores the checkpoint
 //! check     SHA-256 of everything before it (32 bytes)
 //! ```
 //!
@@ -52,9 +53,9 @@ pub(crate) const WRITE_AFTER: u64 = 256 << 10;
 /// The index the checkpoint holds, if it is whole and covers a prefix of
 /// `log`: with it, the log from `index.consumed` on remains to be read.
 pub(crate) fn load(store: &OwnedFd, log: &[u8]) -> Option<Index> {
-    let (file, _) = fsx::open_file(store, INDEX_FILE).ok()?;
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut &file, &mut bytes).ok()?;
+    // A cache: one that is not a regular file is ignored (the next write
+    // replaces it by rename).
+    let bytes = fsx::read_store_file(store, INDEX_FILE).ok()??;
     decode(&bytes, log)
 }
 
@@ -153,11 +154,19 @@ impl Writer {
     fn entry(&mut self, e: &FileEntry) {
         self.str(e.path.as_str());
         match &e.pre {
-            Pre::File { blob, size, mode } => {
-                self.0.push(0);
+            Pre::File {
+                blob,
+                size,
+                mode,
+                link,
+            } => {
+                self.0.push(if link.is_some() { 6 } else { 0 });
                 self.blob(blob);
                 self.num(*size);
                 self.num(u64::from(*mode));
+                if let Some(l) = link {
+                    self.num(*l);
+                }
             }
             Pre::Symlink { target } => {
                 self.0.push(1);
@@ -366,10 +375,11 @@ impl<'a> Reader<'a> {
     fn entry(&mut self) -> Option<FileEntry> {
         let path = self.path()?;
         let pre = match self.byte()? {
-            0 => Pre::File {
+            tag @ (0 | 6) => Pre::File {
                 blob: self.blob()?,
                 size: self.num()?,
                 mode: self.u32()?,
+                link: if tag == 6 { Some(self.num()?) } else { None },
             },
             1 => Pre::Symlink {
                 target: self.str()?,
@@ -502,11 +512,14 @@ mod tests {
         std::fs::write(root.join("a.txt"), "a1\n")?;
         std::fs::write(root.join("big.txt"), "line\n".repeat(2000))?;
         std::os::unix::fs::symlink("a.txt", root.join("link"))?;
+        std::fs::write(root.join("h1"), "one file, two names\n")?;
+        std::fs::hard_link(root.join("h1"), root.join("h2"))?;
         let mut store = Store::open(root)?;
         store.snapshot(&t("s0"), Some("before"), false, &NoProgress)?;
         store.write(&t("t1"), Some("first"), "a.txt", b"a2\n")?;
         store.write(&t("t1"), None, "new/deep.txt", b"created\n")?;
         store.capture(&t("t1"), None, "link")?;
+        store.write(&t("t1"), None, "h1", b"both names\n")?;
         store.write(
             &t("t2"),
             Some("second"),
@@ -546,6 +559,13 @@ mod tests {
             "decode is the inverse of encode"
         );
         assert_eq!(back.turns.len(), full.index.turns.len());
+        assert!(
+            back.turns
+                .iter()
+                .flat_map(|t| &t.files)
+                .any(|c| matches!(c.entry.pre, Pre::File { link: Some(_), .. })),
+            "a hard link's key is kept"
+        );
         assert!(!back.saved.is_empty() && !back.ops.is_empty() && !back.undone.is_empty());
         assert!(
             back.blobs.values().any(|l| l.base.is_some()),

@@ -27,6 +27,7 @@ pub(crate) fn pre_of(
                 blob: *blob,
                 size,
                 mode: old.stat.perm(),
+                link: None,
             }),
             None => Err("its bytes from before are not in the store".into()),
         },

@@ -114,6 +114,61 @@ pub(crate) fn open_file(dir: &OwnedFd, name: &str) -> io::Result<(File, Node)> {
     Ok((File::from(fd), node_of(&st)))
 }
 
+/// Opens the store file `name` in `dir` with `flags` (plus `O_CREAT` with
+/// permission bits `create` when given), only if it is a regular file:
+/// never through a symlink, and without blocking on a FIFO (`O_NONBLOCK`,
+/// which changes nothing for the regular file `fstat` then confirms). A FIFO, socket, device, directory or symlink standing in the
+/// place of a store file is an error saying what to do, never a hang.
+/// `Ok(None)` when it does not exist (and `create` is `None`).
+pub(crate) fn open_store_file(
+    dir: &OwnedFd,
+    name: &str,
+    flags: OFlags,
+    create: Option<u32>,
+) -> io::Result<Option<File>> {
+    let mut all = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+    if create.is_some() {
+        all |= OFlags::CREATE;
+    }
+    let mode = Mode::from_raw_mode(create.unwrap_or(0));
+    let not_regular = |what: &str| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{what}, not a regular file, so turnback does not open it; put back the regular file it should be, or remove it (turnback recreates the lock, config.toml, the tree state and the caches, but a store without log.jsonl forgets every turn)"
+            ),
+        )
+    };
+    let fd = match rustix::fs::openat(dir, name, all, mode) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) if create.is_none() => return Ok(None),
+        Err(Errno::LOOP) => return Err(not_regular("it is a symlink")),
+        // A FIFO with no reader, opened for writing without blocking.
+        Err(Errno::NXIO) => return Err(not_regular("it is a FIFO or socket")),
+        Err(Errno::ISDIR) => return Err(not_regular("it is a directory")),
+        Err(e) => return Err(e.into()),
+    };
+    let st = rustix::fs::fstat(&fd)?;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => {}
+        FileType::Directory => return Err(not_regular("it is a directory")),
+        _ => return Err(not_regular("it is a FIFO, socket or device")),
+    }
+    Ok(Some(File::from(fd)))
+}
+
+/// Reads the whole store file `name` in `dir` (see [`open_store_file`]);
+/// `Ok(None)` when it does not exist.
+pub(crate) fn read_store_file(dir: &OwnedFd, name: &str) -> io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let Some(mut f) = open_store_file(dir, name, OFlags::RDONLY, None)? else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(Some(bytes))
+}
+
 /// Reads the target of the symlink `name` in `dir`.
 pub(crate) fn read_link(dir: &OwnedFd, name: &str) -> io::Result<OsString> {
     let target = rustix::fs::readlinkat(dir, name, Vec::new())?;

@@ -27,11 +27,11 @@
 //! unreferenced packs, which the next gc deletes.
 
 use std::collections::{HashMap, HashSet};
-use std::io::Read;
 use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::config::Config;
 use crate::error::{Error, IoResultExt, Result};
 use crate::fsx;
 use crate::id::BlobId;
@@ -44,7 +44,7 @@ use crate::tree::{self, Loaded};
 /// Limits for one gc run; `None` takes the config file's value.
 #[derive(Debug, Clone, Default)]
 pub struct GcOptions {
-    /// Newest live turns kept.
+    /// Newest live turns kept (0 counts as 1: the newest is always kept).
     pub keep_turns: Option<usize>,
     /// Live turns older than this many days are dropped (never the newest).
     pub keep_days: Option<u64>,
@@ -81,13 +81,15 @@ impl Store {
     }
 
     /// Runs gc when the config says so (every N captures; after rewinds).
-    pub(crate) fn maybe_auto_gc(&mut self, after_rewind: bool) -> Result<()> {
-        let config = self.config()?;
+    /// Runs gc when `config` says it is due. The caller read `config`
+    /// before changing anything, so a config file in error fails the
+    /// operation before it starts, never after it is done.
+    pub(crate) fn maybe_auto_gc(&mut self, after_rewind: bool, config: &Config) -> Result<()> {
         let n = config.gc.auto_every_captures;
         if n == 0 || (!after_rewind && !self.index.captures.is_multiple_of(n)) {
             return Ok(());
         }
-        self.gc_locked(&GcOptions::default()).map(|_| ())
+        self.gc_with(&GcOptions::default(), config).map(|_| ())
     }
 
     fn pack_sizes(&self) -> Result<HashMap<String, u64>> {
@@ -107,7 +109,16 @@ impl Store {
 
     fn gc_locked(&mut self, options: &GcOptions) -> Result<GcReport> {
         let config = self.config()?;
-        let keep_turns = options.keep_turns.unwrap_or(config.retention.keep_turns);
+        self.gc_with(options, &config)
+    }
+
+    fn gc_with(&mut self, options: &GcOptions, config: &Config) -> Result<GcReport> {
+        // The newest turn (the one just captured) is never dropped, whatever
+        // the limit says.
+        let keep_turns = options
+            .keep_turns
+            .unwrap_or(config.retention.keep_turns)
+            .max(1);
         let keep_days = options.keep_days.unwrap_or(config.retention.keep_days);
         let max_size = options.max_size.unwrap_or(config.retention.max_size);
         let log_path = self.store_path.join(LOG_FILE);
@@ -323,9 +334,9 @@ impl Store {
     /// Every record of the log (already validated by the index).
     fn read_records(&self) -> Result<Vec<Record>> {
         let path = self.store_path.join(LOG_FILE);
-        let mut bytes = Vec::new();
-        let (mut f, _) = fsx::open_file(&self.dirs().store, LOG_FILE).ctx("open", &path)?;
-        f.read_to_end(&mut bytes).ctx("read", &path)?;
+        let bytes = fsx::read_store_file(&self.dirs().store, LOG_FILE)
+            .ctx("read", &path)?
+            .unwrap_or_default();
         let parsed = log::parse(&bytes, 1);
         parsed
             .lines

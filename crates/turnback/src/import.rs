@@ -640,6 +640,7 @@ impl Store {
                     blob: want,
                     size: streamed.size,
                     mode,
+                    link: None,
                 },
             });
         }

@@ -14,6 +14,7 @@ use rustix::fs::{FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::error::{Error, IoResultExt, Result};
+use crate::fsx;
 
 /// The lock file's name inside the store.
 pub const LOCK_FILE: &str = "lock";
@@ -32,13 +33,14 @@ pub(crate) fn acquire(
     timeout: Duration,
 ) -> Result<LockGuard> {
     let path = shown.join(LOCK_FILE);
-    let fd = rustix::fs::openat(
-        store_dir,
-        LOCK_FILE,
-        OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o644),
-    )
-    .ctx("open lock file", &path)?;
+    let fd: OwnedFd = fsx::open_store_file(store_dir, LOCK_FILE, OFlags::RDWR, Some(0o644))
+        .ctx("open lock file", &path)?
+        .ok_or_else(|| Error::Io {
+            op: "open lock file",
+            path: path.clone(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })?
+        .into();
     let op = if exclusive {
         FlockOperation::NonBlockingLockExclusive
     } else {

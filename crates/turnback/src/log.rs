@@ -22,7 +22,11 @@
 //!   damaged line is an error naming its line number.
 //! - A `capture` record's `files` list, per path, the state before the turn's
 //!   first write; its `posts` (and a `seal` record's) the hashes of what the
-//!   agent left.
+//!   agent left (for a shell command's turn, what the command left).
+//! - A file's state may carry `"link"`: its inode number, when it had more
+//!   than one name (hard links). Paths with the same `link`, blob and mode
+//!   were one file and are restored as one. Absent in records written
+//!   before it existed, which read as files with one name.
 //! - A `saved` record holds the state of paths just before a rewind,
 //!   revert, undo or redo changed them, and precedes that operation's record.
 //! - A `rewind` record ends every live turn whose first record has
@@ -245,6 +249,11 @@ pub enum Pre {
         size: u64,
         /// Its permission bits.
         mode: u32,
+        /// When it had more than one name (hard links): its inode number.
+        /// Captured paths with the same `link`, bytes and mode were one
+        /// file, and a rewind restores them as one file again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        link: Option<u64>,
     },
     /// A symlink (never followed).
     Symlink {
@@ -389,6 +398,16 @@ mod tests {
                                 blob: id,
                                 size: 4,
                                 mode: 0o644,
+                                link: None,
+                            },
+                        },
+                        FileEntry {
+                            path: RelPath::parse("src/b.rs").expect("valid"),
+                            pre: Pre::File {
+                                blob: id,
+                                size: 4,
+                                mode: 0o644,
+                                link: Some(4242),
                             },
                         },
                         FileEntry {
@@ -457,9 +476,10 @@ mod tests {
             r#"{"seq":1,"at":1700000000000000000,"type":"capture","turn":"t1","label":"fix the header","#,
             r#""pack":"000000000001-0123456789abcdef.pack","blobs":[{"id":"ID","offset":8,"len":13,"size":4}],"#,
             r#""files":[{"path":"src/a.rs","pre":{"kind":"file","blob":"ID","size":4,"mode":420}},"#,
+            r#"{"path":"src/b.rs","pre":{"kind":"file","blob":"ID","size":4,"mode":420,"link":4242}},"#,
             r#"{"path":"new","pre":{"kind":"absent"}},{"path":"link","pre":{"kind":"symlink","target":"src/a.rs"}},"#,
             r#"{"path":"big.bin","pre":{"kind":"skipped","reason":"larger than the 1 GiB cap","size":2147483648}}],"#,
-            r#""crc":"09b0ccd0"}"#,
+            r#""crc":"8f9dccce"}"#,
             "\n",
         ]
         .concat()

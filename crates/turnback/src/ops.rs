@@ -84,10 +84,13 @@ impl Store {
                 ..CaptureReport::default()
             });
         };
-        let posts = vec![PostEntry {
-            path: rel.clone(),
-            post: Post::Dir,
-        }];
+        let posts = chain[k..]
+            .iter()
+            .map(|p| PostEntry {
+                path: p.clone(),
+                post: Post::Dir,
+            })
+            .collect();
         let report = self.capture_locked(turn, label, std::slice::from_ref(&rel), posts)?;
         for p in &chain[k..] {
             let shown = self.root.join(p.as_str());
@@ -185,16 +188,22 @@ impl Store {
             .map(|p| p.post)
             .next()
             .unwrap_or(Post::Other);
-        let posts = vec![
-            PostEntry {
-                path: src.clone(),
-                post: Post::Absent,
-            },
-            PostEntry {
-                path: dst.clone(),
-                post: moved,
-            },
-        ];
+        let mut posts: Vec<PostEntry> = self
+            .dirs_to_create(&dst)?
+            .into_iter()
+            .map(|path| PostEntry {
+                path,
+                post: Post::Dir,
+            })
+            .collect();
+        posts.push(PostEntry {
+            path: src.clone(),
+            post: Post::Absent,
+        });
+        posts.push(PostEntry {
+            path: dst.clone(),
+            post: moved,
+        });
         let report = self.capture_locked(turn, label, &[src.clone(), dst.clone()], posts)?;
         let dst_dir = self
             .parent_dir(&dst, true)?

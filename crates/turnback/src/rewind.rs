@@ -28,7 +28,9 @@
 //!    project), one `syncfs` makes them durable, paths that must not exist
 //!    are removed deepest first (a directory only when empty), the
 //!    temporary files are renamed over their targets, then symlinks and
-//!    FIFOs are made; last, lifted directories get their modes back and
+//!    FIFOs are made (paths that were one file are hard-linked together
+//!    again first, see `links.rs`; zero blocks are written as holes, see
+//!    `sparse.rs`); last, lifted directories get their modes back and
 //!    every directory of the plan its recorded mode (setgid and sticky bits
 //!    included), deepest first;
 //! 5. a second `syncfs`, then the operation's record is appended.
@@ -38,7 +40,6 @@
 //! turns live; running the operation again finishes it.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufWriter, Write};
 use std::os::fd::OwnedFd;
 
 use rayon::prelude::*;
@@ -49,8 +50,10 @@ use crate::fsx::{self, Node};
 use crate::id::{BlobId, TurnId};
 use crate::index::Turn;
 use crate::lift::Lifts;
+use crate::links::{self, LinkSplit};
 use crate::log::{FailedPath, FileEntry, Op, Post, Pre};
 use crate::path::RelPath;
+use crate::sparse::SparseWriter;
 use crate::store::{Store, post_of};
 
 /// Options of a rewind.
@@ -85,6 +88,10 @@ pub enum Action {
         size: u64,
         /// The permission bits.
         mode: u32,
+        /// The inode number it shared with other restored paths, which are
+        /// hard-linked to it again.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        link: Option<u64>,
     },
     /// Re-create a symlink.
     RestoreSymlink {
@@ -162,6 +169,9 @@ pub struct Report {
     /// What the operation did beyond its plan, per path (a read-only
     /// directory made writable for it and then put back).
     pub notes: Vec<Note>,
+    /// Paths restored, but no longer hard-linked to the other names of
+    /// their file, with the reason.
+    pub links_split: Vec<LinkSplit>,
     /// Sequence number of the record holding what this overwrote.
     pub saved: Option<u64>,
 }
@@ -201,6 +211,7 @@ impl Report {
             kept: Vec::new(),
             failed: Vec::new(),
             notes: Vec::new(),
+            links_split: Vec::new(),
             saved: None,
         }
     }
@@ -230,12 +241,18 @@ fn steps_from<'a>(
         .map(|(path, pre)| Step {
             path: path.clone(),
             action: match pre {
-                Pre::File { blob, size, mode } => {
+                Pre::File {
+                    blob,
+                    size,
+                    mode,
+                    link,
+                } => {
                     if store.has_blob(blob) {
                         Action::Restore {
                             blob: *blob,
                             size: *size,
                             mode: *mode,
+                            link: *link,
                         }
                     } else {
                         Action::CannotRestore {
@@ -288,17 +305,11 @@ impl Store {
         let first = self.turn(turn)?.first_seq;
         let turns: Vec<&Turn> = self.index.live().filter(|t| t.first_seq >= first).collect();
         let mut oldest: HashMap<&RelPath, (u64, &Pre)> = HashMap::new();
-        let mut posts: HashMap<RelPath, (u64, Post)> = HashMap::new();
         for t in &turns {
             for c in &t.files {
                 let e = oldest.entry(&c.entry.path).or_insert((c.seq, &c.entry.pre));
                 if c.seq < e.0 {
                     *e = (c.seq, &c.entry.pre);
-                }
-            }
-            for (p, (seq, post)) in &t.posts {
-                if posts.get(p).is_none_or(|(s, _)| s < seq) {
-                    posts.insert(p.clone(), (*seq, post.clone()));
                 }
             }
         }
@@ -307,7 +318,7 @@ impl Store {
             from_seq: first,
             turns: turns.iter().map(|t| t.id.clone()).collect(),
             steps,
-            posts: posts.into_iter().map(|(p, (_, post))| (p, post)).collect(),
+            posts: crate::conflicts::last_posts(&turns),
         })
     }
 
@@ -327,6 +338,9 @@ impl Store {
             options.dry_run,
             plan.steps,
         );
+        // Read before anything is saved or changed: a config file in error
+        // fails the rewind before it starts.
+        let config = self.config()?;
         let current = self.current_states(&mut report)?;
         for step in &report.plan {
             if let (Some(post), Some(now)) = (plan.posts.get(&step.path), current.get(&step.path))
@@ -364,7 +378,7 @@ impl Store {
             conflicts: report.conflicts.iter().map(|c| c.path.clone()).collect(),
             failed: report.failed.clone(),
         })?;
-        self.maybe_auto_gc(true)?;
+        self.maybe_auto_gc(true, &config)?;
         Ok(report)
     }
 
@@ -810,6 +824,11 @@ impl Store {
                 Err((path, reason)) => fail(&mut report.failed, path, reason),
             }
         }
+        // Paths that were one file are one file again.
+        let (groups, mut splits) = links::plan(steps.iter().copied());
+        let restored: HashSet<&RelPath> = report.restored.iter().collect();
+        links::relink_groups(&groups, |p| dirs.get(p), &restored, &mut splits);
+        report.links_split = splits;
         let specials = links
             .into_iter()
             .map(|(s, target)| (s, Special::Link(target)))
@@ -892,11 +911,16 @@ impl Store {
         let dir = dirs.get(path).ok_or("its directory cannot be created")?;
         let (file, tmp) = fsx::create_temp(dir, path.file_name(), mode)
             .map_err(|e| format!("cannot create a temporary file: {e}"))?;
-        let mut w = BufWriter::with_capacity(256 * 1024, file);
+        // All-zero blocks become holes: a sparse pre-image comes back sparse.
+        let mut w = SparseWriter::new(file);
         let res = self
             .copy_blob_from(pack, blob, loc, &mut w)
             .map_err(|e| e.to_string())
-            .and_then(|()| w.flush().map_err(|e| format!("cannot write: {e}")));
+            .and_then(|()| {
+                w.finish()
+                    .map(drop)
+                    .map_err(|e| format!("cannot write: {e}"))
+            });
         match res {
             Ok(()) => Ok(tmp),
             Err(reason) => {

@@ -25,9 +25,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{IoResultExt, Result};
-use crate::fsx::{self, Node};
+use crate::fsx;
 use crate::id::TurnId;
 use crate::store::{Store, now_ns};
+use rustix::fs::OFlags;
 
 /// Name of the sessions directory inside the store.
 pub const SESSIONS_DIR: &str = "sessions";
@@ -82,12 +83,12 @@ impl Store {
         };
         let name = session_file_name(key);
         let shown = path.join(&name);
-        let (file, node) = match fsx::open_file(&dir, &name) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e).ctx("open", &shown),
+        let Some(file) =
+            fsx::open_store_file(&dir, &name, OFlags::RDONLY, None).ctx("open", &shown)?
+        else {
+            return Ok(None);
         };
-        if !matches!(node, Node::File { size, .. } if size <= MAX_SESSION_FILE) {
+        if file.metadata().ctx("stat", &shown)?.len() > MAX_SESSION_FILE {
             return Ok(None);
         }
         let mut bytes = Vec::new();

@@ -61,7 +61,7 @@ use serde::Serialize;
 use crate::entry_pre;
 use crate::error::{Error, IoResultExt, Result};
 use crate::id::{BlobId, TurnId, cut_label};
-use crate::log::{FileEntry, Op, Pre, StoredBlob};
+use crate::log::{FileEntry, Op, Post, PostEntry, Pre, StoredBlob};
 use crate::pack::{self, BlobLoc, PackWriter};
 use crate::path::{RelPath, STORE_DIR};
 use crate::store::Store;
@@ -1310,7 +1310,8 @@ impl Store {
             return Ok((entries, stats, None));
         };
         let blob_size = |id: &BlobId| self.index.blobs.get(id).map(|l| l.size);
-        let (changes, files) = diff(&base.entries, &entries, blob_size);
+        let (changes, mut files) = diff(&base.entries, &entries, blob_size);
+        crate::links::add_unchanged_names(&base.entries, &mut files, blob_size);
         let already_paths: HashSet<&RelPath> = self
             .index
             .turn(&into)
@@ -1319,18 +1320,29 @@ impl Store {
         let (already, fresh): (Vec<FileEntry>, Vec<FileEntry>) = files
             .into_iter()
             .partition(|f| already_paths.contains(&f.path));
+        // What the command left at every path it changed (the turn's
+        // post-images): a later rewind compares against these, so a change
+        // a later turn made is never taken for someone else's.
+        let posts: Vec<PostEntry> = fresh
+            .iter()
+            .chain(&already)
+            .map(|f| PostEntry {
+                path: f.path.clone(),
+                post: post_in(&entries, &f.path),
+            })
+            .collect();
         let already_captured: Vec<RelPath> = already.into_iter().map(|f| f.path).collect();
         // A command that changed nothing in a turn that exists already
         // appends nothing (the first one creates the turn, so it can be
         // rewound to: "before this prompt").
-        if !fresh.is_empty() || self.index.turn(&into).is_none() {
+        if !posts.is_empty() || self.index.turn(&into).is_none() {
             self.append(Op::Capture {
                 turn: into.clone(),
                 label: label.map(cut_label).filter(|l| !l.is_empty()),
                 pack: None,
                 blobs: Vec::new(),
                 files: fresh.clone(),
-                posts: Vec::new(),
+                posts,
             })?;
         }
         Ok((
@@ -1448,6 +1460,22 @@ fn rel(e: &Entry) -> Option<RelPath> {
 /// Compares two sorted entry lists. Returns the changes grouped for people
 /// and the pre-image of every changed path (what a rewind needs).
 /// `blob_size` says whether the store holds a blob, and its size.
+/// The state at `path` in a scan's sorted `entries`, as a post-image.
+fn post_in(entries: &[Entry], path: &RelPath) -> Post {
+    let key = path.as_str().as_bytes();
+    match entries.binary_search_by(|e| e.path.as_slice().cmp(key)) {
+        Err(_) => Post::Absent,
+        Ok(i) => match &entries[i].kind {
+            Kind::File { blob } => Post::File { sha256: *blob },
+            Kind::Symlink { target } => Post::Symlink {
+                target: target.clone(),
+            },
+            Kind::Dir => Post::Dir,
+            Kind::Excluded(_) => Post::Other,
+        },
+    }
+}
+
 fn diff(
     old: &[Entry],
     new: &[Entry],
@@ -1494,7 +1522,27 @@ fn diff(
             reason,
         });
     };
-    let pre_of = |o: &Entry| entry_pre::pre_of(o, &blob_size);
+    // Inodes two or more old file entries share: hard links.
+    let linked = crate::links::shared_inodes(
+        old.iter()
+            .filter(|e| matches!(e.kind, Kind::File { .. }))
+            .map(|e| e.stat.ino),
+    );
+    // The pre-image of an old covered entry (with its hard-link key), or
+    // why there is none.
+    let pre_of = |o: &Entry| {
+        entry_pre::pre_of(o, &blob_size).map(|pre| match pre {
+            Pre::File {
+                blob, size, mode, ..
+            } => Pre::File {
+                blob,
+                size,
+                mode,
+                link: linked.contains(&o.stat.ino).then_some(o.stat.ino),
+            },
+            other => other,
+        })
+    };
     let (mut i, mut j) = (0, 0);
     while i < old.len() || j < new.len() {
         let ord = match (old.get(i), new.get(j)) {

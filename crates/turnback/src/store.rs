@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rayon::prelude::*;
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::OFlags;
 use serde::Serialize;
 
 use crate::checkpoint;
@@ -82,6 +82,11 @@ pub struct CaptureReport {
     /// Symlinks that point outside the root: recorded as links, but a write
     /// through them cannot be rewound.
     pub links_outside: Vec<RelPath>,
+    /// Files with hard links (other names) outside the project: those names
+    /// cannot be captured, and a write or rewind gives the names inside the
+    /// project a new file, so they keep the old bytes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hard_links_outside: Vec<RelPath>,
     /// Blobs written by this call.
     pub new_blobs: usize,
     /// Compressed bytes written by this call.
@@ -365,10 +370,18 @@ impl Store {
     /// The store's settings (defaults when the file is missing).
     pub fn config(&self) -> Result<Config> {
         let path = self.store_path.join(CONFIG_FILE);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => Config::parse(&text, &path),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Config::default()),
-            Err(e) => Err(e).ctx("read", &path),
+        let Some(dirs) = &self.dirs else {
+            return Ok(Config::default());
+        };
+        match fsx::read_store_file(&dirs.store, CONFIG_FILE).ctx("read", &path)? {
+            None => Ok(Config::default()),
+            Some(bytes) => {
+                let text = String::from_utf8(bytes).map_err(|_| Error::Config {
+                    path: path.clone(),
+                    reason: "it is not UTF-8 text".into(),
+                })?;
+                Config::parse(&text, &path)
+            }
         }
     }
 
@@ -430,14 +443,13 @@ impl Store {
 
     fn open_log(&self, mode: OFlags) -> Result<File> {
         let path = self.store_path.join(LOG_FILE);
-        let fd = rustix::fs::openat(
-            &self.dirs().store,
-            LOG_FILE,
-            mode | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o644),
-        )
-        .ctx("open", &path)?;
-        Ok(File::from(fd))
+        fsx::open_store_file(&self.dirs().store, LOG_FILE, mode, Some(0o644))
+            .ctx("open", &path)?
+            .ok_or_else(|| Error::Io {
+                op: "open",
+                path,
+                source: io::Error::from(io::ErrorKind::NotFound),
+            })
     }
 
     /// Forgets the index and reads the whole log again.
@@ -657,6 +669,9 @@ impl Store {
         rels: &[RelPath],
         posts: Vec<PostEntry>,
     ) -> Result<CaptureReport> {
+        // Read first: a config file in error fails the capture before it
+        // records anything.
+        let config = self.config()?;
         // A new turn ends the one before: seal it once this capture is
         // durable (a capture that fails appends nothing). Also when this
         // turn's first record is the last record of the log and the turn
@@ -684,11 +699,15 @@ impl Store {
             .turn(turn)
             .map(|t| t.paths.keys().cloned().collect())
             .unwrap_or_default();
-        let collected = self.collect(rels, &already, Collect::Capture)?;
+        // Every name of a hard-linked file, so a rewind has the whole group.
+        let names = crate::links::other_names(self, rels)?;
+        let all: Vec<RelPath> = rels.iter().chain(&names.found).cloned().collect();
+        let collected = self.collect(&all, &already, Collect::Capture)?;
         let mut report = CaptureReport {
             turn: Some(turn.clone()),
             already_captured: collected.already,
             links_outside: collected.links_outside,
+            hard_links_outside: names.outside,
             ..CaptureReport::default()
         };
         let mut entries = collected.entries;
@@ -715,7 +734,7 @@ impl Store {
         if let Some(first) = seal {
             self.seal_turn(first)?;
         }
-        self.maybe_auto_gc(false)?;
+        self.maybe_auto_gc(false, &config)?;
         report.captured = entries;
         Ok(report)
     }
@@ -814,7 +833,11 @@ impl Store {
     /// size) in a durable `saved` record before an operation changes them.
     /// Returns the record's seq and the states.
     pub(crate) fn save_states(&mut self, rels: &[RelPath]) -> Result<(u64, Vec<FileEntry>)> {
-        let collected = self.collect(rels, &HashSet::new(), Collect::State)?;
+        // The other names of a hard-linked file are saved too, so reversing
+        // the operation makes them one file again.
+        let names = crate::links::other_names(self, rels)?;
+        let all: Vec<RelPath> = rels.iter().chain(&names.found).cloned().collect();
+        let collected = self.collect(&all, &HashSet::new(), Collect::State)?;
         let mut entries = collected.entries;
         let seq = self.index.last_seq + 1;
         let pack_name = pack::pack_name(seq);
@@ -983,6 +1006,7 @@ impl Store {
                         blob: BlobId([0; 32]),
                         size,
                         mode: bits,
+                        link: None,
                     }
                 }
             };
@@ -1056,10 +1080,14 @@ impl Store {
                 (
                     Node::File { size, mode },
                     Pre::File {
-                        size: s, mode: m, ..
+                        size: s,
+                        mode: m,
+                        link,
+                        ..
                     },
                 ) => {
                     (*s, *m) = (size, mode);
+                    *link = crate::links::link_of(&file).ctx("stat", &shown)?;
                     out.push((i, file));
                 }
                 _ => return Err(changed(shown)),
@@ -1209,7 +1237,11 @@ impl Store {
     /// Captures `path` in `turn`, then replaces its contents with `bytes`
     /// (temporary file and rename: the file is never seen half-written). A
     /// symlink inside the root is written through, like an editor does; one
-    /// pointing outside is refused.
+    /// pointing outside is refused. A file with other names (hard links)
+    /// keeps plain-write semantics inside the project: every name is
+    /// captured, then re-linked to the new file, so all of them see the new
+    /// bytes; names outside the project keep the old ones and are listed in
+    /// [`CaptureReport::hard_links_outside`].
     pub fn write(
         &mut self,
         turn: &TurnId,
@@ -1220,18 +1252,55 @@ impl Store {
         let rel = self.resolve(path.as_ref(), false)?;
         let target = self.resolve(rel.as_str(), true)?;
         let _guard = self.begin_mutation()?;
+        // The other names of a hard-linked file see the new bytes too: they
+        // are captured with it and re-linked to the new file.
+        let names = crate::links::other_names(self, std::slice::from_ref(&target))?;
         // The post-image goes in the same record as the pre-image; should
         // the write below fail, the file keeps its pre-image, which a rewind
         // treats as a change since the turn and saves before replacing.
-        let posts = vec![PostEntry {
-            path: target.clone(),
-            post: Post::File {
-                sha256: pack::hash_bytes(bytes),
-            },
-        }];
-        let report = self.capture_locked(turn, label, std::slice::from_ref(&rel), posts)?;
+        // Directories the write will create are what the turn leaves there.
+        let mut posts: Vec<PostEntry> = self
+            .dirs_to_create(&target)?
+            .into_iter()
+            .map(|path| PostEntry {
+                path,
+                post: Post::Dir,
+            })
+            .collect();
+        let sha256 = pack::hash_bytes(bytes);
+        for path in std::iter::once(&target).chain(&names.found) {
+            posts.push(PostEntry {
+                path: path.clone(),
+                post: Post::File { sha256 },
+            });
+        }
+        let rels: Vec<RelPath> = std::iter::once(rel).chain(names.found.clone()).collect();
+        let report = self.capture_locked(turn, label, &rels, posts)?;
         self.write_file(&target, bytes)?;
+        crate::links::relink(self, &target, &names.found)?;
         Ok(report)
+    }
+
+    /// The ancestors of `rel` that are not directories now (a write to
+    /// `rel` creates them), shallowest first. Symlinks are not followed.
+    pub(crate) fn dirs_to_create(&self, rel: &RelPath) -> Result<Vec<RelPath>> {
+        let mut dir = rustix::io::dup(&self.root_fd).ctx("open", &self.root)?;
+        let ancestors = rel.ancestors();
+        for (k, anc) in ancestors.iter().enumerate() {
+            match fsx::open_subdir(&dir, anc.file_name()) {
+                Ok(Some(d)) => dir = d,
+                Ok(None) => return Ok(ancestors[k..].to_vec()),
+                // A file or symlink in the way: the write fails there.
+                Err(e)
+                    if e.kind() == io::ErrorKind::NotADirectory
+                        || e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) =>
+                {
+                    return Ok(Vec::new());
+                }
+                Err(e) => return Err(e).ctx("open directory", self.root.join(anc.as_str())),
+            }
+        }
+        Ok(Vec::new())
     }
 
     fn write_file(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {

@@ -71,7 +71,7 @@ use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::OFlags;
 
 use crate::error::{IoResultExt, Result};
 use crate::fsx;
@@ -477,20 +477,9 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<Tree, String> {
 /// Reads the tree of the store whose directory is `store`.
 pub(crate) fn load(store: &OwnedFd, store_path: &Path) -> Result<Loaded> {
     let path = store_path.join(TREE_FILE);
-    let fd = match rustix::fs::openat(
-        store,
-        TREE_FILE,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) => return Ok(Loaded::Missing),
-        Err(e) => return Err(e).ctx("open", &path),
+    let Some(bytes) = fsx::read_store_file(store, TREE_FILE).ctx("read", &path)? else {
+        return Ok(Loaded::Missing);
     };
-    let mut bytes = Vec::new();
-    std::fs::File::from(fd)
-        .read_to_end(&mut bytes)
-        .ctx("read", &path)?;
     Ok(match decode(&bytes) {
         Ok(mut t) => {
             if let Some(head) = read_head(store)
@@ -560,18 +549,11 @@ fn decode_head(bytes: &[u8]) -> Option<Head> {
 
 /// The head in `store`, if there is a whole one.
 fn read_head(store: &OwnedFd) -> Option<Head> {
-    let fd = rustix::fs::openat(
-        store,
-        HEAD_FILE,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
-        Mode::empty(),
-    )
-    .ok()?;
+    // A cache: one that is not a regular file is ignored (the next write
+    // replaces it by rename).
+    let file = fsx::open_store_file(store, HEAD_FILE, OFlags::RDONLY, None).ok()??;
     let mut bytes = Vec::new();
-    std::fs::File::from(fd)
-        .take(4096)
-        .read_to_end(&mut bytes)
-        .ok()?;
+    file.take(4096).read_to_end(&mut bytes).ok()?;
     decode_head(&bytes)
 }
 
@@ -585,14 +567,13 @@ pub(crate) fn write_head(
     turn: &TurnId,
 ) -> Result<u64> {
     let path = store_path.join(TREE_FILE);
-    let fd = rustix::fs::openat(
-        store,
-        TREE_FILE,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ctx("open", &path)?;
-    let file = std::fs::File::from(fd);
+    let file = fsx::open_store_file(store, TREE_FILE, OFlags::RDONLY, None)
+        .ctx("open", &path)?
+        .ok_or_else(|| crate::error::Error::Io {
+            op: "open",
+            path: path.clone(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })?;
     let len = file.metadata().ctx("stat", &path)?.len();
     let mut tail = [0u8; 4];
     if len >= 4 {
@@ -640,13 +621,13 @@ impl TreeWriter {
     /// so an unchanged scan creates and deletes no file.
     pub(crate) fn begin(store: &OwnedFd, store_path: &Path) -> Result<TreeWriter> {
         let shown = store_path.join(STAMP_FILE);
-        let fd = rustix::fs::openat(
-            store,
-            STAMP_FILE,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o644),
-        )
-        .ctx("open", &shown)?;
+        let fd = fsx::open_store_file(store, STAMP_FILE, OFlags::WRONLY, Some(0o644))
+            .ctx("open", &shown)?
+            .ok_or_else(|| crate::error::Error::Io {
+                op: "open",
+                path: shown.clone(),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            })?;
         let now = rustix::fs::Timespec {
             tv_sec: 0,
             tv_nsec: rustix::fs::UTIME_NOW,

@@ -108,6 +108,17 @@ impl Project {
         snapshot(&self.root, &[".turnback"])
     }
 
+    /// The folder's contents without the root's `.turnback/` (the marker,
+    /// or the store kept in the project), with its link groups: what a
+    /// rewind must give back exactly.
+    pub fn state(&self) -> TestResult<State> {
+        let skip = [".turnback"];
+        Ok(State {
+            tree: snapshot(&self.root, &skip)?,
+            links: link_groups(&self.root, &skip)?,
+        })
+    }
+
     /// The folder's contents, store included.
     pub fn snapshot_all(&self) -> TestResult<Tree> {
         snapshot(&self.root, &[])
@@ -227,6 +238,37 @@ fn walk(dir: &Path, prefix: &str, skip: &[&str], out: &mut Tree) -> TestResult {
         }
     }
     Ok(())
+}
+
+/// A folder's contents and which of its paths share an inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct State {
+    pub tree: Tree,
+    /// Sets of two or more paths that name one file.
+    pub links: std::collections::BTreeSet<std::collections::BTreeSet<String>>,
+}
+
+/// Asserts that two states are equal, listing the differences if not.
+pub fn assert_same_state(want: &State, got: &State, context: &str) {
+    assert_same(&want.tree, &got.tree, context);
+    assert_eq!(want.links, got.links, "{context}: link groups differ");
+}
+
+/// The sets of two or more regular files under `root` (top-level entries
+/// named in `skip` left out) that are one inode.
+pub fn link_groups(
+    root: &Path,
+    skip: &[&str],
+) -> TestResult<std::collections::BTreeSet<std::collections::BTreeSet<String>>> {
+    use std::os::unix::fs::MetadataExt;
+    let mut by_inode: BTreeMap<(u64, u64), std::collections::BTreeSet<String>> = BTreeMap::new();
+    for (rel, node) in snapshot(root, skip)? {
+        if let Node::File { .. } = node {
+            let m = std::fs::symlink_metadata(root.join(&rel))?;
+            by_inode.entry((m.dev(), m.ino())).or_default().insert(rel);
+        }
+    }
+    Ok(by_inode.into_values().filter(|g| g.len() > 1).collect())
 }
 
 /// Describes how two trees differ, for assertion messages.

@@ -11,6 +11,7 @@ mod test_fuzz_corpus;
 mod test_git;
 mod test_hostile_paths;
 mod test_hostile_store;
+mod test_links_sparse;
 mod test_log;
 mod test_model;
 mod test_model_ops;

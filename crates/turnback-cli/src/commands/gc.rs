@@ -9,7 +9,7 @@ use crate::{Ctx, Outcome};
 /// after each rewind and every N captures (see that file).
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Keep this many of the newest turns
+    /// Keep this many of the newest turns (the newest is always kept)
     #[arg(long, value_name = "N")]
     keep_turns: Option<usize>,
 

@@ -80,4 +80,9 @@ pub fn print_capture(report: &turnback::CaptureReport) {
             "turnback: warning: {p} is a symlink that points outside the project; a write through it cannot be rewound"
         );
     }
+    for p in &report.hard_links_outside {
+        eprintln!(
+            "turnback: warning: {p} has hard links outside the project; those names keep the old bytes after a write or a rewind"
+        );
+    }
 }

@@ -109,6 +109,9 @@ pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
     for f in &report.failed {
         println!("  NOT RESTORED  {}: {}", f.path, f.reason);
     }
+    for s in &report.links_split {
+        println!("  LINK SPLIT  {}: {}", s.path, s.reason);
+    }
     if !report.complete() {
         eprintln!(
             "turnback: {} path(s) could not be restored; the folder is not fully back to its state before {}",

@@ -1,5 +1,6 @@
 //! The test environment: a temporary project folder and the real binary.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -108,19 +109,73 @@ impl Project {
         Ok(out)
     }
 
-    /// The project's store directory (it must have a store).
-    pub fn store_dir(&self) -> std::path::PathBuf {
-        turnback::location::locate(&self.root, None)
-            .expect("locate the store")
-            .expect("the project has a store")
-            .store_dir
+    /// Where the library keeps this project's store.
+    pub fn store_dir(&self) -> Res<PathBuf> {
+        Ok(turnback::Store::open(&self.root)?.store_dir().to_path_buf())
+    }
+
+    /// The project as compared between states: every path but the store
+    /// (wherever the library keeps it), with its type, mode and bytes or
+    /// symlink target, and the link groups (paths sharing an inode).
+    pub fn state(&self) -> Res<State> {
+        let store = self.store_dir()?;
+        let mut tree = Vec::new();
+        let mut inodes: BTreeMap<(u64, u64), BTreeSet<String>> = BTreeMap::new();
+        walk_state(&self.root, &self.root, &store, &mut tree, &mut inodes)?;
+        tree.sort();
+        let links = inodes.into_values().filter(|g| g.len() > 1).collect();
+        Ok(State { tree, links })
     }
 
     /// The store's log lines.
     pub fn log_lines(&self) -> Res<Vec<String>> {
-        let text = std::fs::read_to_string(self.store_dir().join("log.jsonl"))?;
+        let text = std::fs::read_to_string(self.store_dir()?.join("log.jsonl"))?;
         Ok(text.lines().map(str::to_owned).collect())
     }
+}
+
+/// A project's contents and its link groups (see [`Project::state`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct State {
+    /// (path, mode, bytes or link target); directories end in `/`.
+    pub tree: Vec<(String, u32, Vec<u8>)>,
+    /// Sets of two or more paths that name one inode.
+    pub links: BTreeSet<BTreeSet<String>>,
+}
+
+fn walk_state(
+    root: &Path,
+    dir: &Path,
+    store: &Path,
+    out: &mut Vec<(String, u32, Vec<u8>)>,
+    inodes: &mut BTreeMap<(u64, u64), BTreeSet<String>>,
+) -> TestResult {
+    use std::os::unix::fs::MetadataExt;
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        // The store, and the root's `.turnback/` marker (the store lives
+        // outside the project unless kept there).
+        if p == store || p == root.join(".turnback") {
+            continue;
+        }
+        let meta = std::fs::symlink_metadata(&p)?;
+        let rel = p.strip_prefix(root)?.to_string_lossy().into_owned();
+        let mode = meta.permissions().mode() & 0o7777;
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&p)?;
+            out.push((rel, 0, target.to_string_lossy().as_bytes().to_vec()));
+        } else if meta.is_dir() {
+            out.push((rel + "/", mode, Vec::new()));
+            walk_state(root, &p, store, out, inodes)?;
+        } else {
+            inodes
+                .entry((meta.dev(), meta.ino()))
+                .or_default()
+                .insert(rel.clone());
+            out.push((rel, mode, std::fs::read(&p)?));
+        }
+    }
+    Ok(())
 }
 
 fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, u32, Vec<u8>)>) -> TestResult {

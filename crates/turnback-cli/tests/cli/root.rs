@@ -15,7 +15,7 @@ fn root_flag_names_the_project_from_anywhere() -> TestResult {
         .success()
         .stdout("captured a.txt  (file, 1 bytes, mode 644)\n");
     assert!(p.exists(".turnback/store.toml"));
-    assert!(p.store_dir().join("log.jsonl").exists());
+    assert!(p.store_dir()?.join("log.jsonl").exists());
     assert!(!p.outer.join(".turnback").exists());
 
     let out = turnback_in(&p.outer)

@@ -84,7 +84,7 @@ fn capture_takes_many_paths_in_one_call_and_one_record() -> TestResult {
     assert!(stdout.contains("captured src/absent.rs  (absent (created by the turn))\n"));
     // One process, one lock, one durable record, one pack.
     assert_eq!(p.log_lines()?.len(), 1);
-    let packs = std::fs::read_dir(p.store_dir().join("packs"))?.count();
+    let packs = std::fs::read_dir(p.store_dir()?.join("packs"))?.count();
     assert_eq!(packs, 1);
     let list = p.json(&["list"])?;
     assert_eq!(list.as_array().map(Vec::len), Some(1));

@@ -1,0 +1,500 @@
+//! Hard links: files with more than one name.
+//!
+//! Recording: a captured regular file with more than one name has its
+//! inode number in its pre-image (`"link"` in [`crate::log::Pre::File`]).
+//! A capture also captures every other name of that inode inside the
+//! project (found by walking the project, `.git/` and the store left out),
+//! so a rewind has the whole group; a snapshot marks the old tree's file
+//! entries that share an inode. Names outside the project cannot be
+//! captured: the capture report lists the paths that have some.
+//!
+//! Restoring: restored paths whose pre-images have the same `link`, bytes
+//! and mode were one file. The first (in path order) is restored, and each
+//! other one is replaced by a hard link to it (link to a temporary name,
+//! then rename), so they are one file again. Paths with the same `link` but
+//! different bytes or modes (captured at different times, one of them
+//! changed in between), or a link the file system refuses, are restored as
+//! separate files and reported per path as split, never silently.
+//!
+//! Writing through a name: [`crate::Store::write`] replaces the named file
+//! by a new one (temporary file and rename, as for any file) and then
+//! re-links every other name of the group inside the project to it, so all
+//! of them see the new bytes, as after a plain write. Names outside the
+//! project keep the old bytes (turnback never writes outside the project);
+//! the report lists the paths that have such names.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
+use std::io;
+use std::os::fd::OwnedFd;
+
+use rustix::fs::{AtFlags, FileType};
+use rustix::io::Errno;
+use serde::Serialize;
+
+use crate::error::{IoResultExt, Result};
+use crate::fsx;
+use crate::id::BlobId;
+use crate::log::{FileEntry, Pre};
+use crate::path::{RelPath, STORE_DIR};
+use crate::rewind::{Action, Step};
+use crate::store::Store;
+use crate::tree::{Entry, Kind};
+
+/// The link key of an open regular file: its inode number when it has
+/// more than one name.
+pub(crate) fn link_of(file: &File) -> io::Result<Option<u64>> {
+    let st = rustix::fs::fstat(file)?;
+    Ok((st.st_nlink > 1).then_some(st.st_ino))
+}
+
+/// The values that occur at least twice in `inodes`.
+pub(crate) fn shared_inodes(inodes: impl Iterator<Item = u64>) -> HashSet<u64> {
+    let mut seen = HashSet::new();
+    let mut shared = HashSet::new();
+    for ino in inodes {
+        if !seen.insert(ino) {
+            shared.insert(ino);
+        }
+    }
+    shared
+}
+
+/// The other names of hard-linked paths.
+#[derive(Debug, Default)]
+pub(crate) struct Names {
+    /// Names inside the project, not among the paths asked about.
+    pub(crate) found: Vec<RelPath>,
+    /// Paths asked about that also have names outside the project.
+    pub(crate) outside: Vec<RelPath>,
+}
+
+/// A regular file's identity and its number of names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Inode {
+    dev: u64,
+    ino: u64,
+}
+
+/// Finds the other names, inside the project, of every path in `rels` that
+/// is a regular file with more than one name. Walks the project only when
+/// some of those names are not in `rels` already. A path or directory that
+/// is missing, not a directory or not readable (`EACCES`) is passed over;
+/// any other error (out of descriptors, an I/O error) fails the call.
+pub(crate) fn other_names(store: &Store, rels: &[RelPath]) -> Result<Names> {
+    // inode -> (names it has, names known: in rels or found)
+    let mut wanted: BTreeMap<Inode, (u64, Vec<RelPath>)> = BTreeMap::new();
+    let mut parents: HashMap<Option<RelPath>, Option<OwnedFd>> = HashMap::new();
+    for rel in rels {
+        let found = stat_rel(&store.root_fd, &mut parents, rel)
+            .ctx("look at", store.root.join(rel.as_str()))?;
+        if let Some((inode, nlink)) = found {
+            let e = wanted.entry(inode).or_insert((nlink, Vec::new()));
+            if !e.1.contains(rel) {
+                e.1.push(rel.clone());
+            }
+        }
+    }
+    drop(parents);
+    let mut names = Names::default();
+    if wanted.values().all(|(n, known)| known.len() as u64 >= *n) {
+        return Ok(names);
+    }
+    let root = rustix::io::dup(&store.root_fd).ctx("open", &store.root)?;
+    let skip = match &store.dirs {
+        Some(d) => {
+            let st = rustix::fs::fstat(&d.store).ctx("look at", &store.store_path)?;
+            Some(Inode {
+                dev: st.st_dev,
+                ino: st.st_ino,
+            })
+        }
+        None => None,
+    };
+    let mut walk = Walk {
+        wanted: &mut wanted,
+        skip,
+        found: &mut names.found,
+    };
+    if let Err((at, e)) = walk.dir(root, None) {
+        let path = match at {
+            Some(p) => store.root.join(p.as_str()),
+            None => store.root.clone(),
+        };
+        return Err(e).ctx("look for the other names of a hard-linked file in", path);
+    }
+    for (n, known) in wanted.values() {
+        if (known.len() as u64) < *n {
+            names
+                .outside
+                .extend(known.iter().filter(|k| rels.contains(k)).cloned());
+        }
+    }
+    names.found.sort();
+    names.found.dedup();
+    names.outside.sort();
+    Ok(names)
+}
+
+/// Whether an error only means "nothing to find here".
+fn passed_over(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error().map(Errno::from_raw_os_error),
+        Some(Errno::NOENT | Errno::NOTDIR | Errno::ACCESS | Errno::LOOP)
+    ) || matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory | io::ErrorKind::PermissionDenied
+    )
+}
+
+/// The inode and link count of `rel` when it is a regular file with more
+/// than one name (symlinks not followed). `parents` caches the directories
+/// opened (`None`: not a reachable directory), at most 32 at a time.
+fn stat_rel(
+    root: &OwnedFd,
+    parents: &mut HashMap<Option<RelPath>, Option<OwnedFd>>,
+    rel: &RelPath,
+) -> io::Result<Option<(Inode, u64)>> {
+    let parent = rel.parent();
+    if !parents.contains_key(&parent) {
+        if parents.len() >= 32 {
+            parents.clear();
+        }
+        let mut dir = Some(rustix::io::dup(root)?);
+        for anc in rel.ancestors() {
+            let Some(d) = &dir else { break };
+            dir = match fsx::open_subdir(d, anc.file_name()) {
+                Ok(next) => next,
+                Err(e) if passed_over(&e) => None,
+                Err(e) => return Err(e),
+            };
+        }
+        parents.insert(parent.clone(), dir);
+    }
+    let Some(Some(dir)) = parents.get(&parent) else {
+        return Ok(None);
+    };
+    let st = match rustix::fs::statat(dir, rel.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(e) if passed_over(&e.into()) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let regular = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
+    Ok((regular && st.st_nlink > 1).then_some((
+        Inode {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        },
+        st.st_nlink,
+    )))
+}
+
+/// A walk of the project looking for the names of wanted inodes.
+struct Walk<'a> {
+    wanted: &'a mut BTreeMap<Inode, (u64, Vec<RelPath>)>,
+    skip: Option<Inode>,
+    found: &'a mut Vec<RelPath>,
+}
+
+/// An error of the walk, with the directory where it happened.
+type WalkError = (Option<RelPath>, io::Error);
+
+impl Walk<'_> {
+    fn done(&self) -> bool {
+        self.wanted
+            .values()
+            .all(|(n, known)| known.len() as u64 >= *n)
+    }
+
+    /// Looks through `dir` (at `at`, `None` for the root) and below it. A
+    /// directory that cannot be read for lack of permission is passed over
+    /// (its names stay unfound: the paths are reported as having names
+    /// outside the project).
+    fn dir(&mut self, dir: OwnedFd, at: Option<&RelPath>) -> Result<(), WalkError> {
+        let fail = |e: io::Error| (at.cloned(), e);
+        let mut entries = match rustix::fs::Dir::read_from(&dir) {
+            Ok(d) => d,
+            Err(e) if passed_over(&e.into()) => return Ok(()),
+            Err(e) => return Err(fail(e.into())),
+        };
+        let mut subdirs = Vec::new();
+        while let Some(entry) = entries.read() {
+            if self.done() {
+                return Ok(());
+            }
+            let entry = entry.map_err(|e| fail(e.into()))?;
+            let Ok(name) = entry.file_name().to_str() else {
+                continue;
+            };
+            if matches!(name, "." | ".." | ".git" | STORE_DIR) {
+                continue;
+            }
+            let st = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                Err(e) if passed_over(&e.into()) => continue,
+                Err(e) => return Err(fail(e.into())),
+            };
+            let inode = Inode {
+                dev: st.st_dev,
+                ino: st.st_ino,
+            };
+            let rel = match at {
+                None => RelPath::parse(name),
+                Some(p) => RelPath::parse(&format!("{p}/{name}")),
+            };
+            let Ok(rel) = rel else { continue };
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::Directory if Some(inode) != self.skip => subdirs.push(rel),
+                FileType::RegularFile => {
+                    if let Some((_, known)) = self.wanted.get_mut(&inode)
+                        && !known.contains(&rel)
+                    {
+                        known.push(rel.clone());
+                        self.found.push(rel);
+                    }
+                }
+                _ => {}
+            }
+        }
+        drop(entries);
+        for sub in subdirs {
+            if self.done() {
+                return Ok(());
+            }
+            match fsx::open_subdir(&dir, sub.file_name()) {
+                Ok(Some(fd)) => self.dir(fd, Some(&sub))?,
+                Ok(None) => {}
+                Err(e) if passed_over(&e) => {}
+                Err(e) => return Err(fail(e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Completes the groups of a snapshot's changes: for every changed file
+/// that shared its inode with other entries of the `old` tree, those other
+/// names are recorded too (with their old state, usually unchanged), so a
+/// rewind restores the whole group as one file, also when the command
+/// replaced one name by a new file.
+pub(crate) fn add_unchanged_names(
+    old: &[Entry],
+    files: &mut Vec<FileEntry>,
+    blob_size: impl Fn(&BlobId) -> Option<u64>,
+) {
+    let links: HashSet<u64> = files
+        .iter()
+        .filter_map(|f| match f.pre {
+            Pre::File { link, .. } => link,
+            _ => None,
+        })
+        .collect();
+    if links.is_empty() {
+        return;
+    }
+    let present: HashSet<RelPath> = files.iter().map(|f| f.path.clone()).collect();
+    for e in old {
+        let Kind::File { blob } = &e.kind else {
+            continue;
+        };
+        if !links.contains(&e.stat.ino) {
+            continue;
+        }
+        let (Ok(path), Some(size)) = (
+            std::str::from_utf8(&e.path)
+                .map_err(|_| ())
+                .and_then(|p| RelPath::parse(p).map_err(|_| ())),
+            blob_size(blob),
+        ) else {
+            continue;
+        };
+        if present.contains(&path) {
+            continue;
+        }
+        files.push(FileEntry {
+            path,
+            pre: Pre::File {
+                blob: *blob,
+                size,
+                mode: e.stat.perm(),
+                link: Some(e.stat.ino),
+            },
+        });
+    }
+}
+
+/// Replaces each of `others` by a hard link to `target` (link to a
+/// temporary name beside it, then rename), and makes the renames durable.
+pub(crate) fn relink(store: &Store, target: &RelPath, others: &[RelPath]) -> Result<()> {
+    if others.is_empty() {
+        return Ok(());
+    }
+    let open_parent = |rel: &RelPath| -> Result<OwnedFd> {
+        let mut dir = rustix::io::dup(&store.root_fd).ctx("open", &store.root)?;
+        for anc in rel.ancestors() {
+            let shown = store.root.join(anc.as_str());
+            dir = fsx::open_subdir(&dir, anc.file_name())
+                .ctx("open directory", &shown)?
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+                .ctx("open directory", &shown)?;
+        }
+        Ok(dir)
+    };
+    let from = open_parent(target)?;
+    for other in others {
+        let shown = store.root.join(other.as_str());
+        let dir = open_parent(other)?;
+        link_over(&from, target.file_name(), &dir, other.file_name())
+            .ctx("hard-link to the new file", &shown)?;
+        fsx::fsync(&dir).ctx("fsync", shown.parent().unwrap_or(&store.root))?;
+    }
+    Ok(())
+}
+
+/// Makes `name` in `dir` a hard link to `from_name` in `from`, replacing
+/// what is there by rename (never seen missing).
+fn link_over(from: &OwnedFd, from_name: &str, dir: &OwnedFd, name: &str) -> io::Result<()> {
+    let tmp = fsx::temp_name(name);
+    rustix::fs::linkat(from, from_name, dir, tmp.as_str(), AtFlags::empty())?;
+    fsx::rename(dir, &tmp, name).inspect_err(|_| {
+        let _ = fsx::unlink(dir, &tmp);
+    })
+}
+
+/// A set of restored paths that were one file: the first is restored, the
+/// others are linked to it.
+#[derive(Debug, Clone)]
+pub(crate) struct Group {
+    leader: RelPath,
+    followers: Vec<RelPath>,
+}
+
+/// A path restored as a separate file although it was a hard link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LinkSplit {
+    /// The path.
+    pub path: RelPath,
+    /// Why it is no longer linked to the others.
+    pub reason: String,
+}
+
+/// Groups the restore steps that were one file, and names the paths that
+/// shared an inode but cannot be one file again (different bytes or mode).
+pub(crate) fn plan<'s>(steps: impl IntoIterator<Item = &'s Step>) -> (Vec<Group>, Vec<LinkSplit>) {
+    let mut by_link: BTreeMap<u64, Vec<&Step>> = BTreeMap::new();
+    for s in steps {
+        if let Action::Restore {
+            link: Some(link), ..
+        } = &s.action
+        {
+            by_link.entry(*link).or_default().push(s);
+        }
+    }
+    let mut groups = Vec::new();
+    let mut splits = Vec::new();
+    for (_, mut members) in by_link {
+        members.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut same: HashMap<(BlobId, u32), Vec<RelPath>> = HashMap::new();
+        for m in &members {
+            if let Action::Restore { blob, mode, .. } = &m.action {
+                same.entry((*blob, *mode)).or_default().push(m.path.clone());
+            }
+        }
+        if same.len() > 1 {
+            let all: Vec<&str> = members.iter().map(|m| m.path.as_str()).collect();
+            for m in &members {
+                splits.push(LinkSplit {
+                    path: m.path.clone(),
+                    reason: format!(
+                        "it was a hard link of {}, but their recorded bytes or modes differ (captured at different times); restored as a separate file",
+                        all.iter().filter(|p| **p != m.path.as_str()).cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                });
+            }
+        }
+        for (_, mut paths) in same {
+            if paths.len() > 1 {
+                paths.sort();
+                let leader = paths.remove(0);
+                groups.push(Group {
+                    leader,
+                    followers: paths,
+                });
+            }
+        }
+    }
+    (groups, splits)
+}
+
+/// After the restored files are in place: links each group's followers to
+/// its leader. `dir_of` gives the open directory of a restored path;
+/// `restored` says which paths were restored. A follower that cannot be
+/// linked keeps its own restored copy and is reported as split.
+pub(crate) fn relink_groups<'a>(
+    groups: &[Group],
+    dir_of: impl Fn(&RelPath) -> Option<&'a OwnedFd>,
+    restored: &HashSet<&RelPath>,
+    splits: &mut Vec<LinkSplit>,
+) {
+    for g in groups {
+        let split = |path: &RelPath, why: String| LinkSplit {
+            path: path.clone(),
+            reason: format!(
+                "it was a hard link of {}, but {why}; restored as a separate file",
+                g.leader
+            ),
+        };
+        let leader_dir = dir_of(&g.leader).filter(|_| restored.contains(&g.leader));
+        for f in &g.followers {
+            let res = match (leader_dir, dir_of(f)) {
+                (Some(from), Some(to)) if restored.contains(f) => {
+                    link_over(from, g.leader.file_name(), to, f.file_name())
+                        .map_err(|e| format!("the link could not be made: {e}"))
+                }
+                _ => Err("one of them could not be restored".to_string()),
+            };
+            if let Err(why) = res {
+                splits.push(split(f, why));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn restore(path: &str, blob: u8, mode: u32, link: Option<u64>) -> Step {
+        Step {
+            path: RelPath::parse(path).expect("valid path"),
+            action: Action::Restore {
+                blob: BlobId([blob; 32]),
+                size: 1,
+                mode,
+                link,
+            },
+        }
+    }
+
+    #[test]
+    fn same_link_bytes_and_mode_make_one_group_others_are_split() {
+        let steps = [
+            restore("b", 1, 0o644, Some(7)),
+            restore("a", 1, 0o644, Some(7)),
+            restore("c", 1, 0o644, None),
+            restore("x", 2, 0o644, Some(9)),
+            restore("y", 3, 0o644, Some(9)),
+            restore("m1", 4, 0o644, Some(11)),
+            restore("m2", 4, 0o600, Some(11)),
+        ];
+        let (groups, splits) = plan(&steps);
+        assert_eq!(groups.len(), 1, "{groups:?}");
+        assert_eq!(groups[0].leader.as_str(), "a");
+        let followers: Vec<&str> = groups[0].followers.iter().map(|f| f.as_str()).collect();
+        assert_eq!(followers, ["b"]);
+        let mut split: Vec<&str> = splits.iter().map(|s| s.path.as_str()).collect();
+        split.sort();
+        assert_eq!(split, ["m1", "m2", "x", "y"]);
+        assert!(splits.iter().all(|s| s.reason.contains("hard link")));
+    }
+}
