@@ -41,6 +41,7 @@
 pub mod checkpoint;
 pub mod config;
 mod error;
+mod exclude;
 mod fsx;
 mod gc;
 mod id;
