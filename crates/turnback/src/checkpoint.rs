@@ -149,7 +149,7 @@ impl Writer {
     }
 
     fn entry(&mut self, e: &FileEntry) {
-        self.str(e.path.as_str());
+        self.bytes(e.path.as_bytes());
         match &e.pre {
             Pre::File { blob, size, mode } => {
                 self.0.push(0);
@@ -203,12 +203,12 @@ impl Writer {
             self.entry(&c.entry);
         }
         self.sorted(&t.posts, |w, path, (seq, post)| {
-            w.str(path.as_str());
+            w.bytes(path.as_bytes());
             w.num(*seq);
             w.post(post);
         });
         self.sorted(&t.paths, |w, path, seq| {
-            w.str(path.as_str());
+            w.bytes(path.as_bytes());
             w.num(*seq);
         });
     }
@@ -265,7 +265,7 @@ impl Writer {
             }
         }
         self.sorted(&x.path_blob, |w, path, id| {
-            w.str(path.as_str());
+            w.bytes(path.as_bytes());
             w.blob(id);
         });
         self.sorted(&x.record_turn, |w, k, v| {
@@ -328,7 +328,8 @@ impl<'a> Reader<'a> {
     }
 
     fn path(&mut self) -> Option<RelPath> {
-        RelPath::parse(&self.str()?).ok()
+        let n = self.len()?;
+        RelPath::from_bytes(self.take(n)?).ok()
     }
 
     fn turn_id(&mut self) -> Option<TurnId> {

@@ -485,7 +485,7 @@ impl Store {
         &self,
         input: impl AsRef<Path>,
         follow_final: bool,
-        real_dirs: &mut HashSet<String>,
+        real_dirs: &mut HashSet<Vec<u8>>,
     ) -> Result<RelPath> {
         let input = input.as_ref();
         let shown = input.to_string_lossy().into_owned();
@@ -500,14 +500,14 @@ impl Store {
                 if i + 1 == comps.len() && !follow_final {
                     break;
                 }
-                if comps[i] == STORE_DIR || comps[i] == ".git" {
+                if comps[i] == STORE_DIR.as_bytes() || (i == 0 && comps[i] == b".git") {
                     break;
                 }
-                let prefix = comps[..=i].join("/");
+                let prefix = comps[..=i].join(&b'/');
                 if i + 1 < comps.len() && real_dirs.contains(&prefix) {
                     continue;
                 }
-                let p = self.root.join(&prefix);
+                let p = self.root.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&prefix));
                 match std::fs::symlink_metadata(&p) {
                     Ok(m) if m.file_type().is_symlink() => {
                         hops += 1;
@@ -515,7 +515,8 @@ impl Store {
                             return Err(bad(PathProblem::SymlinkLoop));
                         }
                         let target = std::fs::read_link(&p).ctx("read symlink", &p)?;
-                        let joined = self.root.join(comps[..i].join("/")).join(target);
+                        let parent = comps[..i].join(&b'/');
+                        let joined = self.root.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&parent)).join(target);
                         let mut next = lexical_components(&self.root, &joined)
                             .map_err(|_| bad(PathProblem::OutsideRoot))?;
                         next.extend(comps[i + 1..].iter().cloned());
@@ -715,7 +716,7 @@ impl Store {
                 .map(|(i, file)| {
                     let mut h = pack::HashingReader::new(file);
                     io::copy(&mut h, &mut io::sink())
-                        .ctx("read", self.root.join(entries[*i].path.as_str()))?;
+                        .ctx("read", self.root.join(entries[*i].path.as_path()))?;
                     Ok((*i, h.finish().0))
                 })
                 .collect();
@@ -774,7 +775,7 @@ impl Store {
                 // A link captured earlier in the turn (as absent, or pointing
                 // elsewhere) may now lead to a file the turn has not
                 // captured: a write through it lands there.
-                match self.resolve(rel.as_str(), true) {
+                match self.resolve(rel.as_path(), true) {
                     Ok(t) if t != rel => queue.push(t),
                     Ok(_) | Err(Error::BadPath { .. }) => {}
                     Err(e) => return Err(e),
@@ -794,13 +795,13 @@ impl Store {
             let start = ancestors.iter().rposition(|a| dirs.contains_key(a));
             let mut dir = match start {
                 Some(k) => rustix::io::dup(&dirs[&ancestors[k]])
-                    .ctx("open", self.root.join(ancestors[k].as_str()))?,
+                    .ctx("open", self.root.join(ancestors[k].as_path()))?,
                 None => rustix::io::dup(&self.root_fd).ctx("open", &self.root)?,
             };
             let skip = start.map_or(0, |k| k + 1);
             let mut blocked = false;
             for (k, anc) in ancestors.iter().enumerate().skip(skip) {
-                let shown = self.root.join(anc.as_str());
+                let shown = self.root.join(anc.as_path());
                 match fsx::node_at(&dir, anc.file_name()).ctx("look at", &shown)? {
                     Node::Dir => {
                         dir = fsx::open_subdir(&dir, anc.file_name())
@@ -813,7 +814,7 @@ impl Store {
                         if dirs.len() < OPEN_CHUNK {
                             dirs.insert(
                                 anc.clone(),
-                                rustix::io::dup(&dir).ctx("open", self.root.join(anc.as_str()))?,
+                                rustix::io::dup(&dir).ctx("open", self.root.join(anc.as_path()))?,
                             );
                         }
                     }
@@ -846,7 +847,7 @@ impl Store {
                 });
                 continue;
             }
-            let shown = self.root.join(rel.as_str());
+            let shown = self.root.join(rel.as_path());
             let name = rel.file_name();
             let pre = match fsx::node_at(&dir, name).ctx("look at", &shown)? {
                 Node::Missing => Pre::Absent,
@@ -873,7 +874,7 @@ impl Store {
                             if mode == Collect::Capture {
                                 // A write through the link changes its target:
                                 // capture that too, when it is inside the root.
-                                match self.resolve(rel.as_str(), true) {
+                                match self.resolve(rel.as_path(), true) {
                                     Ok(t) if t != rel => queue.push(t),
                                     Ok(_) => {}
                                     Err(Error::BadPath { .. }) => {
@@ -964,7 +965,7 @@ impl Store {
         };
         for &(i, _) in chunk {
             let rel = entries[i].path.clone();
-            let shown = self.root.join(rel.as_str());
+            let shown = self.root.join(rel.as_path());
             let parent = rel.parent();
             if !dirs.contains_key(&parent) {
                 let mut dir = rustix::io::dup(&self.root_fd).ctx("open", &self.root)?;
@@ -1006,7 +1007,7 @@ impl Store {
         let (small, large): (Vec<_>, Vec<_>) = files
             .into_iter()
             .partition(|(_, size)| *size <= WHOLE_READ_LIMIT);
-        let shown = |i: usize, entries: &[FileEntry]| self.root.join(entries[i].path.as_str());
+        let shown = |i: usize, entries: &[FileEntry]| self.root.join(entries[i].path.as_path());
         let set_blob = |entries: &mut [FileEntry], i: usize, id: BlobId, len: u64| {
             if let Pre::File { blob, size, .. } = &mut entries[i].pre {
                 *blob = id;
@@ -1143,7 +1144,7 @@ impl Store {
         bytes: &[u8],
     ) -> Result<CaptureReport> {
         let rel = self.resolve(path.as_ref(), false)?;
-        let target = self.resolve(rel.as_str(), true)?;
+        let target = self.resolve(rel.as_path(), true)?;
         let _guard = self.begin_mutation()?;
         // The post-image goes in the same record as the pre-image; should
         // the write below fail, the file keeps its pre-image, which a rewind
@@ -1160,15 +1161,15 @@ impl Store {
     }
 
     fn write_file(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
-        let shown = self.root.join(rel.as_str());
+        let shown = self.root.join(rel.as_path());
         let mut dir = rustix::io::dup(&self.root_fd).ctx("open", &self.root)?;
         for anc in rel.ancestors() {
             let (d, created) = fsx::ensure_subdir(&dir, anc.file_name())
-                .ctx("create directory", self.root.join(anc.as_str()))?;
+                .ctx("create directory", self.root.join(anc.as_path()))?;
             if created {
                 // The new directory's entry in its parent must be durable
                 // before anything in it is.
-                let parent = self.root.join(anc.as_str());
+                let parent = self.root.join(anc.as_path());
                 let parent = parent.parent().unwrap_or(&self.root);
                 fsx::fsync(&dir).ctx("fsync", parent)?;
             }

@@ -22,7 +22,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     for c in &t.files {
         println!(
             "  {:<48} {}",
-            c.entry.path.as_str(),
+            c.entry.path.to_string(),
             describe_pre(&c.entry.pre)
         );
     }
