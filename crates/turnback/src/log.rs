@@ -13,6 +13,11 @@
 //! {"seq":3,"at":1700000000000000002,"type":"rewind","turn":"t1","from_seq":1,"saved":2,"crc":"…"}
 //! ```
 //!
+//! A path is a JSON string when its bytes are UTF-8 and otherwise an object
+//! with its bytes in hex, `{"path":{"bytes_hex":"6b2fff"},...}` for `k/`
+//! then the byte 0xFF (see [`crate::path`]); both forms are read anywhere a
+//! path is.
+//!
 //! Invariants:
 //! - A record is appended with one `write` to an `O_APPEND` descriptor and
 //!   `fdatasync`ed before the operation reports success; everything a record
@@ -442,6 +447,43 @@ mod tests {
                 "\n"
             )
         );
+    }
+
+    /// Pins the form of a path that is not UTF-8, beside a UTF-8 one.
+    #[test]
+    fn a_path_that_is_not_utf8_is_pinned_as_its_bytes_in_hex() {
+        let r = Record {
+            seq: 3,
+            at: 7,
+            op: Op::Capture {
+                turn: TurnId::new("t2").expect("valid"),
+                label: None,
+                pack: None,
+                blobs: vec![],
+                files: vec![
+                    FileEntry {
+                        path: RelPath::from_bytes(b"k/\xff").expect("valid"),
+                        pre: Pre::Absent,
+                    },
+                    FileEntry {
+                        path: RelPath::parse("k/\u{e9}").expect("valid"),
+                        pre: Pre::Absent,
+                    },
+                ],
+                posts: vec![],
+            },
+        };
+        let line = encode(&r);
+        assert_eq!(
+            String::from_utf8(line.clone()).expect("utf8"),
+            concat!(
+                r#"{"seq":3,"at":7,"type":"capture","turn":"t2","files":["#,
+                r#"{"path":{"bytes_hex":"6b2fff"},"pre":{"kind":"absent"}},"#,
+                r#"{"path":"k/é","pre":{"kind":"absent"}}],"crc":"238dbbec"}"#,
+                "\n"
+            )
+        );
+        assert_eq!(decode(&line[..line.len() - 1]), Ok(r));
     }
 
     #[test]
