@@ -42,6 +42,7 @@ pub mod checkpoint;
 pub mod config;
 mod error;
 mod exclude;
+mod generated;
 mod fsx;
 mod gc;
 mod id;
@@ -57,6 +58,7 @@ mod rewind;
 pub mod session;
 mod snapshot;
 mod store;
+mod subtree_stat;
 pub mod tree;
 pub mod verify;
 

@@ -27,19 +27,18 @@
 //! the `snapshot` record naming them, the turn's `capture` record, the tree
 //! state.
 //!
-//! Coverage: the whole root except `.git/` and `.turnback/` (at any depth),
-//! git-ignored files included. Left out, by default: directories named in
-//! [`DEFAULT_EXCLUDES`] and files over the size cap; `.turnbackignore`
-//! files (gitignore syntax) change that: the root's is read after the
-//! defaults, so `!build/` covers `build/` again, and one in a subdirectory
-//! applies to that subtree and takes precedence over those above it, as in
-//! git. An ignore file that is a symlink or not a regular file is not read
-//! (a warning says so). What is left out is kept in the
-//! tree as *excluded* with its own stat: [`Store::status`] lists it, and a
-//! change to it (an excluded directory's own entry, which changes when
-//! entries are added to or removed from it directly; an oversized file) is
-//! recorded in the turn as not captured, which a rewind reports as not
-//! restored. Changes deeper inside an excluded directory are not seen.
+//! Coverage: the whole root except the root's own `.git/` and `.turnback/`
+//! (a nested repository's `.git/` is covered), git-ignored files included,
+//! names that are not UTF-8 included. Left out: files over the size cap;
+//! directories named in [`DEFAULT_EXCLUDES`] only when they are generated
+//! (see [`crate::generated`]: a tool's name, a cache marker, or the
+//! project's `.gitignore`); and what `.turnbackignore` files (gitignore
+//! syntax, see [`crate::exclude`]) say, which always wins. What is left
+//! out is kept in the tree as *excluded*: [`Store::status`] lists it, and a
+//! change to it (an excluded directory's stat is folded over its whole
+//! subtree, see [`crate::subtree_stat`], so an edit deep inside counts; an
+//! oversized file) is recorded in the turn as not captured, which a rewind
+//! reports as not restored (exit 3), never as "nothing changed".
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -565,15 +564,20 @@ impl WalkCtx<'_> {
                 return None;
             }
         };
-        let stat = Stat::of_raw(&st);
         let ft = FileType::from_raw_mode(st.st_mode);
         let is_dir = ft == FileType::Directory;
+        let excluded = (ignores.excluded(&path, is_dir))
+            .and_then(|why| crate::generated::confirm(why, self.root, dir, name, &path));
+        let stat = match &excluded {
+            Some(_) if is_dir => crate::subtree_stat::fold(dir, name, Stat::of_raw(&st)),
+            _ => Stat::of_raw(&st),
+        };
         let mut push = |path, kind| local.push(Found { path, stat, kind });
         if let Some(why) = name_problem(name.to_bytes(), path.len()) {
             push(path, FoundKind::Excluded(Excluded::BadName(why.into())));
             return None;
         }
-        if let Some(why) = ignores.excluded(&path, is_dir) {
+        if let Some(why) = excluded {
             push(path, FoundKind::Excluded(why));
             return None;
         }
@@ -1643,6 +1647,8 @@ mod tests {
         put(root, "run.log", b"log\n");
         put(root, "big.bin", &[7u8; 2048]);
         put(root, IGNORE_FILE, b"*.log\n!build/\n");
+        // A default exclusion holds only for generated output: git ignores it.
+        put(root, ".gitignore", b"dist/\nbuild/\n");
         let opts = Options {
             max_file_size: 1024,
             ..Options::default()
