@@ -11,7 +11,9 @@
 //! a varint length then the bytes:
 //!
 //! ```text
-//! magic     "turnback-index-1\n"       (17 bytes; the 1 is the version)
+//! magic     "turnback-index-2\n"       (17 bytes; the 2 is the version:
+//!                                      version 2 added each capture's
+//!                                      `shared_with` turns)
 //! log_len   bytes of the log covered   (whole lines only)
 //! log_hash  SHA-256 of those bytes     (32 bytes)
 //! index     the index's fields in a fixed order; every map written sorted
@@ -41,7 +43,7 @@ use crate::path::RelPath;
 /// The file name in the store directory.
 pub const INDEX_FILE: &str = "index";
 
-const MAGIC: &[u8] = b"turnback-index-1\n";
+const MAGIC: &[u8] = b"turnback-index-2\n";
 
 /// A process that parsed at least this many bytes of log past the
 /// checkpoint writes a new one.
@@ -201,6 +203,10 @@ impl Writer {
         for c in &t.files {
             self.num(c.seq);
             self.entry(&c.entry);
+            self.num(c.shared_with.len() as u64);
+            for s in &c.shared_with {
+                self.str(s.as_str());
+            }
         }
         self.sorted(&t.posts, |w, path, (seq, post)| {
             w.bytes(path.as_bytes());
@@ -411,6 +417,7 @@ impl<'a> Reader<'a> {
                 Some(Captured {
                     seq: r.num()?,
                     entry: r.entry()?,
+                    shared_with: r.vec(Self::turn_id)?,
                 })
             })?,
             posts: self.map(|r| Some((r.path()?, (r.num()?, r.post()?))))?,

@@ -527,6 +527,7 @@ impl Store {
             blobs: blobs.clone(),
             files,
             posts: Vec::new(),
+            shared_with: Vec::new(),
         })?;
         report.imported.push(ImportedTurn {
             turn: t.id,

@@ -41,6 +41,7 @@
 pub mod checkpoint;
 pub mod config;
 mod error;
+mod exec_window;
 mod exclude;
 mod generated;
 mod fsx;
@@ -57,6 +58,7 @@ pub mod repair;
 mod rewind;
 pub mod session;
 mod snapshot;
+mod snapshot_attribution;
 mod store;
 mod subtree_stat;
 pub mod tree;

@@ -36,6 +36,8 @@
 //! - A blob is introduced once, by the first record that needs it, with its
 //!   pack (the record's, or its own `pack` field after gc) and, for a delta,
 //!   its `base`, introduced earlier.
+//! - A `capture` record's `shared_with` names the other turns its files were
+//!   recorded in too, when shell commands of several turns ran at once.
 //! - A `snapshot` record introduces the blobs a tree scan stored (its
 //!   pack), for a later `capture` record or the tree state (see
 //!   [`crate::tree`]) to name.
@@ -82,6 +84,11 @@ pub enum Op {
         /// Post-images of writes made through turnback in this record.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         posts: Vec<PostEntry>,
+        /// Other turns these `files` were recorded in as well: shell
+        /// commands of those turns ran at the same time as this turn's, and
+        /// any of them may have made the changes (see [`crate::snapshot`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        shared_with: Vec<TurnId>,
     },
     /// Post-images (hashes of what the agent left) recorded when a turn
     /// ends: `turnback seal`, or implicitly when the next turn begins.
@@ -403,6 +410,7 @@ mod tests {
                         },
                     ],
                     posts: vec![],
+                    shared_with: vec![],
                 },
             },
             Record {
@@ -471,6 +479,7 @@ mod tests {
                     },
                 ],
                 posts: vec![],
+                shared_with: vec![],
             },
         };
         let line = encode(&r);

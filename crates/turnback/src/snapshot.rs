@@ -54,6 +54,8 @@ use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
 
 use crate::error::{Error, IoResultExt, Result};
+use crate::exec_window::{self, Window};
+use crate::snapshot_attribution::{self as attribution, Half};
 pub use crate::exclude::{DEFAULT_EXCLUDES, IGNORE_FILE};
 use crate::exclude::{Ignores, build_matcher, nested_matcher};
 use crate::id::{BlobId, TurnId, cut_label};
@@ -200,6 +202,12 @@ pub struct Recorded {
     pub captured: Vec<FileEntry>,
     /// Paths the turn had captured already (its earlier pre-image wins).
     pub already_captured: Vec<RelPath>,
+    /// Other turns the same changes were recorded in: their commands ran
+    /// at the same time, and any of them may have made them.
+    pub shared_with: Vec<TurnId>,
+    /// Changed paths left to the turn whose file tool captured them since
+    /// the last snapshot.
+    pub captured_elsewhere: Vec<CapturedSince>,
 }
 
 /// What one snapshot did.
@@ -993,6 +1001,31 @@ impl Store {
         after: bool,
         progress: &dyn Progress,
     ) -> Result<SnapshotReport> {
+        self.snapshot_by(turn, label, after, None, progress)
+    }
+
+    /// [`Store::snapshot`] for a process that takes both halves around a
+    /// command it runs (`turnback exec`): its window names this process,
+    /// so a concurrent before half tells a running command from a killed
+    /// one (see [`crate::snapshot_attribution`]).
+    pub fn snapshot_for_command(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        after: bool,
+        progress: &dyn Progress,
+    ) -> Result<SnapshotReport> {
+        self.snapshot_by(turn, label, after, Some(std::process::id()), progress)
+    }
+
+    fn snapshot_by(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        after: bool,
+        pid: Option<u32>,
+        progress: &dyn Progress,
+    ) -> Result<SnapshotReport> {
         let _guard = self.begin_mutation()?;
         let store_fd = rustix::io::dup(&self.dirs().store).ctx("open", &self.store_path)?;
         let packs_fd = rustix::io::dup(&self.dirs().packs).ctx("open", &self.store_path)?;
@@ -1013,18 +1046,22 @@ impl Store {
                 root: self.root.clone(),
             });
         }
+        let windows = exec_window::load(&store_fd, &self.store_path, &mut warnings)?;
         let writer = TreeWriter::begin(&store_fd, &self.store_path)?;
         let stamp_ns = writer.stamp_ns;
         let scan = self.scan(old.as_ref(), Reading::Store, progress)?;
-        let (entries, mut stats, recorded) = self.record(
+        let half = Half {
             turn,
             label,
             after,
-            old.as_ref(),
-            scan,
-            &packs_fd,
-            &mut warnings,
-        )?;
+            pid,
+            last_seq: self.index.last_seq,
+            stamp_ns,
+        };
+        let (entries, mut stats, recorded, windows) =
+            self.record(&half, old.as_ref(), scan, windows, &packs_fd, &mut warnings)?;
+        exec_window::save(&store_fd, &self.store_path, &windows)?;
+        let pending = !windows.is_empty();
         // Nothing hashed and every entry as the tree has it: only the
         // header changes, so the (large) tree is not rewritten.
         let unchanged =
@@ -1034,7 +1071,7 @@ impl Store {
                 &store_fd,
                 &self.store_path,
                 self.index.last_seq,
-                !after,
+                pending,
                 turn,
             )?;
         } else {
@@ -1042,7 +1079,7 @@ impl Store {
                 stamp_ns,
                 log_seq: self.index.last_seq,
                 turn: turn.clone(),
-                pending: !after,
+                pending,
                 entries,
             };
             stats.tree_bytes = writer.commit(&store_fd, &self.store_path, &new_tree)?;
@@ -1056,18 +1093,18 @@ impl Store {
         })
     }
 
-    /// Makes the scan's blobs durable and records the diff into a turn.
-    #[allow(clippy::too_many_arguments)]
+    /// Makes the scan's blobs durable and records the diff into the turns
+    /// that may own it (see [`crate::snapshot_attribution`]); returns the
+    /// windows open after this half.
     fn record(
         &mut self,
-        turn: &TurnId,
-        label: Option<&str>,
-        after: bool,
+        half: &Half<'_>,
         old: Option<&Tree>,
         scan: Scan,
+        windows: Option<Vec<Window>>,
         packs_fd: &std::os::fd::OwnedFd,
         warnings: &mut Vec<String>,
-    ) -> Result<(Vec<Entry>, ScanStats, Option<Recorded>)> {
+    ) -> Result<(Vec<Entry>, ScanStats, Option<Recorded>, Vec<Window>)> {
         let Scan {
             entries,
             stats,
@@ -1079,90 +1116,60 @@ impl Store {
             let name = pack::pack_name(self.index.last_seq + 1);
             w.commit(packs_fd, &name)?;
             self.append(Op::Snapshot {
-                turn: turn.clone(),
-                after,
+                turn: half.turn.clone(),
+                after: half.after,
                 pack: name,
                 blobs,
             })?;
         }
-        let rewound_since = |t: &Tree| self.index.ops.keys().any(|&s| s > t.log_seq);
-        let target: Option<(&Tree, TurnId, Option<&str>)> = match old {
-            Some(t) if after => {
-                if !t.pending {
-                    warnings.push(format!(
-                        "no before-snapshot was pending: the changes since the last snapshot (the after half of turn {:?}) are recorded in turn {:?}",
-                        t.turn.as_str(),
-                        turn.as_str()
-                    ));
-                } else if &t.turn != turn {
-                    warnings.push(format!(
-                        "the pending before-snapshot was taken for turn {:?}; its changes are recorded in turn {:?}",
-                        t.turn.as_str(),
-                        turn.as_str()
-                    ));
-                }
-                if rewound_since(t) {
-                    warnings.push(
-                        "a rewind ran since the last snapshot: the paths it restored are recorded in this turn too"
-                            .into(),
-                    );
-                }
-                Some((t, turn.clone(), label))
-            }
-            Some(t) if t.pending => {
-                if rewound_since(t) {
-                    warnings.push(format!(
-                        "the before-snapshot of turn {:?} was followed by a rewind, not by its after half; it is set aside",
-                        t.turn.as_str()
-                    ));
-                    None
-                } else {
-                    warnings.push(format!(
-                        "the before-snapshot of turn {:?} never got its after half (was its command killed?); the changes since then are recorded in that turn",
-                        t.turn.as_str()
-                    ));
-                    Some((t, t.turn.clone(), None))
-                }
-            }
-            _ => None,
-        };
-        let Some((base, into, label)) = target else {
-            return Ok((entries, stats, None));
+        let rewound = old.is_some_and(|t| self.index.ops.keys().any(|&s| s > t.log_seq));
+        let plan = attribution::plan(half, old, windows, rewound, warnings);
+        if !half.after && self.index.turn(half.turn).is_none() {
+            self.append_capture(half.turn, half.label, Vec::new(), Vec::new())?;
+        }
+        let Some(base) = old.filter(|_| !plan.owners.is_empty()) else {
+            return Ok((entries, stats, None, plan.windows));
         };
         let blob_size = |id: &BlobId| self.index.blobs.get(id).map(|l| l.size);
         let (changes, files) = diff(&base.entries, &entries, blob_size);
-        let already_paths: HashSet<&RelPath> = self
-            .index
-            .turn(&into)
-            .map(|t| t.files.iter().map(|c| &c.entry.path).collect())
-            .unwrap_or_default();
-        let (already, fresh): (Vec<FileEntry>, Vec<FileEntry>) = files
-            .into_iter()
-            .partition(|f| already_paths.contains(&f.path));
-        let already_captured: Vec<RelPath> = already.into_iter().map(|f| f.path).collect();
-        // A command that changed nothing in a turn that exists already
-        // appends nothing (the first one creates the turn, so it can be
-        // rewound to: "before this prompt").
-        if !fresh.is_empty() || self.index.turn(&into).is_none() {
-            self.append(Op::Capture {
-                turn: into.clone(),
-                label: label.map(cut_label).filter(|l| !l.is_empty()),
-                pack: None,
-                blobs: Vec::new(),
-                files: fresh.clone(),
-                posts: Vec::new(),
-            })?;
+        let (assigned, elsewhere) = attribution::assign(plan.owners, files, &self.index, base.log_seq);
+        let mut recorded: Option<Recorded> = None;
+        for a in assigned {
+            // A command that changed nothing in a turn that exists already
+            // appends nothing.
+            if !a.fresh.is_empty() || self.index.turn(&a.turn).is_none() {
+                let shared = if a.fresh.is_empty() { Vec::new() } else { a.shared_with.clone() };
+                self.append_capture(&a.turn, a.label.as_deref(), a.fresh.clone(), shared)?;
+            }
+            recorded.get_or_insert_with(|| Recorded {
+                turn: a.turn,
+                changes: changes.clone(),
+                captured: a.fresh,
+                already_captured: a.already,
+                shared_with: a.shared_with,
+                captured_elsewhere: elsewhere.clone(),
+            });
         }
-        Ok((
-            entries,
-            stats,
-            Some(Recorded {
-                turn: into,
-                changes,
-                captured: fresh,
-                already_captured,
-            }),
-        ))
+        Ok((entries, stats, recorded, plan.windows))
+    }
+
+    fn append_capture(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        files: Vec<FileEntry>,
+        shared_with: Vec<TurnId>,
+    ) -> Result<()> {
+        self.append(Op::Capture {
+            turn: turn.clone(),
+            label: label.map(cut_label).filter(|l| !l.is_empty()),
+            pack: None,
+            blobs: Vec::new(),
+            files,
+            posts: Vec::new(),
+            shared_with,
+        })?;
+        Ok(())
     }
 
     /// What changed on disk since the last snapshot, without storing or

@@ -636,6 +636,7 @@ impl Store {
             blobs,
             files: entries.clone(),
             posts,
+            shared_with: Vec::new(),
         };
         self.append(op)?;
         if let Some(first) = seal {
