@@ -20,3 +20,5 @@ mod rewind;
 mod root;
 #[path = "cli/write_capture.rs"]
 mod write_capture;
+#[path = "cli/scan.rs"]
+mod scan;

@@ -574,17 +574,16 @@ impl WalkCtx<'_> {
         };
         let ft = FileType::from_raw_mode(st.st_mode);
         let is_dir = ft == FileType::Directory;
-        let excluded = (ignores.excluded(&path, is_dir))
-            .and_then(|why| crate::generated::confirm(why, self.root, dir, name, &path));
+        let excluded = match name_problem(name.to_bytes(), path.len()) {
+            Some(why) => Some(Excluded::BadName(why.into())),
+            None => (ignores.excluded(&path, is_dir))
+                .and_then(|why| crate::generated::confirm(why, self.root, dir, name, &path)),
+        };
         let stat = match &excluded {
             Some(_) if is_dir => crate::subtree_stat::fold(dir, name, Stat::of_raw(&st)),
             _ => Stat::of_raw(&st),
         };
         let mut push = |path, kind| local.push(Found { path, stat, kind });
-        if let Some(why) = name_problem(name.to_bytes(), path.len()) {
-            push(path, FoundKind::Excluded(Excluded::BadName(why.into())));
-            return None;
-        }
         if let Some(why) = excluded {
             push(path, FoundKind::Excluded(why));
             return None;
