@@ -18,7 +18,7 @@ mod list_show_diff;
 mod rewind;
 #[path = "cli/root.rs"]
 mod root;
-#[path = "cli/write_capture.rs"]
-mod write_capture;
 #[path = "cli/scan.rs"]
 mod scan;
+#[path = "cli/write_capture.rs"]
+mod write_capture;

@@ -176,4 +176,3 @@ pub(crate) fn build_matcher(root: &Path, warnings: &mut Vec<String>) -> Result<(
         .ctx("read", &file)?;
     Ok((matcher, files_too))
 }
-

@@ -99,7 +99,9 @@ pub(crate) fn save(store: &OwnedFd, store_path: &Path, windows: &[Window]) -> Re
     let doc = WindowsFile {
         windows: windows.to_vec(),
     };
-    let bytes = serde_json::to_vec(&doc).map_err(std::io::Error::other).ctx("encode", &shown)?;
+    let bytes = serde_json::to_vec(&doc)
+        .map_err(std::io::Error::other)
+        .ctx("encode", &shown)?;
     fsx::replace_file(store, WINDOWS_FILE, &bytes).ctx("replace", &shown)?;
     fsx::fsync(store).ctx("sync", store_path)
 }

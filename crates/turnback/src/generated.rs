@@ -72,7 +72,12 @@ fn has_marker(dir: BorrowedFd<'_>, name: &[u8]) -> bool {
 /// directory `path` ignore it; the deepest with a matching pattern decides.
 fn gitignored(root: &Path, path: &[u8]) -> bool {
     let mut cuts: Vec<usize> = vec![0];
-    cuts.extend(path.iter().enumerate().filter(|(_, b)| **b == b'/').map(|(i, _)| i));
+    cuts.extend(
+        path.iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'/')
+            .map(|(i, _)| i),
+    );
     for &cut in cuts.iter().rev() {
         let (dir_rel, rest) = if cut == 0 {
             (&path[..0], path)

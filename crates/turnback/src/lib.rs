@@ -41,11 +41,11 @@
 pub mod checkpoint;
 pub mod config;
 mod error;
-mod exec_window;
 mod exclude;
-mod generated;
+mod exec_window;
 mod fsx;
 mod gc;
+mod generated;
 mod id;
 pub mod import;
 mod index;

@@ -384,7 +384,15 @@ mod tests {
 
     #[test]
     fn parse_accepts_normal_paths() {
-        for ok in ["a", "a/b.txt", ".env", "src/.gitignore", "dir/..x", "é/ü", "sub/.git/config"] {
+        for ok in [
+            "a",
+            "a/b.txt",
+            ".env",
+            "src/.gitignore",
+            "dir/..x",
+            "é/ü",
+            "sub/.git/config",
+        ] {
             assert!(RelPath::parse(ok).is_ok(), "{ok}");
         }
     }
@@ -411,6 +419,41 @@ mod tests {
             Err(PathProblem::TooLong)
         );
         assert_eq!(RelPath::parse(&"x".repeat(256)), Err(PathProblem::TooLong));
+    }
+
+    #[test]
+    fn any_bytes_but_nul_round_trip_and_show_unambiguously() {
+        let p = RelPath::from_bytes(b"d\xfe/a\\b/\xff").expect("bytes are a name");
+        assert_eq!(p.as_bytes(), b"d\xfe/a\\b/\xff");
+        assert_eq!(p.to_string(), "d\\xfe/a\\\\b/\\xff");
+        assert_eq!(p.to_str(), None);
+        assert_eq!(p.file_name().as_bytes(), b"\xff");
+        assert_eq!(p.parent().map(|q| q.to_string()).as_deref(), Some("d\\xfe/a\\\\b"));
+        // Two paths never show the same: a literal `\xff` vs the byte.
+        let literal = RelPath::parse("d\\xfe").expect("text");
+        assert_ne!(literal.to_string(), RelPath::from_bytes(b"d\xfe").expect("bytes").to_string());
+        let json = serde_json::to_string(&p).expect("serialize");
+        assert_eq!(json, r#"{"bytes_hex":"64fe2f615c622fff"}"#);
+        assert_eq!(serde_json::from_str::<RelPath>(&json).expect("parse"), p);
+        let text = RelPath::parse("src/é.rs").expect("text");
+        assert_eq!(serde_json::to_string(&text).expect("serialize"), r#""src/é.rs""#);
+        for bad in [
+            r#"{"bytes_hex":"2e2e2f78"}"#,
+            r#"{"bytes_hex":"zz"}"#,
+            r#"{"bytes_hex":"61","x":1}"#,
+            r#"{"bytes_hex":"2e6769742f78"}"#,
+        ] {
+            assert!(serde_json::from_str::<RelPath>(bad).is_err(), "{bad}");
+        }
+        assert_eq!(RelPath::from_bytes(b"a\0b"), Err(PathProblem::Nul));
+    }
+
+    #[test]
+    fn a_name_too_long_to_store_is_recorded_at_its_nearest_ancestor() {
+        let long = [b"d/".as_slice(), &[b'x'; 4100]].concat();
+        let (p, own) = nearest_storable(&long).expect("an ancestor");
+        assert_eq!((p.as_bytes(), own), (b"d".as_slice(), false));
+        assert!(nearest_storable(&[b'x'; 4100]).is_none());
     }
 
     #[test]

@@ -54,17 +54,16 @@ use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
 
 use crate::error::{Error, IoResultExt, Result};
-use crate::exec_window::{self, Window};
-use crate::snapshot_attribution::{self as attribution, Half};
 pub use crate::exclude::{DEFAULT_EXCLUDES, IGNORE_FILE};
 use crate::exclude::{Ignores, build_matcher, nested_matcher};
+use crate::exec_window::{self, Window};
 use crate::id::{BlobId, TurnId, cut_label};
 use crate::log::{FileEntry, Op, Pre, StoredBlob};
 use crate::pack::{self, BlobLoc, PackWriter};
 use crate::path::{RelPath, STORE_DIR};
+use crate::snapshot_attribution::{self as attribution, Half};
 use crate::store::Store;
 use crate::tree::{self, Entry, Excluded, Kind, Loaded, Stat, Tree, TreeWriter};
-
 
 /// Files up to this size are read whole and compressed in parallel; larger
 /// ones are streamed.
@@ -1131,13 +1130,18 @@ impl Store {
         };
         let blob_size = |id: &BlobId| self.index.blobs.get(id).map(|l| l.size);
         let (changes, files) = diff(&base.entries, &entries, blob_size);
-        let (assigned, elsewhere) = attribution::assign(plan.owners, files, &self.index, base.log_seq);
+        let (assigned, elsewhere) =
+            attribution::assign(plan.owners, files, &self.index, base.log_seq);
         let mut recorded: Option<Recorded> = None;
         for a in assigned {
             // A command that changed nothing in a turn that exists already
             // appends nothing.
             if !a.fresh.is_empty() || self.index.turn(&a.turn).is_none() {
-                let shared = if a.fresh.is_empty() { Vec::new() } else { a.shared_with.clone() };
+                let shared = if a.fresh.is_empty() {
+                    Vec::new()
+                } else {
+                    a.shared_with.clone()
+                };
                 self.append_capture(&a.turn, a.label.as_deref(), a.fresh.clone(), shared)?;
             }
             recorded.get_or_insert_with(|| Recorded {
@@ -1304,7 +1308,11 @@ fn diff(
                         change: ChangeKind,
                         reason: String| {
         if let Some((path, own)) = crate::path::nearest_storable(&e.path) {
-            let whose = if own { String::new() } else { format!("{}: ", shown_path(e)) };
+            let whose = if own {
+                String::new()
+            } else {
+                format!("{}: ", shown_path(e))
+            };
             files.push(FileEntry {
                 path,
                 pre: Pre::Skipped {

@@ -507,7 +507,9 @@ impl Store {
                 if i + 1 < comps.len() && real_dirs.contains(&prefix) {
                     continue;
                 }
-                let p = self.root.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&prefix));
+                let p = self
+                    .root
+                    .join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&prefix));
                 match std::fs::symlink_metadata(&p) {
                     Ok(m) if m.file_type().is_symlink() => {
                         hops += 1;
@@ -516,7 +518,14 @@ impl Store {
                         }
                         let target = std::fs::read_link(&p).ctx("read symlink", &p)?;
                         let parent = comps[..i].join(&b'/');
-                        let joined = self.root.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&parent)).join(target);
+                        let joined = self
+                            .root
+                            .join(
+                                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(
+                                    &parent,
+                                ),
+                            )
+                            .join(target);
                         let mut next = lexical_components(&self.root, &joined)
                             .map_err(|_| bad(PathProblem::OutsideRoot))?;
                         next.extend(comps[i + 1..].iter().cloned());

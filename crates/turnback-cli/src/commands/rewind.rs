@@ -44,7 +44,11 @@ pub fn shared_changes(store: &turnback::Store) -> Vec<(TurnId, String, Vec<TurnI
     let mut out = Vec::new();
     for t in store.turns() {
         for c in t.files.iter().filter(|c| !c.shared_with.is_empty()) {
-            out.push((t.id.clone(), c.entry.path.to_string(), c.shared_with.clone()));
+            out.push((
+                t.id.clone(),
+                c.entry.path.to_string(),
+                c.shared_with.clone(),
+            ));
         }
     }
     out

@@ -205,7 +205,11 @@ fn names_that_are_not_utf8_round_trip_through_commands_and_file_tools() -> TestR
     assert!(show.contains("d\\xfe/caf\\xe9.txt"), "{show}");
     let (code, out, _) = run(&p, &["rewind", "t1"])?;
     assert_eq!(code, 0, "{out}");
-    assert_eq!(tree(root)?, before, "the exact bytes of every name are back");
+    assert_eq!(
+        tree(root)?,
+        before,
+        "the exact bytes of every name are back"
+    );
 
     // A file tool writes such a name; list, show, status and the log.
     let name = bytes_path(root, b"new-\xfa");
@@ -222,7 +226,10 @@ fn names_that_are_not_utf8_round_trip_through_commands_and_file_tools() -> TestR
     assert!(p.ok(&["list"])?.contains("t2"));
     assert!(p.ok(&["status"])?.contains("new-\\xfa"));
     let log = std::fs::read_to_string(store_dir(root)?.join(turnback::log::LOG_FILE))?;
-    assert!(log.contains(r#""path":{"bytes_hex":"6e65772dfa"}"#), "{log}");
+    assert!(
+        log.contains(r#""path":{"bytes_hex":"6e65772dfa"}"#),
+        "{log}"
+    );
     let (code, out, _) = run(&p, &["rewind", "t2"])?;
     assert_eq!(code, 0, "{out}");
     assert_eq!(tree(root)?, before);
@@ -349,7 +356,10 @@ fn two_commands_at_once_each_keep_their_own_change_and_share_what_either_could_h
     // Rewinding tB undoes b only, and says that tA may have made it.
     let (code, out, _) = run(&p, &["rewind", "tB"])?;
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("SHARED    b: turn tB's command and that of turn(s) tA"), "{out}");
+    assert!(
+        out.contains("SHARED    b: turn tB's command and that of turn(s) tA"),
+        "{out}"
+    );
     let mut want = original.clone();
     want.insert(b"a1".to_vec(), ('f', 0o644, b"A\n".to_vec()));
     want.insert(b"a2".to_vec(), ('f', 0o644, b"A\n".to_vec()));
@@ -406,8 +416,15 @@ fn changes_made_while_both_commands_ran_are_recorded_in_both_turns() -> TestResu
     assert!(show.contains("SHARED with turn(s) tA"), "{show}");
     let (code, out, _) = run(&p, &["rewind", "tB"])?;
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("SHARED    a:") && out.contains("SHARED    b:"), "{out}");
-    assert_eq!(tree(&p.root)?, original, "rewinding either brings both back");
+    assert!(
+        out.contains("SHARED    a:") && out.contains("SHARED    b:"),
+        "{out}"
+    );
+    assert_eq!(
+        tree(&p.root)?,
+        original,
+        "rewinding either brings both back"
+    );
     Ok(())
 }
 
