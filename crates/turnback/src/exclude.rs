@@ -17,7 +17,8 @@ use crate::error::{IoResultExt, Result};
 use crate::tree::Excluded;
 
 /// Directories a snapshot leaves out unless `.turnbackignore` says
-/// otherwise: large folders that a build or an installer regenerates.
+/// otherwise: large folders that a build or an installer regenerates, and
+/// only when they show it (see [`crate::generated`]).
 pub const DEFAULT_EXCLUDES: &[&str] = &[
     "node_modules/",
     "target/",

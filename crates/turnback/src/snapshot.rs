@@ -19,9 +19,11 @@
 //!   the turn already captured through a file tool keeps its earlier
 //!   pre-image. `Store::rewind` then undoes the command like any turn.
 //!
-//! A before half that finds the tree still pending (the previous command's
-//! after half never ran: its process was killed) first records the changes
-//! since then into the pending turn, so they are not lost.
+//! Several commands may run at once: each before half opens a window
+//! ([`crate::exec_window`]) and each after half closes its own; which turns
+//! a change is recorded in, when windows overlap or a command was killed,
+//! is decided by [`crate::snapshot_attribution`]. The tree's pending mark
+//! says whether any window is open.
 //!
 //! Record order, each step durable before the next: the pack of new blobs,
 //! the `snapshot` record naming them, the turn's `capture` record, the tree

@@ -9,7 +9,8 @@
 //! magic    "TBTREE1\n"          8 bytes; the digit is the format version
 //! stamp    i64                  scan stamp, ns since the epoch, file-system clock
 //! log_seq  u64                  last log sequence number when the tree was written
-//! pending  u8                   1: a before-snapshot whose after half has not run
+//! pending  u8                   1: a command window is open (a before half whose
+//!                               after half has not run; `windows` lists them all)
 //! turn     u16 len + UTF-8      the turn of the snapshot that wrote the tree
 //! count    u32                  number of entries
 //! entries  sorted by path bytes, each:
