@@ -428,15 +428,24 @@ mod tests {
         assert_eq!(p.to_string(), "d\\xfe/a\\\\b/\\xff");
         assert_eq!(p.to_str(), None);
         assert_eq!(p.file_name().as_bytes(), b"\xff");
-        assert_eq!(p.parent().map(|q| q.to_string()).as_deref(), Some("d\\xfe/a\\\\b"));
+        assert_eq!(
+            p.parent().map(|q| q.to_string()).as_deref(),
+            Some("d\\xfe/a\\\\b")
+        );
         // Two paths never show the same: a literal `\xff` vs the byte.
         let literal = RelPath::parse("d\\xfe").expect("text");
-        assert_ne!(literal.to_string(), RelPath::from_bytes(b"d\xfe").expect("bytes").to_string());
+        assert_ne!(
+            literal.to_string(),
+            RelPath::from_bytes(b"d\xfe").expect("bytes").to_string()
+        );
         let json = serde_json::to_string(&p).expect("serialize");
         assert_eq!(json, r#"{"bytes_hex":"64fe2f615c622fff"}"#);
         assert_eq!(serde_json::from_str::<RelPath>(&json).expect("parse"), p);
         let text = RelPath::parse("src/é.rs").expect("text");
-        assert_eq!(serde_json::to_string(&text).expect("serialize"), r#""src/é.rs""#);
+        assert_eq!(
+            serde_json::to_string(&text).expect("serialize"),
+            r#""src/é.rs""#
+        );
         for bad in [
             r#"{"bytes_hex":"2e2e2f78"}"#,
             r#"{"bytes_hex":"zz"}"#,

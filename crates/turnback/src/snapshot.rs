@@ -632,6 +632,10 @@ struct Scan {
     warnings: Vec<String>,
 }
 
+/// What [`Store::record`] gives back: the scan's entries and counts, what
+/// was recorded, and the windows left open.
+type Outcome = (Vec<Entry>, ScanStats, Option<Recorded>, Vec<Window>);
+
 /// How a scan treats file contents.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Reading {
@@ -1104,7 +1108,7 @@ impl Store {
         windows: Option<Vec<Window>>,
         packs_fd: &std::os::fd::OwnedFd,
         warnings: &mut Vec<String>,
-    ) -> Result<(Vec<Entry>, ScanStats, Option<Recorded>, Vec<Window>)> {
+    ) -> Result<Outcome> {
         let Scan {
             entries,
             stats,

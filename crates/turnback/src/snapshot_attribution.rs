@@ -157,7 +157,7 @@ fn warn_after(
     warnings: &mut Vec<String>,
 ) {
     let turn = half.turn.as_str();
-    if !had_mine && !(taken_over && !ending.is_empty()) {
+    if !had_mine && (!taken_over || ending.is_empty()) {
         warnings.push(format!(
             "no before-snapshot was pending: the changes since the last snapshot are recorded in turn {turn:?}"
         ));
