@@ -58,7 +58,7 @@ use serde::Serialize;
 use crate::error::{Error, IoResultExt, Result};
 pub use crate::exclude::{DEFAULT_EXCLUDES, IGNORE_FILE};
 use crate::exclude::{Ignores, build_matcher, nested_matcher};
-use crate::exec_window::{self, Window};
+use crate::exec_window::{self, TreeMark, Window};
 use crate::id::{BlobId, TurnId, cut_label};
 use crate::log::{FileEntry, Op, Pre, StoredBlob};
 use crate::pack::{self, BlobLoc, PackWriter};
@@ -1050,7 +1050,7 @@ impl Store {
                 root: self.root.clone(),
             });
         }
-        let windows = exec_window::load(&store_fd, &self.store_path, &mut warnings)?;
+        let windows = exec_window::load(&store_fd, &self.store_path, old.as_ref(), &mut warnings)?;
         let writer = TreeWriter::begin(&store_fd, &self.store_path)?;
         let stamp_ns = writer.stamp_ns;
         let scan = self.scan(old.as_ref(), Reading::Store, progress)?;
@@ -1064,12 +1064,21 @@ impl Store {
         };
         let (entries, mut stats, recorded, windows) =
             self.record(&half, old.as_ref(), scan, windows, &packs_fd, &mut warnings)?;
-        exec_window::save(&store_fd, &self.store_path, &windows)?;
         let pending = !windows.is_empty();
         // Nothing hashed and every entry as the tree has it: only the
         // header changes, so the (large) tree is not rewritten.
         let unchanged =
             stats.hashed_files == 0 && old.as_ref().is_some_and(|o| o.entries == entries);
+        let mark = TreeMark {
+            stamp_ns: old
+                .as_ref()
+                .filter(|_| unchanged)
+                .map_or(stamp_ns, |o| o.stamp_ns),
+            log_seq: self.index.last_seq,
+            pending,
+            turn: turn.clone(),
+        };
+        exec_window::save(&store_fd, &self.store_path, &mark, &windows)?;
         if unchanged {
             stats.tree_bytes = tree::write_head(
                 &store_fd,
@@ -1128,9 +1137,6 @@ impl Store {
         }
         let rewound = old.is_some_and(|t| self.index.ops.keys().any(|&s| s > t.log_seq));
         let plan = attribution::plan(half, old, windows, rewound, warnings);
-        if !half.after && self.index.turn(half.turn).is_none() {
-            self.append_capture(half.turn, half.label, Vec::new(), Vec::new())?;
-        }
         let Some(base) = old.filter(|_| !plan.owners.is_empty()) else {
             return Ok((entries, stats, None, plan.windows));
         };
@@ -1150,7 +1156,11 @@ impl Store {
                 };
                 self.append_capture(&a.turn, a.label.as_deref(), a.fresh.clone(), shared)?;
             }
-            recorded.get_or_insert_with(|| Recorded {
+            // The report describes the caller's turn when it is one of them.
+            if recorded.is_some() && &a.turn != half.turn {
+                continue;
+            }
+            recorded = Some(Recorded {
                 turn: a.turn,
                 changes: changes.clone(),
                 captured: a.fresh,
@@ -2043,11 +2053,14 @@ mod tests {
         let (dir, mut store) = project();
         let log = dir.path().join(".turnback").join(crate::log::LOG_FILE);
         store.snapshot(&t("t1"), None, false, &NoProgress)?;
-        // The before half creates the turn: it sorts by when its command
-        // started.
+        let first = fs::read(&log)?.len();
+        store.snapshot(&t("t1"), None, true, &NoProgress)?;
+        assert!(
+            fs::read(&log)?.len() > first,
+            "the first after half creates t1"
+        );
         assert!(store.turn(&t("t1")).is_ok());
         let created = fs::read(&log)?.len();
-        store.snapshot(&t("t1"), None, true, &NoProgress)?;
         for _ in 0..3 {
             store.snapshot(&t("t1"), None, false, &NoProgress)?;
             let r = store.snapshot(&t("t1"), None, true, &NoProgress)?;

@@ -17,9 +17,14 @@
 //!   `rewind` say that another turn's command may have made it.
 //! - A before half records the changes since the last scan in the turns of
 //!   the windows open before its own (none: the changes are nobody's
-//!   command's, and are not recorded, as before), then opens its window and
-//!   creates its turn if it has no record yet, so that the turn sorts by
-//!   when its command started, not by when it ended.
+//!   command's, and are not recorded, as before), then opens its window.
+//! - Records for several turns are appended in the order their windows
+//!   opened, so a turn that a shared change creates sorts before the turns
+//!   of commands that started after its own: rewinding the later turn does
+//!   not undo the earlier one. (A turn is still created by its first
+//!   record, not by its before half: until its command's changes are
+//!   recorded there is no turn to rewind, so every live turn rewinds
+//!   exactly, also after a crash between the halves.)
 //! - A change to a path that a file tool (`write`, `capture`, ...) captured
 //!   in some turn after the last scan belongs to that turn: it is recorded
 //!   in no other turn (the file tool's capture holds the pre-image).
@@ -57,6 +62,8 @@ pub(crate) struct Half<'a> {
 pub(crate) struct Owner {
     pub turn: TurnId,
     pub label: Option<String>,
+    /// When its window opened (log sequence; `u64::MAX`: it has none).
+    start: u64,
 }
 
 /// The outcome of [`plan`].
@@ -91,22 +98,26 @@ pub(crate) fn plan(
         w.dead() || (w.pid.is_none() && !half.after) || (taken_over && w.pid.is_none())
     });
     let mut owners: Vec<Owner> = Vec::new();
-    let mut add = |turn: &TurnId, label: Option<&str>| {
-        if !owners.iter().any(|o| &o.turn == turn) {
-            owners.push(Owner {
-                turn: turn.clone(),
-                label: label.map(str::to_owned),
-            });
-        }
+    let mut add = |turn: &TurnId, label: Option<&str>, start: u64| match owners
+        .iter_mut()
+        .find(|o| &o.turn == turn)
+    {
+        Some(o) => o.start = o.start.min(start),
+        None => owners.push(Owner {
+            turn: turn.clone(),
+            label: label.map(str::to_owned),
+            start,
+        }),
     };
     if half.after {
         warn_after(half, had_mine, &ending, taken_over, rewound, warnings);
-        add(half.turn, half.label);
-        if let Some(i) = staying.iter().position(mine) {
-            staying.remove(i);
-        }
+        let own_start = match staying.iter().position(mine) {
+            Some(i) => staying.remove(i).start_seq,
+            None => u64::MAX,
+        };
+        add(half.turn, half.label, own_start);
         for w in staying.iter().chain(ending.iter().filter(|_| !taken_over)) {
-            add(&w.turn, None);
+            add(&w.turn, None, w.start_seq);
         }
     } else if rewound {
         for w in &ending {
@@ -117,7 +128,7 @@ pub(crate) fn plan(
         }
     } else {
         for w in staying.iter().chain(&ending) {
-            add(&w.turn, None);
+            add(&w.turn, None, w.start_seq);
         }
         for w in &ending {
             warnings.push(format!(
@@ -129,6 +140,7 @@ pub(crate) fn plan(
     if !half.after {
         staying.push(own_window);
     }
+    owners.sort_by_key(|o| o.start);
     Plan {
         owners: if base.is_some() { owners } else { Vec::new() },
         windows: staying,
