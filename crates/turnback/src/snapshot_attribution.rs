@@ -263,3 +263,115 @@ pub(crate) fn assign(
     }
     (out, elsewhere)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+    fn t(id: &str) -> TurnId {
+        TurnId::new(id).expect("valid turn id")
+    }
+
+    fn base() -> Tree {
+        Tree {
+            stamp_ns: 1,
+            log_seq: 5,
+            turn: t("tA"),
+            pending: true,
+            entries: Vec::new(),
+        }
+    }
+
+    fn window(turn: &str, pid: Option<u32>, start_seq: u64) -> Window {
+        Window {
+            turn: t(turn),
+            pid,
+            start_seq,
+            start_ns: 1,
+        }
+    }
+
+    fn half(turn: &TurnId, after: bool, pid: Option<u32>) -> Half<'_> {
+        Half {
+            turn,
+            label: None,
+            after,
+            pid,
+            last_seq: 9,
+            stamp_ns: 2,
+        }
+    }
+
+    fn turns(p: &Plan) -> Vec<&str> {
+        p.owners.iter().map(|o| o.turn.as_str()).collect()
+    }
+
+    #[test]
+    fn a_running_command_shares_and_a_killed_one_is_closed() -> TestResult {
+        let me = std::process::id();
+        let mut child = std::process::Command::new("true").spawn()?;
+        let gone = child.id();
+        child.wait()?;
+        let tb = t("tB");
+        let mut w = Vec::new();
+        // tB's after half while tA (this live process) still runs: shared,
+        // tA's window stays open; the records go in the order the windows
+        // opened.
+        let open = vec![window("tA", Some(me), 3), window("tB", Some(me), 7)];
+        let p = plan(
+            &half(&tb, true, Some(me)),
+            Some(&base()),
+            Some(open),
+            false,
+            &mut w,
+        );
+        assert_eq!(turns(&p), ["tA", "tB"]);
+        assert_eq!(p.windows, [window("tA", Some(me), 3)]);
+        assert!(w.is_empty(), "{w:?}");
+        // tC's before half after tA's process died: tA gets the changes
+        // since the last scan and its window is closed; tC's opens.
+        let tc = t("tC");
+        let open = vec![window("tA", Some(gone), 3)];
+        let p = plan(
+            &half(&tc, false, Some(me)),
+            Some(&base()),
+            Some(open),
+            false,
+            &mut w,
+        );
+        assert_eq!(turns(&p), ["tA"]);
+        assert_eq!(
+            p.windows,
+            [Window {
+                start_ns: 2,
+                ..window("tC", Some(me), 9)
+            }]
+        );
+        assert!(
+            w.iter().any(|m| m.contains("never got its after half")),
+            "{w:?}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn without_a_windows_file_the_pending_mark_is_one_window_as_before() {
+        let mut w = Vec::new();
+        let tb = t("tB");
+        // A before half: the pending command (no process known) is taken
+        // as killed, its changes recorded in it.
+        let p = plan(&half(&tb, false, None), Some(&base()), None, false, &mut w);
+        assert_eq!(turns(&p), ["tA"]);
+        assert_eq!(p.windows.len(), 1);
+        // An after half of another turn takes it over.
+        let p = plan(&half(&tb, true, None), Some(&base()), None, false, &mut w);
+        assert_eq!(turns(&p), ["tB"]);
+        assert!(p.windows.is_empty());
+        assert!(
+            w.iter().any(|m| m.contains("was taken for turn \"tA\"")),
+            "{w:?}"
+        );
+    }
+}
