@@ -22,6 +22,8 @@ mod list_show_diff;
 mod rewind;
 #[path = "cli/root.rs"]
 mod root;
+#[path = "cli/scan.rs"]
+mod scan;
 #[path = "cli/store_files.rs"]
 mod store_files;
 #[path = "cli/write_capture.rs"]

@@ -11,7 +11,9 @@
 //! a varint length then the bytes:
 //!
 //! ```text
-//! magic     "turnback-index-1\n"       (17 bytes; the 1 is the version)
+//! magic     "turnback-index-2\n"       (17 bytes; the 2 is the version:
+//!                                      version 2 added each capture's
+//!                                      `shared_with` turns)
 //! log_len   bytes of the log covered   (whole lines only)
 //! log_hash  SHA-256 of those bytes     (32 bytes)
 //! index     the index's fields in a fixed order; every map written sorted
@@ -44,7 +46,7 @@ use crate::path::RelPath;
 /// The file name in the store directory.
 pub const INDEX_FILE: &str = "index";
 
-const MAGIC: &[u8] = b"turnback-index-1\n";
+const MAGIC: &[u8] = b"turnback-index-2\n";
 
 /// A process that parsed at least this many bytes of log past the
 /// checkpoint writes a new one.
@@ -152,7 +154,7 @@ impl Writer {
     }
 
     fn entry(&mut self, e: &FileEntry) {
-        self.str(e.path.as_str());
+        self.bytes(e.path.as_bytes());
         match &e.pre {
             Pre::File {
                 blob,
@@ -216,14 +218,18 @@ impl Writer {
         for c in &t.files {
             self.num(c.seq);
             self.entry(&c.entry);
+            self.num(c.shared_with.len() as u64);
+            for s in &c.shared_with {
+                self.str(s.as_str());
+            }
         }
         self.sorted(&t.posts, |w, path, (seq, post)| {
-            w.str(path.as_str());
+            w.bytes(path.as_bytes());
             w.num(*seq);
             w.post(post);
         });
         self.sorted(&t.paths, |w, path, seq| {
-            w.str(path.as_str());
+            w.bytes(path.as_bytes());
             w.num(*seq);
         });
     }
@@ -280,7 +286,7 @@ impl Writer {
             }
         }
         self.sorted(&x.path_blob, |w, path, id| {
-            w.str(path.as_str());
+            w.bytes(path.as_bytes());
             w.blob(id);
         });
         self.sorted(&x.record_turn, |w, k, v| {
@@ -343,7 +349,8 @@ impl<'a> Reader<'a> {
     }
 
     fn path(&mut self) -> Option<RelPath> {
-        RelPath::parse(&self.str()?).ok()
+        let n = self.len()?;
+        RelPath::from_bytes(self.take(n)?).ok()
     }
 
     fn turn_id(&mut self) -> Option<TurnId> {
@@ -427,6 +434,7 @@ impl<'a> Reader<'a> {
                 Some(Captured {
                     seq: r.num()?,
                     entry: r.entry()?,
+                    shared_with: r.vec(Self::turn_id)?,
                 })
             })?,
             posts: self.map(|r| Some((r.path()?, (r.num()?, r.post()?))))?,

@@ -20,6 +20,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
+/// A name inside a directory: `&str`, `&OsStr` (any bytes) or `&Path`.
+pub(crate) trait Name: rustix::path::Arg + Copy {}
+
+impl<T: rustix::path::Arg + Copy> Name for T {}
+
 /// What a directory entry is, looked at without following symlinks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Node {
@@ -47,7 +52,7 @@ pub(crate) fn open_dir_path(path: &Path) -> io::Result<OwnedFd> {
 /// Opens the subdirectory `name` of `dir` without following a symlink.
 /// `Ok(None)` when it does not exist; `ENOTDIR`/`ELOOP` when it is not a
 /// real directory.
-pub(crate) fn open_subdir(dir: &OwnedFd, name: &str) -> io::Result<Option<OwnedFd>> {
+pub(crate) fn open_subdir(dir: &OwnedFd, name: impl Name) -> io::Result<Option<OwnedFd>> {
     match rustix::fs::openat(
         dir,
         name,
@@ -66,7 +71,7 @@ pub(crate) fn open_subdir(dir: &OwnedFd, name: &str) -> io::Result<Option<OwnedF
 
 /// Creates (if missing) and opens the subdirectory `name` of `dir`.
 /// Returns whether it was created.
-pub(crate) fn ensure_subdir(dir: &OwnedFd, name: &str) -> io::Result<(OwnedFd, bool)> {
+pub(crate) fn ensure_subdir(dir: &OwnedFd, name: impl Name) -> io::Result<(OwnedFd, bool)> {
     if let Some(fd) = open_subdir(dir, name)? {
         return Ok((fd, false));
     }
@@ -81,7 +86,7 @@ pub(crate) fn ensure_subdir(dir: &OwnedFd, name: &str) -> io::Result<(OwnedFd, b
 }
 
 /// Looks at `name` in `dir` without following a symlink.
-pub(crate) fn node_at(dir: &OwnedFd, name: &str) -> io::Result<Node> {
+pub(crate) fn node_at(dir: &OwnedFd, name: impl Name) -> io::Result<Node> {
     match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => Ok(node_of(&st)),
         Err(Errno::NOENT) | Err(Errno::NOTDIR) => Ok(Node::Missing),
@@ -103,7 +108,7 @@ pub(crate) fn node_of(st: &rustix::fs::Stat) -> Node {
 
 /// Opens the regular file `name` in `dir` for reading, never through a
 /// symlink. Returns the file with its size and mode as seen by `fstat`.
-pub(crate) fn open_file(dir: &OwnedFd, name: &str) -> io::Result<(File, Node)> {
+pub(crate) fn open_file(dir: &OwnedFd, name: impl Name) -> io::Result<(File, Node)> {
     let fd = rustix::fs::openat(
         dir,
         name,
@@ -170,7 +175,7 @@ pub(crate) fn read_store_file(dir: &OwnedFd, name: &str) -> io::Result<Option<Ve
 }
 
 /// Reads the target of the symlink `name` in `dir`.
-pub(crate) fn read_link(dir: &OwnedFd, name: &str) -> io::Result<OsString> {
+pub(crate) fn read_link(dir: &OwnedFd, name: impl Name) -> io::Result<OsString> {
     let target = rustix::fs::readlinkat(dir, name, Vec::new())?;
     Ok(OsString::from_vec(target.into_bytes()))
 }
@@ -181,15 +186,15 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 pub(crate) const TEMP_MARK: &str = ".turnback-tmp-";
 
 /// A fresh temporary name for a file beside `name`.
-pub(crate) fn temp_name(name: &str) -> String {
+pub(crate) fn temp_name(name: impl Name) -> String {
     let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let short: String = name.chars().take(40).collect();
+    let short: String = name.to_string_lossy().chars().take(40).collect();
     format!(".{short}{TEMP_MARK}{}-{n}", std::process::id())
 }
 
 /// Creates a new temporary file beside `name` in `dir` (`O_EXCL`), with
 /// permission bits `mode` set exactly (not reduced by the umask).
-pub(crate) fn create_temp(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<(File, String)> {
+pub(crate) fn create_temp(dir: &OwnedFd, name: impl Name, mode: u32) -> io::Result<(File, String)> {
     loop {
         let tmp = temp_name(name);
         match rustix::fs::openat(
@@ -212,7 +217,7 @@ pub(crate) fn create_temp(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<(F
 /// but for the directory: a temporary file is written, `fdatasync`ed and
 /// renamed over `name`; the caller fsyncs `dir`. On error the temporary
 /// file is removed and `name` is untouched.
-pub(crate) fn replace_file(dir: &OwnedFd, name: &str, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn replace_file(dir: &OwnedFd, name: impl Name, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
     let (mut f, tmp) = create_temp(dir, name, 0o644)?;
     let res = f
@@ -265,7 +270,7 @@ fn temp_owner(name: &str) -> Option<u32> {
     pid.parse().ok()
 }
 
-fn process_alive(pid: u32) -> bool {
+pub(crate) fn process_alive(pid: u32) -> bool {
     let Some(pid) = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
@@ -276,22 +281,22 @@ fn process_alive(pid: u32) -> bool {
 }
 
 /// Renames `from` to `to`, both in `dir`.
-pub(crate) fn rename(dir: &OwnedFd, from: &str, to: &str) -> io::Result<()> {
+pub(crate) fn rename(dir: &OwnedFd, from: impl Name, to: impl Name) -> io::Result<()> {
     Ok(rustix::fs::renameat(dir, from, dir, to)?)
 }
 
 /// Removes the file or symlink `name` in `dir`.
-pub(crate) fn unlink(dir: &OwnedFd, name: &str) -> io::Result<()> {
+pub(crate) fn unlink(dir: &OwnedFd, name: impl Name) -> io::Result<()> {
     Ok(rustix::fs::unlinkat(dir, name, AtFlags::empty())?)
 }
 
 /// Removes the empty directory `name` in `dir`.
-pub(crate) fn rmdir(dir: &OwnedFd, name: &str) -> io::Result<()> {
+pub(crate) fn rmdir(dir: &OwnedFd, name: impl Name) -> io::Result<()> {
     Ok(rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?)
 }
 
 /// Creates a symlink `name` in `dir` pointing to `target`.
-pub(crate) fn symlink(dir: &OwnedFd, target: &str, name: &str) -> io::Result<()> {
+pub(crate) fn symlink(dir: &OwnedFd, target: &str, name: impl Name) -> io::Result<()> {
     Ok(rustix::fs::symlinkat(target, dir, name)?)
 }
 
@@ -304,7 +309,7 @@ pub(crate) fn mkfifo(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<()> {
 
 /// Creates the directory `name` in `dir` with mode bits `mode | 0o700`: its
 /// owner can fill it; [`set_mode`] gives it its exact mode afterwards.
-pub(crate) fn mkdir_owner_writable(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<()> {
+pub(crate) fn mkdir_owner_writable(dir: &OwnedFd, name: impl Name, mode: u32) -> io::Result<()> {
     Ok(rustix::fs::mkdirat(
         dir,
         name,
@@ -314,7 +319,7 @@ pub(crate) fn mkdir_owner_writable(dir: &OwnedFd, name: &str, mode: u32) -> io::
 
 /// Sets the mode bits of `name` in `dir` (never through a symlink: the
 /// caller checked what `name` is).
-pub(crate) fn set_mode(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<()> {
+pub(crate) fn set_mode(dir: &OwnedFd, name: impl Name, mode: u32) -> io::Result<()> {
     Ok(rustix::fs::chmodat(
         dir,
         name,
@@ -325,7 +330,7 @@ pub(crate) fn set_mode(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<()> {
 
 /// The full mode (`st_mode`) and owner of `name` in `dir`, not following a
 /// symlink.
-pub(crate) fn mode_owner_at(dir: &OwnedFd, name: &str) -> io::Result<(u32, u32)> {
+pub(crate) fn mode_owner_at(dir: &OwnedFd, name: impl Name) -> io::Result<(u32, u32)> {
     let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
     Ok((st.st_mode, st.st_uid))
 }

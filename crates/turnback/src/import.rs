@@ -402,7 +402,7 @@ impl Store {
     /// The permission bits of the regular file now at `path`, else 0o644.
     fn current_mode(&self, path: &RelPath) -> u32 {
         use std::os::unix::fs::PermissionsExt;
-        match std::fs::symlink_metadata(self.root.join(path.as_str())) {
+        match std::fs::symlink_metadata(self.root.join(path.as_path())) {
             Ok(m) if m.file_type().is_file() => m.permissions().mode() & 0o777,
             _ => DEFAULT_MODE,
         }
@@ -527,6 +527,7 @@ impl Store {
             blobs: blobs.clone(),
             files,
             posts: Vec::new(),
+            shared_with: Vec::new(),
         })?;
         report.imported.push(ImportedTurn {
             turn: t.id,

@@ -27,6 +27,10 @@ pub struct Captured {
     /// The path and its pre-image.
     #[serde(flatten)]
     pub entry: FileEntry,
+    /// Other turns the same change was recorded in (commands that ran at
+    /// the same time; any of them may have made it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_with: Vec<TurnId>,
 }
 
 /// A turn: the pre-images an agent's turn captured.
@@ -280,6 +284,7 @@ impl Index {
                 blobs,
                 files,
                 posts,
+                shared_with,
             } => {
                 self.register_blobs(pack, blobs, files)?;
                 self.captures += 1;
@@ -307,6 +312,7 @@ impl Index {
                         t.files.push(Captured {
                             seq: rec.seq,
                             entry: f.clone(),
+                            shared_with: shared_with.clone(),
                         });
                     }
                 }

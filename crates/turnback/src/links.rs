@@ -353,7 +353,12 @@ pub(crate) fn relink(store: &Store, target: &RelPath, others: &[RelPath]) -> Res
 
 /// Makes `name` in `dir` a hard link to `from_name` in `from`, replacing
 /// what is there by rename (never seen missing).
-fn link_over(from: &OwnedFd, from_name: &str, dir: &OwnedFd, name: &str) -> io::Result<()> {
+fn link_over(
+    from: &OwnedFd,
+    from_name: impl fsx::Name,
+    dir: &OwnedFd,
+    name: impl fsx::Name,
+) -> io::Result<()> {
     let tmp = fsx::temp_name(name);
     rustix::fs::linkat(from, from_name, dir, tmp.as_str(), AtFlags::empty())?;
     fsx::rename(dir, &tmp, name).inspect_err(|_| {

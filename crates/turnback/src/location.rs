@@ -803,7 +803,7 @@ pub(crate) fn open_store_dir(path: &Path) -> io::Result<Option<OwnedFd>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    fsx::open_subdir(&parent, &name.to_string_lossy())
+    fsx::open_subdir(&parent, name)
 }
 
 fn ensure_dir_path(dir: &Path) -> Result<OwnedFd> {

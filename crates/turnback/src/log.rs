@@ -13,6 +13,11 @@
 //! {"seq":3,"at":1700000000000000002,"type":"rewind","turn":"t1","from_seq":1,"saved":2,"crc":"…"}
 //! ```
 //!
+//! A path is a JSON string when its bytes are UTF-8 and otherwise an object
+//! with its bytes in hex, `{"path":{"bytes_hex":"6b2fff"},...}` for `k/`
+//! then the byte 0xFF (see [`crate::path`]); both forms are read anywhere a
+//! path is.
+//!
 //! Invariants:
 //! - A record is appended with one `write` to an `O_APPEND` descriptor and
 //!   `fdatasync`ed before the operation reports success; everything a record
@@ -41,6 +46,8 @@
 //!   (`reason`, `size`: not saved, e.g. a socket or a file over the cap).
 //!   Stores written before `fifo` existed hold none; every older record
 //!   reads unchanged.
+//! - A `capture` record's `shared_with` names the other turns its files were
+//!   recorded in too, when shell commands of several turns ran at once.
 //! - A `snapshot` record introduces the blobs a tree scan stored (its
 //!   pack), for a later `capture` record or the tree state (see
 //!   [`crate::tree`]) to name.
@@ -87,6 +94,11 @@ pub enum Op {
         /// Post-images of writes made through turnback in this record.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         posts: Vec<PostEntry>,
+        /// Other turns these `files` were recorded in as well: shell
+        /// commands of those turns ran at the same time as this turn's, and
+        /// any of them may have made the changes (see [`crate::snapshot`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        shared_with: Vec<TurnId>,
     },
     /// Post-images (hashes of what the agent left) recorded when a turn
     /// ends: `turnback seal`, or implicitly when the next turn begins.
@@ -429,6 +441,7 @@ mod tests {
                         },
                     ],
                     posts: vec![],
+                    shared_with: vec![],
                 },
             },
             Record {
@@ -501,6 +514,44 @@ mod tests {
                 "\n"
             )
         );
+    }
+
+    /// Pins the form of a path that is not UTF-8, beside a UTF-8 one.
+    #[test]
+    fn a_path_that_is_not_utf8_is_pinned_as_its_bytes_in_hex() {
+        let r = Record {
+            seq: 3,
+            at: 7,
+            op: Op::Capture {
+                turn: TurnId::new("t2").expect("valid"),
+                label: None,
+                pack: None,
+                blobs: vec![],
+                files: vec![
+                    FileEntry {
+                        path: RelPath::from_bytes(b"k/\xff").expect("valid"),
+                        pre: Pre::Absent,
+                    },
+                    FileEntry {
+                        path: RelPath::parse("k/\u{e9}").expect("valid"),
+                        pre: Pre::Absent,
+                    },
+                ],
+                posts: vec![],
+                shared_with: vec![],
+            },
+        };
+        let line = encode(&r);
+        assert_eq!(
+            String::from_utf8(line.clone()).expect("utf8"),
+            concat!(
+                r#"{"seq":3,"at":7,"type":"capture","turn":"t2","files":["#,
+                r#"{"path":{"bytes_hex":"6b2fff"},"pre":{"kind":"absent"}},"#,
+                r#"{"path":"k/é","pre":{"kind":"absent"}}],"crc":"238dbbec"}"#,
+                "\n"
+            )
+        );
+        assert_eq!(decode(&line[..line.len() - 1]), Ok(r));
     }
 
     #[test]

@@ -1,16 +1,35 @@
 //! Paths inside the project, as the store keeps them.
 //!
-//! A [`RelPath`] is relative to the project root, UTF-8, `/`-separated, with
-//! no empty, `.` or `..` component, no NUL or backslash, and no component
-//! named `.git`, and no first component `.turnback` (the root's marker
-//! directory; see [`crate::location`]). Every path read back from the log is parsed
-//! into a `RelPath` again before it is used, so a hand-edited log cannot name
-//! a path outside the root or inside the store.
+//! A [`RelPath`] is relative to the project root, `/`-separated, with no
+//! empty, `.` or `..` component, no NUL, and not inside the root's own
+//! `.git/` or `.turnback/` (the marker, see [`crate::location`]): a nested
+//! repository `sub/.git/`, or a nested `sub/.turnback/`, is part of the
+//! project and is covered like any folder. It
+//! holds the bytes the file system gives for a name (Linux and macOS names
+//! are bytes, not necessarily UTF-8) and gives them back exactly. Every path
+//! read back from the log is parsed into a `RelPath` again before it is used,
+//! so a hand-edited log cannot name a path outside the root or inside the
+//! store.
+//!
+//! JSON form (in `log.jsonl`): a path whose bytes are valid UTF-8 is a JSON
+//! string, `"src/a.rs"` (every log written before non-UTF-8 names were kept
+//! reads as before); any other path is an object holding its bytes in
+//! lowercase hex, `{"bytes_hex":"6b2fff"}` (for `k/` then the byte 0xFF). A
+//! reader accepts both forms for any path.
+//!
+//! A backslash is an ordinary byte of a name on Linux and macOS (`a\..\b`
+//! is one file in the directory), so it is held like any other.
+//!
+//! Shown to people ([`fmt::Display`]), a path is its UTF-8 text with each
+//! byte that is not part of valid UTF-8 written `\xNN` and a backslash
+//! written `\\`, so two different paths never look the same.
 
+use std::ffi::OsStr;
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path};
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{Error, PathProblem};
 
@@ -18,76 +37,164 @@ use crate::error::{Error, PathProblem};
 /// store itself when it is kept in the project).
 pub const STORE_DIR: &str = ".turnback";
 
+/// The root's git directory: never covered, never written.
+const GIT_DIR: &[u8] = b".git";
+
 const MAX_PATH: usize = 4096;
 const MAX_COMPONENT: usize = 255;
 
-/// A validated path relative to the project root.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct RelPath(String);
+/// A validated path relative to the project root (raw bytes).
+#[derive(Clone)]
+pub struct RelPath(Repr);
+
+/// A UTF-8 path is kept as its text; any other as its bytes with the
+/// escaped text [`RelPath::as_str`] returns.
+#[derive(Clone)]
+enum Repr {
+    Text(String),
+    Raw { bytes: Vec<u8>, shown: String },
+}
+
+impl PartialEq for RelPath {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for RelPath {}
+
+impl std::hash::Hash for RelPath {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
+    }
+}
+
+impl PartialOrd for RelPath {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for RelPath {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_bytes().cmp(other.as_bytes())
+    }
+}
+
+impl RelPath {
+    fn new(bytes: Vec<u8>) -> RelPath {
+        RelPath(match String::from_utf8(bytes) {
+            Ok(text) => Repr::Text(text),
+            Err(e) => {
+                let bytes = e.into_bytes();
+                let shown = escaped(&bytes);
+                Repr::Raw { bytes, shown }
+            }
+        })
+    }
+}
 
 impl RelPath {
     /// Parses a path in stored (normal) form.
     pub fn parse(s: &str) -> Result<Self, PathProblem> {
+        RelPath::from_bytes(s.as_bytes())
+    }
+
+    /// Parses a path in stored form given as raw bytes (any encoding).
+    pub fn from_bytes(s: &[u8]) -> Result<Self, PathProblem> {
         if s.is_empty() {
             return Err(PathProblem::Empty);
         }
         if s.len() > MAX_PATH {
             return Err(PathProblem::TooLong);
         }
-        if s.contains('\0') {
+        if s.contains(&0) {
             return Err(PathProblem::Nul);
         }
-        if s.contains('\\') {
-            return Err(PathProblem::Backslash);
+        for (i, comp) in s.split(|&b| b == b'/').enumerate() {
+            if i == 0 && comp == GIT_DIR {
+                return Err(PathProblem::InsideGit);
+            }
+            if i == 0 && comp == STORE_DIR.as_bytes() {
+                return Err(PathProblem::InsideStore);
+            }
+            check_component(comp)?;
         }
-        for (i, comp) in s.split('/').enumerate() {
-            check_component(comp, i == 0)?;
-        }
-        Ok(RelPath(s.to_owned()))
+        Ok(RelPath::new(s.to_owned()))
     }
 
     /// Builds a path from components that were each checked.
-    pub(crate) fn from_components<S: AsRef<str>>(comps: &[S]) -> Result<Self, PathProblem> {
+    pub(crate) fn from_components<S: AsRef<[u8]>>(comps: &[S]) -> Result<Self, PathProblem> {
         let joined = comps
             .iter()
             .map(AsRef::as_ref)
             .collect::<Vec<_>>()
-            .join("/");
-        RelPath::parse(&joined)
+            .join(&b'/');
+        RelPath::from_bytes(&joined)
     }
 
-    /// The path as a `/`-separated string.
+    /// The path's bytes, `/`-separated.
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Text(t) => t.as_bytes(),
+            Repr::Raw { bytes, .. } => bytes,
+        }
+    }
+
+    /// The path as a relative [`Path`] (exact bytes): what reaches a file.
+    pub fn as_path(&self) -> &Path {
+        Path::new(OsStr::from_bytes(self.as_bytes()))
+    }
+
+    /// The path as text, when its bytes are valid UTF-8.
+    pub fn to_str(&self) -> Option<&str> {
+        match &self.0 {
+            Repr::Text(t) => Some(t),
+            Repr::Raw { .. } => None,
+        }
+    }
+
+    /// The path as text: exact when it is UTF-8, else with each byte that
+    /// is not part of valid UTF-8 written `\xNN` (for people; reach the
+    /// file with [`RelPath::as_path`]).
     pub fn as_str(&self) -> &str {
-        &self.0
+        match &self.0 {
+            Repr::Text(t) => t,
+            Repr::Raw { shown, .. } => shown,
+        }
     }
 
     /// The components.
-    pub fn components(&self) -> impl Iterator<Item = &str> {
-        self.0.split('/')
+    pub fn components(&self) -> impl Iterator<Item = &OsStr> {
+        self.as_bytes().split(|&b| b == b'/').map(OsStr::from_bytes)
     }
 
     /// The parent directory, or `None` at the top level.
     pub fn parent(&self) -> Option<RelPath> {
-        self.0.rsplit_once('/').map(|(p, _)| RelPath(p.to_owned()))
+        let b = self.as_bytes();
+        let i = b.iter().rposition(|&c| c == b'/')?;
+        Some(RelPath::new(b[..i].to_owned()))
     }
 
     /// The last component.
-    pub fn file_name(&self) -> &str {
-        self.0.rsplit_once('/').map_or(&self.0, |(_, n)| n)
+    pub fn file_name(&self) -> &OsStr {
+        let b = self.as_bytes();
+        let start = b.iter().rposition(|&c| c == b'/').map_or(0, |i| i + 1);
+        OsStr::from_bytes(&b[start..])
     }
 
     /// Number of components.
     pub fn depth(&self) -> usize {
-        self.0.split('/').count()
+        self.as_bytes().iter().filter(|&&b| b == b'/').count() + 1
     }
 
     /// Every proper ancestor, top-down (`a`, `a/b` for `a/b/c`).
     pub fn ancestors(&self) -> Vec<RelPath> {
         let mut out = Vec::new();
-        for (i, b) in self.0.bytes().enumerate() {
-            if b == b'/' {
-                out.push(RelPath(self.0[..i].to_owned()));
+        let bytes = self.as_bytes();
+        for (i, b) in bytes.iter().enumerate() {
+            if *b == b'/' {
+                out.push(RelPath::new(bytes[..i].to_owned()));
             }
         }
         out
@@ -95,52 +202,124 @@ impl RelPath {
 
     /// Whether `self` is `other` or lies beneath it.
     pub fn starts_with(&self, other: &RelPath) -> bool {
-        self.0 == other.0
-            || (self.0.starts_with(&other.0) && self.0.as_bytes().get(other.0.len()) == Some(&b'/'))
+        let (a, b) = (self.as_bytes(), other.as_bytes());
+        a == b || (a.starts_with(b) && a.get(b.len()) == Some(&b'/'))
     }
 
     /// Joins one more component.
-    pub fn join(&self, name: &str) -> Result<RelPath, PathProblem> {
-        RelPath::parse(&format!("{}/{}", self.0, name))
+    pub fn join(&self, name: impl AsRef<[u8]>) -> Result<RelPath, PathProblem> {
+        let mut p = self.as_bytes().to_owned();
+        p.push(b'/');
+        p.extend_from_slice(name.as_ref());
+        RelPath::from_bytes(&p)
     }
 }
 
-/// `top`: the component is the first one, directly under the root. Only
-/// the root's `.turnback` is turnback's (the marker, or an in-project
-/// store); one deeper is the user's like any other name.
-fn check_component(comp: &str, top: bool) -> Result<(), PathProblem> {
+fn check_component(comp: &[u8]) -> Result<(), PathProblem> {
     match comp {
-        "" | "." | ".." => Err(PathProblem::NotNormal),
-        ".git" => Err(PathProblem::InsideGit),
-        STORE_DIR if top => Err(PathProblem::InsideStore),
+        b"" | b"." | b".." => Err(PathProblem::NotNormal),
         c if c.len() > MAX_COMPONENT => Err(PathProblem::TooLong),
         _ => Ok(()),
     }
 }
 
+/// Writes `bytes` as UTF-8 text with each byte that is not part of valid
+/// UTF-8 as `\xNN` and a backslash as `\\` (see the module doc).
+pub fn write_escaped(f: &mut impl fmt::Write, bytes: &[u8]) -> fmt::Result {
+    for chunk in bytes.utf8_chunks() {
+        let mut parts = chunk.valid().split('\\');
+        if let Some(first) = parts.next() {
+            f.write_str(first)?;
+        }
+        for part in parts {
+            f.write_str("\\\\")?;
+            f.write_str(part)?;
+        }
+        for b in chunk.invalid() {
+            write!(f, "\\x{b:02x}")?;
+        }
+    }
+    Ok(())
+}
+
+/// `bytes` shown as [`write_escaped`] writes them.
+pub fn escaped(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len());
+    write_escaped(&mut s, bytes).expect("writing to a String cannot fail");
+    s
+}
+
 impl fmt::Display for RelPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        write_escaped(f, self.as_bytes())
     }
 }
 
 impl fmt::Debug for RelPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.0)
+        write!(f, "{:?}", self.to_string())
+    }
+}
+
+/// The JSON form of a path that is not UTF-8.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HexForm<'a> {
+    #[serde(borrow)]
+    bytes_hex: std::borrow::Cow<'a, str>,
+}
+
+impl Serialize for RelPath {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.to_str() {
+            Some(text) => s.serialize_str(text),
+            None => HexForm {
+                bytes_hex: hex::encode(self.as_bytes()).into(),
+            }
+            .serialize(s),
+        }
     }
 }
 
 impl<'de> Deserialize<'de> for RelPath {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        RelPath::parse(&s).map_err(|e| serde::de::Error::custom(format!("path {s:?}: {e}")))
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form<'a> {
+            #[serde(borrow)]
+            Text(std::borrow::Cow<'a, str>),
+            #[serde(borrow)]
+            Hex(HexForm<'a>),
+        }
+        let bytes = match Form::deserialize(d)? {
+            Form::Text(s) => s.into_owned().into_bytes(),
+            Form::Hex(h) => hex::decode(h.bytes_hex.as_ref()).map_err(|e| {
+                serde::de::Error::custom(format!("path {:?}: bad hex: {e}", h.bytes_hex))
+            })?,
+        };
+        RelPath::from_bytes(&bytes)
+            .map_err(|e| serde::de::Error::custom(format!("path {:?}: {e}", escaped(&bytes))))
     }
+}
+
+/// The path `bytes` names if the store can hold it, else its nearest
+/// ancestor that it can (with `false`): where a change to a path whose name
+/// cannot be stored is recorded, so a rewind still names it.
+pub(crate) fn nearest_storable(bytes: &[u8]) -> Option<(RelPath, bool)> {
+    if let Ok(p) = RelPath::from_bytes(bytes) {
+        return Some((p, true));
+    }
+    (0..bytes.len())
+        .rev()
+        .filter(|&i| bytes[i] == b'/')
+        .find_map(|i| RelPath::from_bytes(&bytes[..i]).ok())
+        .map(|p| (p, false))
 }
 
 /// Turns a caller's path (absolute, or relative to the root) into lexically
 /// normalized components relative to `root`. `root` must be absolute and
 /// canonical. Symlinks are not resolved here.
-pub(crate) fn lexical_components(root: &Path, input: &Path) -> Result<Vec<String>, Error> {
+pub(crate) fn lexical_components(root: &Path, input: &Path) -> Result<Vec<Vec<u8>>, Error> {
     let shown = input.to_string_lossy().into_owned();
     let bad = |reason| Error::BadPath {
         path: shown.clone(),
@@ -165,15 +344,11 @@ pub(crate) fn lexical_components(root: &Path, input: &Path) -> Result<Vec<String
     } else {
         input
     };
-    let mut out: Vec<String> = Vec::new();
+    let mut out: Vec<Vec<u8>> = Vec::new();
     for comp in rel.components() {
         match comp {
             Component::Normal(c) => {
-                let c = c.to_str().ok_or_else(|| bad(PathProblem::NotUtf8))?;
-                if c.contains('\\') {
-                    return Err(bad(PathProblem::Backslash));
-                }
-                out.push(c.to_owned());
+                out.push(c.as_bytes().to_owned());
             }
             Component::CurDir => {}
             Component::ParentDir => {
@@ -213,7 +388,15 @@ mod tests {
 
     #[test]
     fn parse_accepts_normal_paths() {
-        for ok in ["a", "a/b.txt", ".env", "src/.gitignore", "dir/..x", "é/ü"] {
+        for ok in [
+            "a",
+            "a/b.txt",
+            ".env",
+            "src/.gitignore",
+            "dir/..x",
+            "é/ü",
+            "sub/.git/config",
+        ] {
             assert!(RelPath::parse(ok).is_ok(), "{ok}");
         }
     }
@@ -229,9 +412,7 @@ mod tests {
             ("./a", PathProblem::NotNormal),
             ("a/", PathProblem::NotNormal),
             ("a\0b", PathProblem::Nul),
-            ("a\\..\\b", PathProblem::Backslash),
             (".git/hooks/pre-commit", PathProblem::InsideGit),
-            ("sub/.git/config", PathProblem::InsideGit),
             (".turnback/log.jsonl", PathProblem::InsideStore),
         ];
         for (input, want) in cases {
@@ -244,6 +425,50 @@ mod tests {
             Err(PathProblem::TooLong)
         );
         assert_eq!(RelPath::parse(&"x".repeat(256)), Err(PathProblem::TooLong));
+    }
+
+    #[test]
+    fn any_bytes_but_nul_round_trip_and_show_unambiguously() {
+        let p = RelPath::from_bytes(b"d\xfe/a\\b/\xff").expect("bytes are a name");
+        assert_eq!(p.as_bytes(), b"d\xfe/a\\b/\xff");
+        assert_eq!(p.to_string(), "d\\xfe/a\\\\b/\\xff");
+        assert_eq!(p.to_str(), None);
+        assert_eq!(p.file_name().as_bytes(), b"\xff");
+        assert_eq!(
+            p.parent().map(|q| q.to_string()).as_deref(),
+            Some("d\\xfe/a\\\\b")
+        );
+        // Two paths never show the same: a literal `\xff` vs the byte.
+        let literal = RelPath::parse("d\\xfe").expect("text");
+        assert_ne!(
+            literal.to_string(),
+            RelPath::from_bytes(b"d\xfe").expect("bytes").to_string()
+        );
+        let json = serde_json::to_string(&p).expect("serialize");
+        assert_eq!(json, r#"{"bytes_hex":"64fe2f615c622fff"}"#);
+        assert_eq!(serde_json::from_str::<RelPath>(&json).expect("parse"), p);
+        let text = RelPath::parse("src/é.rs").expect("text");
+        assert_eq!(
+            serde_json::to_string(&text).expect("serialize"),
+            r#""src/é.rs""#
+        );
+        for bad in [
+            r#"{"bytes_hex":"2e2e2f78"}"#,
+            r#"{"bytes_hex":"zz"}"#,
+            r#"{"bytes_hex":"61","x":1}"#,
+            r#"{"bytes_hex":"2e6769742f78"}"#,
+        ] {
+            assert!(serde_json::from_str::<RelPath>(bad).is_err(), "{bad}");
+        }
+        assert_eq!(RelPath::from_bytes(b"a\0b"), Err(PathProblem::Nul));
+    }
+
+    #[test]
+    fn a_name_too_long_to_store_is_recorded_at_its_nearest_ancestor() {
+        let long = [b"d/".as_slice(), &[b'x'; 4100]].concat();
+        let (p, own) = nearest_storable(&long).expect("an ancestor");
+        assert_eq!((p.as_bytes(), own), (b"d".as_slice(), false));
+        assert!(nearest_storable(&[b'x'; 4100]).is_none());
     }
 
     #[test]
@@ -261,7 +486,7 @@ mod tests {
     fn lexical_components_resolves_dots_and_refuses_escapes() {
         let root = Path::new("/proj");
         let c = lexical_components(root, Path::new("/proj/a/./b/../c")).expect("inside");
-        assert_eq!(c, ["a", "c"]);
+        assert_eq!(c, [b"a", b"c"]);
         assert!(lexical_components(root, Path::new("a/../../x")).is_err());
         assert!(lexical_components(root, Path::new("/etc/passwd")).is_err());
         assert!(lexical_components(root, Path::new("/proj")).is_err());

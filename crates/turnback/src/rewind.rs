@@ -638,7 +638,7 @@ impl Store {
                 _ => None,
             }
         };
-        let now = std::fs::read(self.root.join(path.as_str())).ok();
+        let now = std::fs::read(self.root.join(path.as_path())).ok();
         let diff = |a: &[u8], b: &[u8], from: &str, to: &str| -> String {
             match (std::str::from_utf8(a), std::str::from_utf8(b)) {
                 (Ok(a), Ok(b)) => similar::TextDiff::from_lines(a, b)
@@ -1000,7 +1000,7 @@ impl Store {
         &self,
         dirs: &mut DirCache,
         path: &RelPath,
-        make: impl FnOnce(&OwnedFd, &str) -> Result<(), String>,
+        make: impl FnOnce(&OwnedFd, &std::ffi::OsStr) -> Result<(), String>,
     ) -> Result<(), String> {
         let dir = dirs
             .parent(path, true)
@@ -1107,7 +1107,7 @@ type PathResult<'a, T> = Result<(&'a RelPath, T), (&'a RelPath, String)>;
 /// cached by path for the length of one operation.
 struct DirCache {
     root: OwnedFd,
-    open: HashMap<String, OwnedFd>,
+    open: HashMap<Vec<u8>, OwnedFd>,
 }
 
 impl DirCache {
@@ -1125,7 +1125,7 @@ impl DirCache {
     fn get(&self, path: &RelPath) -> Option<&OwnedFd> {
         match path.parent() {
             None => Some(&self.root),
-            Some(p) => self.open.get(p.as_str()),
+            Some(p) => self.open.get(p.as_bytes()),
         }
     }
 
@@ -1142,16 +1142,15 @@ impl DirCache {
         let Some(parent) = dir else {
             return Ok(Some(&self.root));
         };
-        let key = parent.as_str().to_owned();
+        let key = parent.as_bytes().to_owned();
         if !self.open.contains_key(&key) {
-            let mut cur = rustix::io::dup(&self.root).ctx("open", parent.as_str())?;
+            let mut cur = rustix::io::dup(&self.root).ctx("open", parent.as_path())?;
             for (i, comp) in parent.components().enumerate() {
                 let shown = || {
                     parent
                         .components()
                         .take(i + 1)
-                        .collect::<Vec<_>>()
-                        .join("/")
+                        .collect::<std::path::PathBuf>()
                 };
                 let next = if create {
                     Some(

@@ -22,27 +22,28 @@
 //!   the turn already captured through a file tool keeps its earlier
 //!   pre-image. `Store::rewind` then undoes the command like any turn.
 //!
-//! A before half that finds the tree still pending (the previous command's
-//! after half never ran: its process was killed) first records the changes
-//! since then into the pending turn, so they are not lost.
+//! Several commands may run at once: each before half opens a window
+//! ([`crate::exec_window`]) and each after half closes its own; which turns
+//! a change is recorded in, when windows overlap or a command was killed,
+//! is decided by [`crate::snapshot_attribution`]. The tree's pending mark
+//! says whether any window is open.
 //!
 //! Record order, each step durable before the next: the pack of new blobs,
 //! the `snapshot` record naming them, the turn's `capture` record, the tree
 //! state.
 //!
-//! Coverage: the whole root except `.git/` and `.turnback/` (at any depth),
-//! git-ignored files included. Left out, by default: directories named in
-//! [`DEFAULT_EXCLUDES`] and files over the size cap; `.turnbackignore`
-//! files (gitignore syntax) change that: the root's is read after the
-//! defaults, so `!build/` covers `build/` again, and one in a subdirectory
-//! applies to that subtree and takes precedence over those above it, as in
-//! git. An ignore file that is a symlink or not a regular file is not read
-//! (a warning says so). What is left out is kept in the
-//! tree as *excluded* with its own stat: [`Store::status`] lists it, and a
-//! change to it (an excluded directory's own entry, which changes when
-//! entries are added to or removed from it directly; an oversized file) is
-//! recorded in the turn as not captured, which a rewind reports as not
-//! restored. Changes deeper inside an excluded directory are not seen.
+//! Coverage: the whole root except the root's own `.git/` and `.turnback/`
+//! (a nested repository's `.git/` is covered), git-ignored files included,
+//! names that are not UTF-8 included. Left out: files over the size cap;
+//! directories named in [`DEFAULT_EXCLUDES`] only when they are generated
+//! (see [`crate::generated`]: a tool's name, a cache marker, or the
+//! project's `.gitignore`); and what `.turnbackignore` files (gitignore
+//! syntax, see [`crate::exclude`]) say, which always wins. What is left
+//! out is kept in the tree as *excluded*: [`Store::status`] lists it, and a
+//! change to it (an excluded directory's stat is folded over its whole
+//! subtree, see [`crate::subtree_stat`], so an edit deep inside counts; an
+//! oversized file) is recorded in the turn as not captured, which a rewind
+//! reports as not restored (exit 3), never as "nothing changed".
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -53,33 +54,22 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use rayon::prelude::*;
 use rustix::fs::{Mode, OFlags};
 use serde::Serialize;
 
 use crate::entry_pre;
 use crate::error::{Error, IoResultExt, Result};
+pub use crate::exclude::{DEFAULT_EXCLUDES, IGNORE_FILE};
+use crate::exclude::{Ignores, build_matcher, nested_matcher};
+use crate::exec_window::{self, TreeMark, Window};
 use crate::id::{BlobId, TurnId, cut_label};
 use crate::log::{FileEntry, Op, Post, PostEntry, Pre, StoredBlob};
 use crate::pack::{self, BlobLoc, PackWriter};
 use crate::path::{RelPath, STORE_DIR};
+use crate::snapshot_attribution::{self as attribution, Half};
 use crate::store::Store;
 use crate::tree::{self, Entry, Excluded, Kind, Loaded, Stat, Tree, TreeWriter};
-
-/// Directories a snapshot leaves out unless `.turnbackignore` says
-/// otherwise: large folders that a build or an installer regenerates.
-pub const DEFAULT_EXCLUDES: &[&str] = &[
-    "node_modules/",
-    "target/",
-    ".venv/",
-    "__pycache__/",
-    "dist/",
-    "build/",
-];
-
-/// The ignore file read at the project root (gitignore syntax).
-pub const IGNORE_FILE: &str = ".turnbackignore";
 
 /// Files up to this size are read whole and compressed in parallel; larger
 /// ones are streamed.
@@ -217,6 +207,12 @@ pub struct Recorded {
     pub captured: Vec<FileEntry>,
     /// Paths the turn had captured already (its earlier pre-image wins).
     pub already_captured: Vec<RelPath>,
+    /// Other turns the same changes were recorded in: their commands ran
+    /// at the same time, and any of them may have made them.
+    pub shared_with: Vec<TurnId>,
+    /// Changed paths left to the turn whose file tool captured them since
+    /// the last snapshot.
+    pub captured_elsewhere: Vec<CapturedSince>,
 }
 
 /// What one snapshot did.
@@ -420,107 +416,10 @@ fn assemble(listings: Vec<(Vec<u8>, Vec<Item>)>, unlisted: Vec<Found>) -> Vec<Fo
 
 /// Whether a name (and the path it completes) can be held by a `RelPath`.
 fn name_problem(name: &[u8], rel_len: usize) -> Option<&'static str> {
-    if std::str::from_utf8(name).is_err() {
-        Some("it is not valid UTF-8")
-    } else if name.contains(&b'\\') {
-        Some("it contains a backslash")
-    } else if name.len() > 255 || rel_len > 4096 {
+    if name.len() > 255 || rel_len > 4096 {
         Some("it is too long")
     } else {
         None
-    }
-}
-
-/// The ignore files that apply in a directory, deepest first: a
-/// `.turnbackignore` below the root applies to its directory's subtree
-/// and takes precedence over those above it, as in git.
-struct Ignores {
-    /// The directory holding the file, relative to the root, ending with
-    /// `/` (empty for the root, whose matcher also holds the defaults).
-    dir: Vec<u8>,
-    matcher: Gitignore,
-    /// Whether a pattern of this file can match something other than a
-    /// directory (see [`dir_only`]); if not, files are not matched here.
-    files_too: bool,
-    parent: Option<Arc<Ignores>>,
-}
-
-/// Whether an ignore-file line can only match directories (a pattern that
-/// ends with `/`) or nothing (blank, comment). Conservative: trailing tabs
-/// or an escaped trailing space make it count as matching files too.
-fn dir_only(line: &str) -> bool {
-    let t = line.trim_end_matches(' ');
-    t.is_empty() || t.starts_with('#') || t.ends_with('/')
-}
-
-impl Ignores {
-    /// The pattern that excludes `path`, if any: the deepest file with a
-    /// matching pattern decides.
-    fn excluded(&self, path: &[u8], is_dir: bool) -> Option<Excluded> {
-        let mut at = Some(self);
-        while let Some(ig) = at {
-            if !is_dir && !ig.files_too {
-                at = ig.parent.as_deref();
-                continue;
-            }
-            let rel = path.strip_prefix(ig.dir.as_slice()).unwrap_or(path);
-            match ig
-                .matcher
-                .matched(Path::new(std::ffi::OsStr::from_bytes(rel)), is_dir)
-            {
-                ignore::Match::Ignore(glob) => {
-                    return Some(match glob.from() {
-                        None => Excluded::Default(glob.original().to_owned()),
-                        Some(_) => Excluded::IgnoreFile(glob.original().to_owned()),
-                    });
-                }
-                ignore::Match::Whitelist(_) => return None,
-                ignore::Match::None => at = ig.parent.as_deref(),
-            }
-        }
-        None
-    }
-}
-
-/// The matcher of the `.turnbackignore` in `dir` (at `rel`, which ends
-/// with `/`), read without following a symlink and only if it is a
-/// regular file; a problem with it becomes a warning.
-fn nested_matcher(
-    dir: std::os::fd::BorrowedFd<'_>,
-    rel: &[u8],
-    root: &Path,
-    warnings: &mut Vec<String>,
-) -> Option<(Gitignore, bool)> {
-    let shown = root
-        .join(std::ffi::OsStr::from_bytes(rel))
-        .join(IGNORE_FILE);
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let text = rustix::fs::openat(dir, IGNORE_FILE, flags, Mode::empty())
-        .map_err(io::Error::from)
-        .and_then(|fd| {
-            let file = File::from(fd);
-            if !file.metadata()?.is_file() {
-                return Err(io::Error::other("it is not a regular file"));
-            }
-            let mut text = String::new();
-            (&file).take(1 << 20).read_to_string(&mut text)?;
-            Ok(text)
-        });
-    let text = match text {
-        Ok(t) => t,
-        Err(e) => {
-            warnings.push(format!("{}: {e}; it is not read", shown.display()));
-            return None;
-        }
-    };
-    let mut b = GitignoreBuilder::new(root.join(std::ffi::OsStr::from_bytes(rel)));
-    let files_too = add_lines(&mut b, &text, &shown, warnings);
-    match b.build() {
-        Ok(m) => Some((m, files_too)),
-        Err(e) => {
-            warnings.push(format!("{}: {e}; it is not read", shown.display()));
-            None
-        }
     }
 }
 
@@ -601,11 +500,10 @@ impl WalkCtx<'_> {
         }
         for name in names {
             let bytes = name.to_bytes();
-            if bytes == b"." || bytes == b".." || bytes == b".git" {
-                continue;
-            }
+            let root_git = rel.is_empty() && bytes == b".git";
             // Only the root's `.turnback` is turnback's.
-            if rel.is_empty() && bytes == STORE_DIR.as_bytes() {
+            let root_marker = rel.is_empty() && bytes == STORE_DIR.as_bytes();
+            if bytes == b"." || bytes == b".." || root_git || root_marker {
                 continue;
             }
             let mut path = Vec::with_capacity(rel.len() + 1 + bytes.len());
@@ -687,15 +585,19 @@ impl WalkCtx<'_> {
                 return None;
             }
         };
-        let stat = Stat::of_raw(&st);
         let ft = FileType::from_raw_mode(st.st_mode);
         let is_dir = ft == FileType::Directory;
+        let excluded = match name_problem(name.to_bytes(), path.len()) {
+            Some(why) => Some(Excluded::BadName(why.into())),
+            None => (ignores.excluded(&path, is_dir))
+                .and_then(|why| crate::generated::confirm(why, self.root, dir, name, &path)),
+        };
+        let stat = match &excluded {
+            Some(_) if is_dir => crate::subtree_stat::fold(dir, name, Stat::of_raw(&st)),
+            _ => Stat::of_raw(&st),
+        };
         let mut push = |path, kind| local.push(Found { path, stat, kind });
-        if let Some(why) = name_problem(name.to_bytes(), path.len()) {
-            push(path, FoundKind::Excluded(Excluded::BadName(why.into())));
-            return None;
-        }
-        if let Some(why) = ignores.excluded(&path, is_dir) {
+        if let Some(why) = excluded {
             push(path, FoundKind::Excluded(why));
             return None;
         }
@@ -732,60 +634,6 @@ impl WalkCtx<'_> {
     }
 }
 
-/// Adds the lines of an ignore file to `b`; a bad line becomes a warning.
-/// Returns whether any line can match a non-directory.
-fn add_lines(
-    b: &mut GitignoreBuilder,
-    text: &str,
-    shown: &Path,
-    warnings: &mut Vec<String>,
-) -> bool {
-    let mut files_too = false;
-    for line in text.lines() {
-        match b.add_line(Some(shown.to_path_buf()), line) {
-            Ok(_) => files_too |= !dir_only(line),
-            Err(e) => warnings.push(format!(
-                "{}: {e}; the other lines apply, fix that one",
-                shown.display()
-            )),
-        }
-    }
-    files_too
-}
-
-/// The matcher for exclusions: the defaults, then the root's ignore file;
-/// and whether it can match a non-directory.
-fn build_matcher(root: &Path, warnings: &mut Vec<String>) -> Result<(Gitignore, bool)> {
-    let mut b = GitignoreBuilder::new(root);
-    for d in DEFAULT_EXCLUDES {
-        debug_assert!(dir_only(d));
-        b.add_line(None, d)
-            .map_err(|e| io::Error::other(e.to_string()))
-            .ctx("parse default exclusion", *d)?;
-    }
-    let file = root.join(IGNORE_FILE);
-    let mut files_too = false;
-    match std::fs::symlink_metadata(&file) {
-        Ok(m) if m.file_type().is_file() => match std::fs::read(&file) {
-            Ok(text) => {
-                files_too = add_lines(&mut b, &String::from_utf8_lossy(&text), &file, warnings);
-            }
-            Err(e) => warnings.push(format!("{}: {e}; it is not read", file.display())),
-        },
-        Ok(_) => warnings.push(format!(
-            "{} is not a regular file; it is not read",
-            file.display()
-        )),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).ctx("read", &file),
-    }
-    let matcher = b
-        .build()
-        .map_err(|e| io::Error::other(e.to_string()))
-        .ctx("read", &file)?;
-    Ok((matcher, files_too))
-}
-
 // ------------------------------------------------------------------ scan
 
 /// The outcome of a scan.
@@ -795,6 +643,10 @@ struct Scan {
     pack: Option<(PackWriter, Vec<StoredBlob>)>,
     warnings: Vec<String>,
 }
+
+/// What [`Store::record`] gives back: the scan's entries and counts, what
+/// was recorded, and the windows left open.
+type Outcome = (Vec<Entry>, ScanStats, Option<Recorded>, Vec<Window>);
 
 /// How a scan treats file contents.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -1173,6 +1025,31 @@ impl Store {
         after: bool,
         progress: &dyn Progress,
     ) -> Result<SnapshotReport> {
+        self.snapshot_by(turn, label, after, None, progress)
+    }
+
+    /// [`Store::snapshot`] for a process that takes both halves around a
+    /// command it runs (`turnback exec`): its window names this process,
+    /// so a concurrent before half tells a running command from a killed
+    /// one (see [`crate::snapshot_attribution`]).
+    pub fn snapshot_for_command(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        after: bool,
+        progress: &dyn Progress,
+    ) -> Result<SnapshotReport> {
+        self.snapshot_by(turn, label, after, Some(std::process::id()), progress)
+    }
+
+    fn snapshot_by(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        after: bool,
+        pid: Option<u32>,
+        progress: &dyn Progress,
+    ) -> Result<SnapshotReport> {
         let _guard = self.begin_mutation()?;
         let store_fd = rustix::io::dup(&self.dirs().store).ctx("open", &self.store_path)?;
         let packs_fd = rustix::io::dup(&self.dirs().packs).ctx("open", &self.store_path)?;
@@ -1193,28 +1070,41 @@ impl Store {
                 root: self.root.clone(),
             });
         }
+        let windows = exec_window::load(&store_fd, &self.store_path, old.as_ref(), &mut warnings)?;
         let writer = TreeWriter::begin(&store_fd, &self.store_path)?;
         let stamp_ns = writer.stamp_ns;
         let scan = self.scan(old.as_ref(), Reading::Store, progress)?;
-        let (entries, mut stats, recorded) = self.record(
+        let half = Half {
             turn,
             label,
             after,
-            old.as_ref(),
-            scan,
-            &packs_fd,
-            &mut warnings,
-        )?;
+            pid,
+            last_seq: self.index.last_seq,
+            stamp_ns,
+        };
+        let (entries, mut stats, recorded, windows) =
+            self.record(&half, old.as_ref(), scan, windows, &packs_fd, &mut warnings)?;
+        let pending = !windows.is_empty();
         // Nothing hashed and every entry as the tree has it: only the
         // header changes, so the (large) tree is not rewritten.
         let unchanged =
             stats.hashed_files == 0 && old.as_ref().is_some_and(|o| o.entries == entries);
+        let mark = TreeMark {
+            stamp_ns: old
+                .as_ref()
+                .filter(|_| unchanged)
+                .map_or(stamp_ns, |o| o.stamp_ns),
+            log_seq: self.index.last_seq,
+            pending,
+            turn: turn.clone(),
+        };
+        exec_window::save(&store_fd, &self.store_path, &mark, &windows)?;
         if unchanged {
             stats.tree_bytes = tree::write_head(
                 &store_fd,
                 &self.store_path,
                 self.index.last_seq,
-                !after,
+                pending,
                 turn,
             )?;
         } else {
@@ -1222,7 +1112,7 @@ impl Store {
                 stamp_ns,
                 log_seq: self.index.last_seq,
                 turn: turn.clone(),
-                pending: !after,
+                pending,
                 entries,
             };
             stats.tree_bytes = writer.commit(&store_fd, &self.store_path, &new_tree)?;
@@ -1236,18 +1126,18 @@ impl Store {
         })
     }
 
-    /// Makes the scan's blobs durable and records the diff into a turn.
-    #[allow(clippy::too_many_arguments)]
+    /// Makes the scan's blobs durable and records the diff into the turns
+    /// that may own it (see [`crate::snapshot_attribution`]); returns the
+    /// windows open after this half.
     fn record(
         &mut self,
-        turn: &TurnId,
-        label: Option<&str>,
-        after: bool,
+        half: &Half<'_>,
         old: Option<&Tree>,
         scan: Scan,
+        windows: Option<Vec<Window>>,
         packs_fd: &std::os::fd::OwnedFd,
         warnings: &mut Vec<String>,
-    ) -> Result<(Vec<Entry>, ScanStats, Option<Recorded>)> {
+    ) -> Result<Outcome> {
         let Scan {
             entries,
             stats,
@@ -1259,102 +1149,82 @@ impl Store {
             let name = pack::pack_name(self.index.last_seq + 1);
             w.commit(packs_fd, &name)?;
             self.append(Op::Snapshot {
-                turn: turn.clone(),
-                after,
+                turn: half.turn.clone(),
+                after: half.after,
                 pack: name,
                 blobs,
             })?;
         }
-        let rewound_since = |t: &Tree| self.index.ops.keys().any(|&s| s > t.log_seq);
-        let target: Option<(&Tree, TurnId, Option<&str>)> = match old {
-            Some(t) if after => {
-                if !t.pending {
-                    warnings.push(format!(
-                        "no before-snapshot was pending: the changes since the last snapshot (the after half of turn {:?}) are recorded in turn {:?}",
-                        t.turn.as_str(),
-                        turn.as_str()
-                    ));
-                } else if &t.turn != turn {
-                    warnings.push(format!(
-                        "the pending before-snapshot was taken for turn {:?}; its changes are recorded in turn {:?}",
-                        t.turn.as_str(),
-                        turn.as_str()
-                    ));
-                }
-                if rewound_since(t) {
-                    warnings.push(
-                        "a rewind ran since the last snapshot: the paths it restored are recorded in this turn too"
-                            .into(),
-                    );
-                }
-                Some((t, turn.clone(), label))
-            }
-            Some(t) if t.pending => {
-                if rewound_since(t) {
-                    warnings.push(format!(
-                        "the before-snapshot of turn {:?} was followed by a rewind, not by its after half; it is set aside",
-                        t.turn.as_str()
-                    ));
-                    None
-                } else {
-                    warnings.push(format!(
-                        "the before-snapshot of turn {:?} never got its after half (was its command killed?); the changes since then are recorded in that turn",
-                        t.turn.as_str()
-                    ));
-                    Some((t, t.turn.clone(), None))
-                }
-            }
-            _ => None,
-        };
-        let Some((base, into, label)) = target else {
-            return Ok((entries, stats, None));
+        let rewound = old.is_some_and(|t| self.index.ops.keys().any(|&s| s > t.log_seq));
+        let plan = attribution::plan(half, old, windows, rewound, warnings);
+        let Some(base) = old.filter(|_| !plan.owners.is_empty()) else {
+            return Ok((entries, stats, None, plan.windows));
         };
         let blob_size = |id: &BlobId| self.index.blobs.get(id).map(|l| l.size);
         let (changes, mut files) = diff(&base.entries, &entries, blob_size);
         crate::links::add_unchanged_names(&base.entries, &mut files, blob_size);
-        let already_paths: HashSet<&RelPath> = self
-            .index
-            .turn(&into)
-            .map(|t| t.files.iter().map(|c| &c.entry.path).collect())
-            .unwrap_or_default();
-        let (already, fresh): (Vec<FileEntry>, Vec<FileEntry>) = files
-            .into_iter()
-            .partition(|f| already_paths.contains(&f.path));
-        // What the command left at every path it changed (the turn's
-        // post-images): a later rewind compares against these, so a change
-        // a later turn made is never taken for someone else's.
-        let posts: Vec<PostEntry> = fresh
-            .iter()
-            .chain(&already)
-            .map(|f| PostEntry {
-                path: f.path.clone(),
-                post: post_in(&entries, &f.path),
-            })
-            .collect();
-        let already_captured: Vec<RelPath> = already.into_iter().map(|f| f.path).collect();
-        // A command that changed nothing in a turn that exists already
-        // appends nothing (the first one creates the turn, so it can be
-        // rewound to: "before this prompt").
-        if !posts.is_empty() || self.index.turn(&into).is_none() {
-            self.append(Op::Capture {
-                turn: into.clone(),
-                label: label.map(cut_label).filter(|l| !l.is_empty()),
-                pack: None,
-                blobs: Vec::new(),
-                files: fresh.clone(),
-                posts,
-            })?;
+        let (assigned, elsewhere) =
+            attribution::assign(plan.owners, files, &self.index, base.log_seq);
+        let mut recorded: Option<Recorded> = None;
+        for a in assigned {
+            // What the command left at every path it changed (the turn's
+            // post-images): a later rewind compares against these, so a
+            // change a later turn made is never taken for someone else's.
+            let posts: Vec<PostEntry> = a
+                .fresh
+                .iter()
+                .map(|f| &f.path)
+                .chain(&a.already)
+                .map(|path| PostEntry {
+                    path: path.clone(),
+                    post: post_in(&entries, path),
+                })
+                .collect();
+            // A command that changed nothing in a turn that exists already
+            // appends nothing.
+            if !posts.is_empty() || self.index.turn(&a.turn).is_none() {
+                let shared = if a.fresh.is_empty() {
+                    Vec::new()
+                } else {
+                    a.shared_with.clone()
+                };
+                let label = a.label.as_deref();
+                self.append_capture(&a.turn, label, a.fresh.clone(), posts, shared)?;
+            }
+            // The report describes the caller's turn when it is one of them.
+            if recorded.is_some() && &a.turn != half.turn {
+                continue;
+            }
+            recorded = Some(Recorded {
+                turn: a.turn,
+                changes: changes.clone(),
+                captured: a.fresh,
+                already_captured: a.already,
+                shared_with: a.shared_with,
+                captured_elsewhere: elsewhere.clone(),
+            });
         }
-        Ok((
-            entries,
-            stats,
-            Some(Recorded {
-                turn: into,
-                changes,
-                captured: fresh,
-                already_captured,
-            }),
-        ))
+        Ok((entries, stats, recorded, plan.windows))
+    }
+
+    fn append_capture(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        files: Vec<FileEntry>,
+        posts: Vec<PostEntry>,
+        shared_with: Vec<TurnId>,
+    ) -> Result<()> {
+        self.append(Op::Capture {
+            turn: turn.clone(),
+            label: label.map(cut_label).filter(|l| !l.is_empty()),
+            pack: None,
+            blobs: Vec::new(),
+            files,
+            posts,
+            shared_with,
+        })?;
+        Ok(())
     }
 
     /// What changed on disk since the last snapshot, without storing or
@@ -1387,11 +1257,11 @@ impl Store {
         }
         let mut captured = Vec::new();
         if let Some(t) = &old {
-            let mut by_path: HashMap<&str, &TurnId> = HashMap::new();
+            let mut by_path: HashMap<String, &TurnId> = HashMap::new();
             for turn in &self.index.turns {
                 for c in &turn.files {
                     if c.seq > t.log_seq {
-                        by_path.entry(c.entry.path.as_str()).or_insert(&turn.id);
+                        by_path.entry(c.entry.path.to_string()).or_insert(&turn.id);
                     }
                 }
             }
@@ -1452,9 +1322,7 @@ fn shown_path(e: &Entry) -> String {
 }
 
 fn rel(e: &Entry) -> Option<RelPath> {
-    std::str::from_utf8(&e.path)
-        .ok()
-        .and_then(|s| RelPath::parse(s).ok())
+    RelPath::from_bytes(&e.path).ok()
 }
 
 /// Compares two sorted entry lists. Returns the changes grouped for people
@@ -1507,11 +1375,16 @@ fn diff(
                         e: &Entry,
                         change: ChangeKind,
                         reason: String| {
-        if let Some(path) = rel(e) {
+        if let Some((path, own)) = crate::path::nearest_storable(&e.path) {
+            let whose = if own {
+                String::new()
+            } else {
+                format!("{}: ", shown_path(e))
+            };
             files.push(FileEntry {
                 path,
                 pre: Pre::Skipped {
-                    reason: format!("not captured by the snapshot: {reason}"),
+                    reason: format!("not captured by the snapshot: {whose}{reason}"),
                     size: e.stat.size,
                 },
             });
@@ -1679,6 +1552,7 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::*;
+    use crate::exclude::dir_only;
     use crate::{Options, RewindOptions};
 
     type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
@@ -1835,6 +1709,8 @@ mod tests {
         put(root, "run.log", b"log\n");
         put(root, "big.bin", &[7u8; 2048]);
         put(root, IGNORE_FILE, b"*.log\n!build/\n");
+        // A default exclusion holds only for generated output: git ignores it.
+        put(root, ".gitignore", b"dist/\nbuild/\n");
         let opts = Options {
             max_file_size: 1024,
             ..Options::default()
@@ -2009,15 +1885,18 @@ mod tests {
         let want: BTreeMap<String, String> = [
             (".env", "file"),
             ("README.md", "file"),
-            ("bad\\dir", "BadName(\"it contains a backslash\")"),
+            // A backslash and bytes that are not UTF-8 are ordinary
+            // bytes of a name: covered; a nested repository too.
+            ("bad\\dir", "dir"),
+            ("bad\\dir/inside.txt", "file"),
             ("docs", "dir"),
             ("docs/empty", "dir"),
             ("docs/empty-dir-holder", "file"),
             ("fifo", "Special"),
-            ("latin1-\u{fffd}.txt", "BadName(\"it is not valid UTF-8\")"),
+            ("latin1-\u{fffd}.txt", "file"),
             ("main-link", "symlink"),
             ("node_modules", "Default(\"node_modules/\")"),
-            ("odd\\name.txt", "BadName(\"it contains a backslash\")"),
+            ("odd\\name.txt", "file"),
             ("src", "dir"),
             ("src/lib.rs", "file"),
             ("src/main.rs", "file"),
@@ -2025,6 +1904,8 @@ mod tests {
             // A nested `.turnback` is the user's, not a store.
             ("sub/.turnback", "dir"),
             ("sub/.turnback/log.jsonl", "file"),
+            ("sub/.git", "dir"),
+            ("sub/.git/HEAD", "file"),
         ]
         .into_iter()
         .map(|(p, k)| (p.to_owned(), k.to_owned()))

@@ -565,7 +565,7 @@ impl Store {
         &self,
         input: impl AsRef<Path>,
         follow_final: bool,
-        real_dirs: &mut HashSet<String>,
+        real_dirs: &mut HashSet<Vec<u8>>,
     ) -> Result<RelPath> {
         let input = input.as_ref();
         let shown = input.to_string_lossy().into_owned();
@@ -580,14 +580,16 @@ impl Store {
                 if i + 1 == comps.len() && !follow_final {
                     break;
                 }
-                if (i == 0 && comps[i] == STORE_DIR) || comps[i] == ".git" {
+                if i == 0 && (comps[i] == STORE_DIR.as_bytes() || comps[i] == b".git") {
                     break;
                 }
-                let prefix = comps[..=i].join("/");
+                let prefix = comps[..=i].join(&b'/');
                 if i + 1 < comps.len() && real_dirs.contains(&prefix) {
                     continue;
                 }
-                let p = self.root.join(&prefix);
+                let p = self
+                    .root
+                    .join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&prefix));
                 match std::fs::symlink_metadata(&p) {
                     Ok(m) if m.file_type().is_symlink() => {
                         hops += 1;
@@ -595,7 +597,15 @@ impl Store {
                             return Err(bad(PathProblem::SymlinkLoop));
                         }
                         let target = std::fs::read_link(&p).ctx("read symlink", &p)?;
-                        let joined = self.root.join(comps[..i].join("/")).join(target);
+                        let parent = comps[..i].join(&b'/');
+                        let joined = self
+                            .root
+                            .join(
+                                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(
+                                    &parent,
+                                ),
+                            )
+                            .join(target);
                         let mut next = lexical_components(&self.root, &joined)
                             .map_err(|_| bad(PathProblem::OutsideRoot))?;
                         next.extend(comps[i + 1..].iter().cloned());
@@ -729,6 +739,7 @@ impl Store {
             blobs,
             files: entries.clone(),
             posts,
+            shared_with: Vec::new(),
         };
         self.append(op)?;
         if let Some(first) = seal {
@@ -809,7 +820,7 @@ impl Store {
                 .map(|(i, file)| {
                     let mut h = pack::HashingReader::new(file);
                     io::copy(&mut h, &mut io::sink())
-                        .ctx("read", self.root.join(entries[*i].path.as_str()))?;
+                        .ctx("read", self.root.join(entries[*i].path.as_path()))?;
                     Ok((*i, h.finish().0))
                 })
                 .collect();
@@ -872,7 +883,7 @@ impl Store {
                 // A link captured earlier in the turn (as absent, or pointing
                 // elsewhere) may now lead to a file the turn has not
                 // captured: a write through it lands there.
-                match self.resolve(rel.as_str(), true) {
+                match self.resolve(rel.as_path(), true) {
                     Ok(t) if t != rel => queue.push(t),
                     Ok(_) | Err(Error::BadPath { .. }) => {}
                     Err(e) => return Err(e),
@@ -892,13 +903,13 @@ impl Store {
             let start = ancestors.iter().rposition(|a| dirs.contains_key(a));
             let mut dir = match start {
                 Some(k) => rustix::io::dup(&dirs[&ancestors[k]])
-                    .ctx("open", self.root.join(ancestors[k].as_str()))?,
+                    .ctx("open", self.root.join(ancestors[k].as_path()))?,
                 None => rustix::io::dup(&self.root_fd).ctx("open", &self.root)?,
             };
             let skip = start.map_or(0, |k| k + 1);
             let mut blocked = false;
             for (k, anc) in ancestors.iter().enumerate().skip(skip) {
-                let shown = self.root.join(anc.as_str());
+                let shown = self.root.join(anc.as_path());
                 match fsx::node_at(&dir, anc.file_name()).ctx("look at", &shown)? {
                     Node::Dir => {
                         dir = fsx::open_subdir(&dir, anc.file_name())
@@ -911,7 +922,7 @@ impl Store {
                         if dirs.len() < OPEN_CHUNK {
                             dirs.insert(
                                 anc.clone(),
-                                rustix::io::dup(&dir).ctx("open", self.root.join(anc.as_str()))?,
+                                rustix::io::dup(&dir).ctx("open", self.root.join(anc.as_path()))?,
                             );
                         }
                     }
@@ -944,7 +955,7 @@ impl Store {
                 });
                 continue;
             }
-            let shown = self.root.join(rel.as_str());
+            let shown = self.root.join(rel.as_path());
             let name = rel.file_name();
             let pre = match fsx::node_at(&dir, name).ctx("look at", &shown)? {
                 Node::Missing => Pre::Absent,
@@ -971,7 +982,7 @@ impl Store {
                             if mode == Collect::Capture {
                                 // A write through the link changes its target:
                                 // capture that too, when it is inside the root.
-                                match self.resolve(rel.as_str(), true) {
+                                match self.resolve(rel.as_path(), true) {
                                     Ok(t) if t != rel => queue.push(t),
                                     Ok(_) => {}
                                     Err(Error::BadPath { .. }) => {
@@ -1063,7 +1074,7 @@ impl Store {
         };
         for &(i, _) in chunk {
             let rel = entries[i].path.clone();
-            let shown = self.root.join(rel.as_str());
+            let shown = self.root.join(rel.as_path());
             let parent = rel.parent();
             if !dirs.contains_key(&parent) {
                 let mut dir = rustix::io::dup(&self.root_fd).ctx("open", &self.root)?;
@@ -1109,7 +1120,7 @@ impl Store {
         let (small, large): (Vec<_>, Vec<_>) = files
             .into_iter()
             .partition(|(_, size)| *size <= WHOLE_READ_LIMIT);
-        let shown = |i: usize, entries: &[FileEntry]| self.root.join(entries[i].path.as_str());
+        let shown = |i: usize, entries: &[FileEntry]| self.root.join(entries[i].path.as_path());
         let set_blob = |entries: &mut [FileEntry], i: usize, id: BlobId, len: u64| {
             if let Pre::File { blob, size, .. } = &mut entries[i].pre {
                 *blob = id;
@@ -1250,7 +1261,7 @@ impl Store {
         bytes: &[u8],
     ) -> Result<CaptureReport> {
         let rel = self.resolve(path.as_ref(), false)?;
-        let target = self.resolve(rel.as_str(), true)?;
+        let target = self.resolve(rel.as_path(), true)?;
         let _guard = self.begin_mutation()?;
         // The other names of a hard-linked file see the new bytes too: they
         // are captured with it and re-linked to the new file.
@@ -1304,15 +1315,15 @@ impl Store {
     }
 
     fn write_file(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
-        let shown = self.root.join(rel.as_str());
+        let shown = self.root.join(rel.as_path());
         let mut dir = rustix::io::dup(&self.root_fd).ctx("open", &self.root)?;
         for anc in rel.ancestors() {
             let (d, created) = fsx::ensure_subdir(&dir, anc.file_name())
-                .ctx("create directory", self.root.join(anc.as_str()))?;
+                .ctx("create directory", self.root.join(anc.as_path()))?;
             if created {
                 // The new directory's entry in its parent must be durable
                 // before anything in it is.
-                let parent = self.root.join(anc.as_str());
+                let parent = self.root.join(anc.as_path());
                 let parent = parent.parent().unwrap_or(&self.root);
                 fsx::fsync(&dir).ctx("fsync", parent)?;
             }

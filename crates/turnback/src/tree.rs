@@ -9,7 +9,8 @@
 //! magic    "TBTREE1\n"          8 bytes; the digit is the format version
 //! stamp    i64                  scan stamp, ns since the epoch, file-system clock
 //! log_seq  u64                  last log sequence number when the tree was written
-//! pending  u8                   1: a before-snapshot whose after half has not run
+//! pending  u8                   1: a command window is open (a before half whose
+//!                               after half has not run; `windows` lists them all)
 //! turn     u16 len + UTF-8      the turn of the snapshot that wrote the tree
 //! count    u32                  number of entries
 //! entries  sorted by path bytes, each:
@@ -22,9 +23,16 @@
 //! crc      u32                  CRC-32 (IEEE) of every byte before it
 //! ```
 //!
-//! Paths are relative to the root, `/`-separated, raw bytes (an excluded
-//! entry may have a name that is not UTF-8; every other entry's path is a
-//! valid [`crate::RelPath`]).
+//! Paths are relative to the root, `/`-separated, raw bytes, not
+//! necessarily UTF-8 (an excluded entry may have a name the store cannot
+//! hold, such as one with a backslash; every other entry's path is a valid
+//! [`crate::RelPath`]).
+//!
+//! An excluded directory is not walked for its contents, but its subtree is
+//! stat-walked: its entry's `mtime` and `ctime` are the latest over the
+//! directory and everything beneath it, so an edit deep inside it (which
+//! sets that file's ctime to "now") changes the entry and is reported as
+//! not captured.
 //!
 //! Invariants:
 //! - Written only under the store lock, as a temporary file, then
@@ -76,6 +84,7 @@ use rustix::fs::OFlags;
 use crate::error::{IoResultExt, Result};
 use crate::fsx;
 use crate::id::{BlobId, TurnId};
+use crate::path::RelPath;
 
 /// The tree state's file name inside the store.
 pub const TREE_FILE: &str = "tree";
@@ -243,9 +252,9 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The path for display (lossy if not UTF-8).
+    /// The path for display (bytes that are not UTF-8 as `\xNN`).
     pub fn path_lossy(&self) -> String {
-        String::from_utf8_lossy(&self.path).into_owned()
+        crate::path::escaped(&self.path)
     }
 }
 
@@ -457,8 +466,8 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<Tree, String> {
             }
             k => return Err(format!("entry {i}: unknown kind {k}")),
         };
-        if !matches!(kind, Kind::Excluded(_)) && std::str::from_utf8(&path).is_err() {
-            return Err(format!("entry {i}: a covered path that is not UTF-8"));
+        if !matches!(kind, Kind::Excluded(_)) && RelPath::from_bytes(&path).is_err() {
+            return Err(format!("entry {i}: a covered path the store cannot hold"));
         }
         entries.push(Entry { path, stat, kind });
     }

@@ -34,7 +34,6 @@ fn paths_outside_root_are_refused() -> TestResult {
         (".git/config".into(), PathProblem::InsideGit),
         (".git/hooks/pre-commit".into(), PathProblem::InsideGit),
         (git_abs.display().to_string(), PathProblem::InsideGit),
-        ("sub/.git/HEAD".into(), PathProblem::InsideGit),
         (".turnback/log.jsonl".into(), PathProblem::InsideStore),
         (".turnback/packs/x".into(), PathProblem::InsideStore),
     ];

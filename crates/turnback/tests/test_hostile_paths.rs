@@ -21,16 +21,18 @@ fn long_mode() -> bool {
     std::env::var("TURNBACK_LONG").is_ok_and(|v| v == "1")
 }
 
-/// An independent statement of which stored paths are acceptable.
+/// An independent statement of which stored paths are acceptable (a
+/// backslash is an ordinary byte of a name; only the root's `.git` is
+/// refused, a nested repository is part of the project).
 fn acceptable(path: &str) -> bool {
     !path.is_empty()
         && path.len() <= 4096
         && !path.contains('\0')
-        && !path.contains('\\')
+        && path.split('/').next() != Some(".git")
         && path.split('/').next() != Some(".turnback")
         && path
             .split('/')
-            .all(|c| !matches!(c, "" | "." | ".." | ".git") && c.len() <= 255)
+            .all(|c| !matches!(c, "" | "." | "..") && c.len() <= 255)
 }
 
 /// A project with one real turn, and the canary beside it.
@@ -117,13 +119,9 @@ fn hostile_paths_in_forged_records_are_refused_before_anything_is_written() -> T
         "a/",
         "/",
         "a\0b",
-        "a\\b",
-        "..\\..\\x",
-        "C:..\\x",
         ".git",
         ".git/config",
         ".git/hooks/pre-commit",
-        "sub/.git/HEAD",
         ".turnback",
         ".turnback/log.jsonl",
         long.as_str(),

@@ -396,6 +396,7 @@ impl Run {
                             pre: turnback::Pre::Absent,
                         }],
                         posts: vec![],
+                        shared_with: vec![],
                     },
                 };
                 let line = log::encode(&rec);

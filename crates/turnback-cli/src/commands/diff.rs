@@ -36,7 +36,7 @@ enum Side {
     TooLarge(u64),
 }
 
-fn current(store: &Store, rel: &str) -> anyhow::Result<Side> {
+fn current(store: &Store, rel: &std::path::Path) -> anyhow::Result<Side> {
     let p = store.root().join(rel);
     let meta = match std::fs::symlink_metadata(&p) {
         Ok(m) => m,
@@ -91,7 +91,8 @@ pub fn diffs(store: &Store, turn: &TurnId) -> anyhow::Result<Vec<FileDiff>> {
     let t = store.turn(turn)?;
     let mut out = Vec::new();
     for c in &t.files {
-        let path = c.entry.path.as_str();
+        let path = c.entry.path.to_string();
+        let path = path.as_str();
         let before = match &c.entry.pre {
             Pre::File { blob, size, .. } if *size <= DIFF_LIMIT => {
                 Side::Bytes(store.read_blob(blob)?)
@@ -108,7 +109,7 @@ pub fn diffs(store: &Store, turn: &TurnId) -> anyhow::Result<Vec<FileDiff>> {
                 continue;
             }
         };
-        let after = current(store, path)?;
+        let after = current(store, c.entry.path.as_path())?;
         let empty = Vec::new();
         let (change, diff) = match (&before, &after) {
             (Side::Missing, Side::Missing) => ("unchanged", None),

@@ -125,7 +125,7 @@ pub fn read_text(store: &Store, path: impl AsRef<Path>) -> Result<(String, Strin
     let rel = store
         .resolve(path.as_ref(), true)
         .map_err(|e| e.to_string())?;
-    let full = store.root().join(rel.as_str());
+    let full = store.root().join(rel.as_path());
     let meta = std::fs::symlink_metadata(&full)
         .map_err(|e| format!("cannot read {}: {e}", full.display()))?;
     if !meta.is_file() {

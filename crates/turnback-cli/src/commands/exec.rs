@@ -92,7 +92,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     let bar = crate::progress::Bar::new();
     // If the before half fails, the command does not run.
     let before = store
-        .snapshot(&turn, label, false, &bar)
+        .snapshot_for_command(&turn, label, false, &bar)
         .context("the snapshot before the command failed, so the command was not run")?;
     if !args.quiet {
         for w in &before.warnings {
@@ -128,7 +128,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         (None, Some(sig)) => (128 + sig).min(255) as u8,
         (None, None) => 1,
     };
-    let after = store.snapshot(&turn, label, true, &bar).with_context(|| {
+    let after = store.snapshot_for_command(&turn, label, true, &bar).with_context(|| {
         format!(
             "the command ran (exit code {code}) but its changes could not be recorded in turn {turn}"
         )
@@ -160,6 +160,9 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
                     n.change.as_str(),
                     n.reason
                 );
+            }
+            for line in super::snapshot::describe_sharing(rec) {
+                eprintln!("turnback: {line}");
             }
         }
     }

@@ -28,6 +28,7 @@ pub struct Args {
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     let turn = TurnId::new(&args.turn)?;
     let mut store = ctx.open(Options::default())?;
+    let shared = super::rewind::shared_changes(&store);
     let report = store.revert(
         &turn,
         &RevertOptions {
@@ -36,5 +37,9 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
             keep_conflicts: args.keep_conflicts,
         },
     )?;
-    super::rewind::print_report(ctx, &report)
+    let code = super::rewind::print_report(ctx, &report)?;
+    if !ctx.json() {
+        super::rewind::print_shared(&report, &shared);
+    }
+    Ok(code)
 }

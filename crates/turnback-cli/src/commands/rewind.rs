@@ -24,6 +24,7 @@ pub struct Args {
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     let turn = TurnId::new(&args.turn)?;
     let mut store = ctx.open(Options::default())?;
+    let shared = shared_changes(&store);
     let report = store.rewind(
         &turn,
         &RewindOptions {
@@ -31,7 +32,47 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
             keep_conflicts: args.keep_conflicts,
         },
     )?;
-    print_report(ctx, &report)
+    let code = print_report(ctx, &report)?;
+    if !ctx.json() {
+        print_shared(&report, &shared);
+    }
+    Ok(code)
+}
+
+/// Each live turn's changes that are recorded in other turns too.
+pub fn shared_changes(store: &turnback::Store) -> Vec<(TurnId, String, Vec<TurnId>)> {
+    let mut out = Vec::new();
+    for t in store.turns() {
+        for c in t.files.iter().filter(|c| !c.shared_with.is_empty()) {
+            out.push((
+                t.id.clone(),
+                c.entry.path.to_string(),
+                c.shared_with.clone(),
+            ));
+        }
+    }
+    out
+}
+
+/// Says which undone changes another turn's command may have made.
+pub fn print_shared(report: &Report, shared: &[(TurnId, String, Vec<TurnId>)]) {
+    for (turn, path, with) in shared {
+        if !report.turns.contains(turn) {
+            continue;
+        }
+        let others: Vec<&str> = with
+            .iter()
+            .filter(|t| !report.turns.contains(t))
+            .map(|t| t.as_str())
+            .collect();
+        if !others.is_empty() {
+            println!(
+                "  SHARED    {path}: turn {turn}'s command and that of turn(s) {} ran at the same time; either may have made this change, and it {} undone",
+                others.join(", "),
+                if report.dry_run { "would be" } else { "was" }
+            );
+        }
+    }
 }
 
 /// Prints a rewind/revert/undo/redo report; the exit code says whether it

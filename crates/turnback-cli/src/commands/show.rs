@@ -21,10 +21,23 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     println!("turn {}  {}", t.id, t.label.as_deref().unwrap_or(""));
     for c in &t.files {
         println!(
-            "  {:<48} {}",
-            c.entry.path.as_str(),
-            describe_pre(&c.entry.pre)
+            "  {:<48} {}{}",
+            c.entry.path.to_string(),
+            describe_pre(&c.entry.pre),
+            shared_note(&c.shared_with)
         );
     }
     Ok(0)
+}
+
+/// `; also in turns X, Y (...)` for a change recorded in several turns.
+pub fn shared_note(shared_with: &[TurnId]) -> String {
+    if shared_with.is_empty() {
+        return String::new();
+    }
+    let others: Vec<&str> = shared_with.iter().map(|t| t.as_str()).collect();
+    format!(
+        "; SHARED with turn(s) {}: their commands ran at the same time, any may have made this change",
+        others.join(", ")
+    )
 }

@@ -98,5 +98,26 @@ pub fn describe_changes(rec: &turnback::Recorded) -> Vec<String> {
             "  already captured in this turn (earlier pre-image kept): {p}"
         ));
     }
+    out.extend(describe_sharing(rec).into_iter().map(|l| format!("  {l}")));
+    out
+}
+
+/// Lines saying which changes other turns may own: commands that ran at
+/// the same time, file tools of other turns.
+pub fn describe_sharing(rec: &turnback::Recorded) -> Vec<String> {
+    let mut out = Vec::new();
+    if !rec.shared_with.is_empty() && !rec.captured.is_empty() {
+        let others: Vec<&str> = rec.shared_with.iter().map(|t| t.as_str()).collect();
+        out.push(format!(
+            "SHARED: commands of turns {} ran at the same time as this one; these changes are recorded in each of them (rewinding any brings them back)",
+            others.join(", ")
+        ));
+    }
+    for c in &rec.captured_elsewhere {
+        out.push(format!(
+            "left to turn {}: {} (its file tool captured it)",
+            c.turn, c.path
+        ));
+    }
     out
 }

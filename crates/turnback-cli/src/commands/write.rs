@@ -30,7 +30,8 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         ctx.print_json(&report)?;
     } else {
         super::print_capture(&report);
-        println!("wrote {} bytes to {}", bytes.len(), args.path.display());
+        let shown = turnback::path::escaped(args.path.as_os_str().as_encoded_bytes());
+        println!("wrote {} bytes to {shown}", bytes.len());
     }
     Ok(0)
 }
