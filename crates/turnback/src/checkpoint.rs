@@ -1,4 +1,4 @@
-//! The index checkpoint `.turnback/index`: the in-memory index
+//! The index checkpoint `<store>/index`: the in-memory index
 //! ([`crate::index`]) as it stood after a prefix of the log, so that opening
 //! a store parses only the log lines appended since, not the whole log.
 //!

@@ -1,4 +1,4 @@
-//! The open command windows: `.turnback/windows`.
+//! The open command windows: `<store>/windows`.
 //!
 //! A window is the time between a command's before half and its after half
 //! (see [`crate::snapshot`]): any change the tree shows in that time may be

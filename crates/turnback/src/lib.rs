@@ -1,8 +1,10 @@
 //! turnback: a checkpoint store for AI coding agents.
 //!
 //! Before an agent's write reaches a file, the file's current bytes (its
-//! pre-image) are saved in a content-addressed store inside the project,
-//! `<root>/.turnback/`; [`Store::rewind`] writes them back, undoing that turn
+//! pre-image) are saved in a content-addressed store outside the project,
+//! in the user's data directory (`<store>` in the module docs; see
+//! [`location`] for where and how a project finds it); [`Store::rewind`]
+//! writes them back, undoing that turn
 //! and every later one. Unlike `git checkout` or `git stash`, a rewind
 //! returns the folder exactly as it was before the turn: uncommitted and
 //! git-ignored files included, files the agent created deleted, nothing else

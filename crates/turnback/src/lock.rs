@@ -1,4 +1,4 @@
-//! The store lock: `.turnback/lock`, an empty file held with `flock`.
+//! The store lock: `<store>/lock`, an empty file held with `flock`.
 //!
 //! Every mutation (capture, write, rewind) holds it exclusively from before
 //! it re-reads the log until after its record is durable; readers hold it

@@ -1,4 +1,4 @@
-//! The log: `.turnback/log.jsonl`, the store's only index.
+//! The log: `<store>/log.jsonl`, the store's only index.
 //!
 //! Format: one JSON object per line, appended, never rewritten in place.
 //! Every record has `seq` (strictly increasing from 1, the order of turns:

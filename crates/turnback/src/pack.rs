@@ -1,6 +1,6 @@
 //! Pack files: where blobs live.
 //!
-//! Format: `.turnback/packs/<12-digit seq>.pack` starts with the 8-byte magic
+//! Format: `<store>/packs/<12-digit seq>.pack` starts with the 8-byte magic
 //! `TBPACK1\n`, followed by zstd frames, one per blob, back to back. A pack
 //! carries no index of its own: the log record that introduces a pack lists
 //! each blob's id (the SHA-256 of its *uncompressed* bytes), offset,

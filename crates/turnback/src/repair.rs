@@ -12,7 +12,7 @@
 //!    that decodes, passes its checksum and fits the lines kept before it is
 //!    kept byte for byte; the others, and a torn final line, are dropped;
 //! 2. writes the whole original log, unchanged, to
-//!    `.turnback/log.damaged-<N>.jsonl` (N counts up from 1, never reused):
+//!    `<store>/log.damaged-<N>.jsonl` (N counts up from 1, never reused):
 //!    temporary file, `fdatasync`, rename, fsync of `.turnback/`. Nothing
 //!    the log held is deleted, and moving that file back over `log.jsonl`
 //!    undoes the repair;

@@ -1,4 +1,4 @@
-//! Agent sessions: `.turnback/sessions/<key>.json`, one small file per agent
+//! Agent sessions: `<store>/sessions/<key>.json`, one small file per agent
 //! session (a Claude Code session id, say) naming the turn its writes go to,
 //! so that separate hook processes agree on the current turn.
 //!

@@ -1,4 +1,4 @@
-//! The tree state: `.turnback/tree`, what the last snapshot saw of the
+//! The tree state: `<store>/tree`, what the last snapshot saw of the
 //! project, one entry per path, used as a stat cache (a later scan hashes
 //! only files whose metadata changed) and as the "before" side of the next
 //! `snapshot --after`.
@@ -39,7 +39,7 @@
 //!   `fdatasync`, rename to `tree`, fsync of `.turnback/`. Readers see the old
 //!   tree or the new one, never a mix. The stamp is read from the file
 //!   system's clock (the clock that stamps the project's files) when the
-//!   scan starts: the kernel sets the times of `.turnback/tree-stamp` to
+//!   scan starts: the kernel sets the times of `<store>/tree-stamp` to
 //!   "now" and they are read back.
 //! - Every blob a file entry names was made durable, and introduced by a log
 //!   record, before the tree naming it was renamed into place. An entry whose
@@ -53,7 +53,7 @@
 //!   and treated as absent: the next scan hashes every file again (blobs
 //!   already stored are not stored twice).
 //!
-//! The head, `.turnback/tree-head`: a scan that finds every entry as the
+//! The head, `<store>/tree-head`: a scan that finds every entry as the
 //! tree has it (nothing hashed, nothing changed: the common case before and
 //! after a read-only command) does not rewrite the tree, which is large; it
 //! writes only the header fields that changed, to this small file:
@@ -625,7 +625,7 @@ pub(crate) struct TreeWriter {
 
 impl TreeWriter {
     /// Reads the file system's clock, the one that stamps the project's
-    /// files: `.turnback/tree-stamp` (created once) has its times set to
+    /// files: `<store>/tree-stamp` (created once) has its times set to
     /// "now" by the kernel, then they are read back. No inode is allocated,
     /// so an unchanged scan creates and deletes no file.
     pub(crate) fn begin(store: &OwnedFd, store_path: &Path) -> Result<TreeWriter> {
