@@ -329,3 +329,112 @@ fn turnback_store_project_in_the_environment_keeps_a_new_store_in_the_project() 
     assert_eq!(r.store_dir()?, r.root.join(".turnback"));
     Ok(())
 }
+
+#[test]
+fn a_copy_whose_original_lost_its_marker_still_gets_its_own_store() -> TestResult {
+    let r = Repo::new()?;
+    r.earlier_turn()?;
+    let copy = r.root.with_file_name("copy");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(&r.root)
+        .arg(&copy)
+        .status()?;
+    assert!(status.success());
+    // A command in the original deletes its marker before the copy is used.
+    std::fs::remove_dir_all(r.root.join(".turnback"))?;
+    let out = r.tb_in(&copy, &["rewind", "t0"])?;
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a copy of"));
+    // The original keeps its own history.
+    let listed = r.tb(&["list"])?;
+    assert!(listed.contains("t0"), "{listed}");
+    Ok(())
+}
+
+#[test]
+fn a_new_clone_at_the_old_path_of_a_moved_project_and_the_moved_project_both_keep_the_history()
+-> TestResult {
+    let r = Repo::new()?;
+    r.earlier_turn()?;
+    let moved = r.root.with_file_name("moved");
+    std::fs::rename(&r.root, &moved)?;
+    std::fs::create_dir(&r.root)?;
+    std::fs::write(r.root.join("fresh.txt"), "a new clone\n")?;
+    // The clone is opened first: a project re-made at its path (a re-clone,
+    // `rm -rf` and a new folder) finds the path's store, as it must for a
+    // rewind to bring a deleted project back.
+    let listed = r.tb(&["list"])?;
+    assert!(listed.contains("t0"), "{listed}");
+    // The moved folder's marker names that store too, and its old path is
+    // taken: it is a copy, and gets a store of its own with the history.
+    let out = r.tb_in(&moved, &["list"])?;
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("t0"),
+        "{out:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is a copy of"),
+        "{out:?}"
+    );
+    let out = r.tb_in(&moved, &["--json", "store"])?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let moved_store = PathBuf::from(v["store"].as_str().ok_or("a store")?);
+    assert_ne!(
+        r.store_dir()?,
+        moved_store,
+        "two folders never share one log"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_marker_directory_that_is_a_symlink_is_refused() -> TestResult {
+    let r = Repo::new()?;
+    let other = r.root.with_file_name("other");
+    std::fs::create_dir(&other)?;
+    std::os::unix::fs::symlink(&other, r.root.join(".turnback"))?;
+    let out = r.tb_in(&r.root, &["list"])?;
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("symlink"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn a_relative_turnback_data_dir_is_refused_by_name() -> TestResult {
+    let r = Repo::new()?;
+    let out = Command::new(BIN)
+        .args(["capture", "--turn", "t1", "notes.txt"])
+        .current_dir(&r.root)
+        .env("TURNBACK_DATA_DIR", "data")
+        .output()?;
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("TURNBACK_DATA_DIR") && err.contains("relative"),
+        "{err}"
+    );
+    assert!(!r.root.join("data").exists());
+    Ok(())
+}
+
+#[test]
+fn a_nested_project_whose_marker_was_deleted_is_not_taken_for_the_outer_one() -> TestResult {
+    let r = Repo::new()?;
+    r.earlier_turn()?;
+    let inner = r.root.join("src");
+    let out = r.tb_in(
+        &inner,
+        &["--root", ".", "capture", "--turn", "inner", "deep/lib.c"],
+    )?;
+    assert!(out.status.success(), "{out:?}");
+    std::fs::remove_dir_all(inner.join(".turnback"))?;
+    let out = r.tb_in(&inner.join("deep"), &["list"])?;
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listed.contains("inner") && !listed.contains("t0"),
+        "{listed}"
+    );
+    Ok(())
+}

@@ -116,9 +116,18 @@ pub enum Error {
         "cannot tell where to keep turnback's store: no per-user data directory is known (HOME is not set?); set TURNBACK_DATA_DIR to a directory outside the project, or keep the store in the project with `turnback store --in-project`"
     )]
     NoDataDir,
+    /// `TURNBACK_DATA_DIR` is a relative path.
+    #[error(
+        "TURNBACK_DATA_DIR is {}, a relative path; set it to an absolute one (turnback runs from many directories, and each would find another store)",
+        given.display()
+    )]
+    RelativeDataDir {
+        /// The value given.
+        given: PathBuf,
+    },
     /// The store a project's marker or registry entry names is gone.
     #[error(
-        "the store of {} is gone: {} (named by {}) no longer exists, so the turns it held cannot be rewound; it was deleted outside turnback. The project's files are untouched. `turnback store --forget` forgets it, and the next capture starts a new, empty store",
+        "the store of {} is gone: {} (named by {}) does not exist, so the turns it held cannot be rewound here. If turnback ran with another home directory or TURNBACK_DATA_DIR when the store was made, run it with that one again; if the store was deleted, `turnback store --forget` forgets it and the next capture starts a new, empty store. The project's files are untouched",
         root.display(), store_dir.display(), named_by.display()
     )]
     StoreGone {

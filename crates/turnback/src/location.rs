@@ -121,9 +121,8 @@ pub fn data_dir() -> Result<PathBuf> {
         if d.is_absolute() {
             return Ok(d);
         }
-        return std::env::current_dir()
-            .map(|cwd| cwd.join(d))
-            .ctx("resolve", PathBuf::from(DATA_DIR_ENV));
+        // Relative to what? Each hook starts in another directory.
+        return Err(Error::RelativeDataDir { given: d });
     }
     dirs::data_local_dir()
         .map(|d| d.join("turnback"))
@@ -146,6 +145,11 @@ pub(crate) struct Data {
 impl Data {
     pub(crate) fn new(dir: PathBuf) -> Data {
         Data { dir }
+    }
+
+    /// The data directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
     }
 
     fn store_dir(&self, id: &str) -> PathBuf {
@@ -232,6 +236,7 @@ pub(crate) fn find(root: &Path, data: &Data) -> Result<Option<Location>> {
 
 fn find_in(root: &Path, held: &mut Held<'_>) -> Result<Option<Location>> {
     let data = held.data;
+    refuse_linked_marker_dir(root)?;
     let marker_path = root.join(STORE_DIR).join(MARKER_FILE);
     match read_marker(&marker_path)? {
         Some(Marker::InProject) => Ok(Some(Location {
@@ -248,6 +253,12 @@ fn find_in(root: &Path, held: &mut Held<'_>) -> Result<Option<Location>> {
                     named_by: marker_path,
                 });
             }
+            if held.guard.is_none() && !settled(root, data, &id)? {
+                // Settle under the lock, from a fresh look: another process
+                // may have moved, forked or migrated it meanwhile.
+                held.take()?;
+                return find_in(root, held);
+            }
             let mut notes = Vec::new();
             let id = settle_named(root, held, id, &mut notes)?;
             Ok(Some(Location {
@@ -259,6 +270,9 @@ fn find_in(root: &Path, held: &mut Held<'_>) -> Result<Option<Location>> {
         None if has_legacy_store(root) => migrate(root, held).map(Some),
         None => match data.registered(root)? {
             None => Ok(None),
+            // A stale entry: the store followed its project elsewhere, and
+            // this folder (a new clone at the old path, say) is another one.
+            Some(id) if !owned_by(data, &id, root)? && data.store_dir(&id).is_dir() => Ok(None),
             Some(id) => {
                 let store_dir = data.store_dir(&id);
                 if !store_dir.is_dir() {
@@ -359,20 +373,25 @@ fn settle_named(
     notes: &mut Vec<String>,
 ) -> Result<String> {
     let data = held.data;
-    let store_dir = data.store_dir(&id);
-    let owner = read_small(&store_dir.join(PROJECT_FILE))?;
-    let registered = data.registered(root).ok().flatten();
-    let same_root = owner.as_deref() == Some(root.as_os_str().as_bytes());
-    if same_root && registered.as_deref() == Some(id.as_str()) && !has_leftovers(root) {
+    if settled(root, data, &id)? {
         return Ok(id);
     }
-    held.take()?;
+    let store_dir = data.store_dir(&id);
+    let owner = read_small(&store_dir.join(PROJECT_FILE))?;
+    let same_root = owner.as_deref() == Some(root.as_os_str().as_bytes());
     let owner_path = owner
         .as_deref()
         .map(|b| PathBuf::from(OsStr::from_bytes(b)));
     let id = match owner_path {
-        Some(other) if !same_root && names_store(&other, &id) => {
-            let fork = adopt_copy(root, data, &data.store_dir(&id))?;
+        // The store's project is still there (its marker maybe deleted by a
+        // command): this folder is a copy of it.
+        Some(other) if !same_root && (names_store(&other, &id) || other.is_dir()) => {
+            // No mutation of the original (a capture, a gc) while it is copied.
+            let from = data.store_dir(&id);
+            let from_fd = fsx::open_dir_path(&from).ctx("open", &from)?;
+            let source_lock = lock::acquire(&from_fd, &from, false, SETTLE_WAIT)?;
+            let fork = adopt_copy(root, data, &from)?;
+            drop(source_lock);
             notes.push(format!(
                 "this folder is a copy of {}: it gets a store of its own, {}, starting with the original's turns",
                 other.display(),
@@ -400,6 +419,34 @@ fn settle_named(
     }
     remove_leftovers(root)?;
     Ok(id)
+}
+
+/// Whether store `id`, named by the marker of `root`, needs nothing done:
+/// it belongs to `root`, the registry says so, and no file of the
+/// in-project layout is left beside the marker.
+fn settled(root: &Path, data: &Data, id: &str) -> Result<bool> {
+    Ok(owned_by(data, id, root)?
+        && data.registered(root).ok().flatten().as_deref() == Some(id)
+        && !has_leftovers(root))
+}
+
+/// Whether store `id`'s `project` file names `root`.
+fn owned_by(data: &Data, id: &str, root: &Path) -> Result<bool> {
+    let owner = read_small(&data.store_dir(id).join(PROJECT_FILE))?;
+    Ok(owner.as_deref() == Some(root.as_os_str().as_bytes()))
+}
+
+/// The root's `.turnback` must be a real directory: one that is a symlink
+/// could name another project's marker or store.
+fn refuse_linked_marker_dir(root: &Path) -> Result<()> {
+    let dir = root.join(STORE_DIR);
+    match std::fs::symlink_metadata(&dir) {
+        Ok(m) if m.file_type().is_symlink() => Err(Error::BadMarker {
+            path: dir,
+            reason: "it is a symlink, which turnback never follows here (it could name another project's store); replace it by a directory".into(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Whether `other`'s marker names store `id`.

@@ -155,6 +155,10 @@ pub struct Store {
     location: Option<Location>,
     /// The data directory, or why there is none.
     data: std::result::Result<Data, String>,
+    /// The data directory relative to the root, when it lies inside the
+    /// project (a home directory that is the project, say): snapshots never
+    /// walk it and captures refuse it, whatever store of it is in use.
+    data_inside: Option<Vec<u8>>,
     pub(crate) dirs: Option<Dirs>,
     pub(crate) index: Index,
     pub(crate) options: Options,
@@ -176,22 +180,27 @@ pub(crate) fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// `dir` relative to `root` (both as the file system resolves them), when
+/// it lies strictly inside it.
+fn inside(root: &Path, dir: &Path) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let rel = dir.strip_prefix(root).ok()?;
+    (!rel.as_os_str().is_empty()).then(|| rel.as_os_str().as_bytes().to_vec())
+}
+
 /// Finds the root for `start`: the nearest ancestor holding a `.turnback/`
-/// marker, else the nearest one the registry of the data directory knows
-/// (its marker deleted, or the folder deleted and made again), else
-/// `start` itself.
+/// marker or known to the registry of the data directory (its marker
+/// deleted, or the folder deleted and made again), else `start` itself.
 pub fn discover_root(start: &Path) -> PathBuf {
-    if let Some(marked) = start.ancestors().find(|a| a.join(STORE_DIR).is_dir()) {
-        return marked.to_path_buf();
-    }
-    if let Ok(dir) = location::data_dir() {
-        let data = Data::new(dir);
-        let canonical = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
-        if let Some(known) = canonical.ancestors().find(|a| data.knows(a)) {
-            return known.to_path_buf();
-        }
-    }
-    start.to_path_buf()
+    let data = location::data_dir().ok().map(Data::new);
+    let canonical = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
+    // The nearest ancestor that has either wins: an outer project's marker
+    // must not capture a nested project whose marker a command deleted.
+    canonical
+        .ancestors()
+        .find(|a| a.join(STORE_DIR).is_dir() || data.as_ref().is_some_and(|d| d.knows(a)))
+        .map_or_else(|| start.to_path_buf(), Path::to_path_buf)
 }
 
 impl Store {
@@ -210,10 +219,16 @@ impl Store {
             Some(d) => Ok(Data::new(d.clone())),
             None => location::data_dir().map(Data::new),
         };
+        // A data directory set wrongly is an error whatever the project
+        // holds; only a missing one leaves in-project stores usable.
+        if let Err(e @ Error::RelativeDataDir { .. }) = data {
+            return Err(e);
+        }
         let location = match &data {
             Ok(data) => location::find(&root, data)?,
             Err(_) => location::find_in_project(&root)?,
         };
+        let data_inside = data.as_ref().ok().and_then(|d| inside(&root, d.dir()));
         let data = data.map_err(|e| e.to_string());
         let store_path = match &location {
             Some(loc) => loc.store_dir.clone(),
@@ -226,6 +241,7 @@ impl Store {
             store_path,
             location,
             data,
+            data_inside,
             dirs: None,
             index: Index::default(),
             options,
@@ -253,14 +269,10 @@ impl Store {
         &self.store_path
     }
 
-    /// The store's directory relative to the root, when the store is not
-    /// the root's `.turnback/` and yet lies inside the project (a data
-    /// directory under the root): snapshots never walk it.
+    /// The data directory relative to the root, when it lies inside the
+    /// project (a data directory under the root): snapshots never walk it.
     pub(crate) fn store_inside(&self) -> Option<Vec<u8>> {
-        use std::os::unix::ffi::OsStrExt;
-        let rel = self.store_path.strip_prefix(&self.root).ok()?;
-        (rel != Path::new(STORE_DIR) && !rel.as_os_str().is_empty())
-            .then(|| rel.as_os_str().as_bytes().to_vec())
+        self.data_inside.clone()
     }
 
     /// Where the store is kept (`None` until the first capture creates it).

@@ -62,6 +62,12 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         return Ok(0);
     }
     match found {
+        None if std::env::var_os(location::STORE_ENV).is_some_and(|v| v == "project") => println!(
+            "{} has no store yet; the first capture creates one in {} ({}=project)",
+            root.display(),
+            root.join(turnback::path::STORE_DIR).display(),
+            location::STORE_ENV
+        ),
         None => println!(
             "{} has no store yet; the first capture creates one in {}",
             root.display(),
