@@ -6,9 +6,12 @@
 //! and background shells share one folder), so the store keeps every open
 //! window, not one pending mark.
 //!
-//! Format: one JSON document, replaced whole (temporary file, `fdatasync`,
-//! rename, fsync of the store directory) under the store lock, just before
-//! the tree state it goes with:
+//! Format: one JSON document, replaced whole (temporary file, rename) under
+//! the store lock, just before the tree state it goes with. Like the tree
+//! head, it is not synced: it is read only with the tree it names, and a
+//! lost or torn one after a power cut falls back to the tree's own pending
+//! mark (below), so a sync would only slow every snapshot half by two
+//! flushes:
 //!
 //! ```text
 //! {"tree":{"stamp_ns":1700000000000000000,"log_seq":17,"pending":true,"turn":"tA"},
@@ -98,16 +101,24 @@ pub(crate) fn load(
 ) -> Result<Option<Vec<Window>>> {
     let shown = store_path.join(WINDOWS_FILE);
     let file = match fsx::open_file(store, WINDOWS_FILE) {
-        Ok((f, _)) => f,
+        Ok((f, fsx::Node::File { .. })) => f,
+        Ok(_) => {
+            warnings.push(format!(
+                "{}: not a regular file; the tree state's pending mark is used instead",
+                shown.display()
+            ));
+            return Ok(None);
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).ctx("open", &shown),
     };
-    let mut text = String::new();
+    // Not synced: after a power cut it may hold anything, UTF-8 or not.
+    let mut text = Vec::new();
     (&file)
         .take(16 << 20)
-        .read_to_string(&mut text)
+        .read_to_end(&mut text)
         .ctx("read", &shown)?;
-    match serde_json::from_str::<WindowsFile>(&text) {
+    match serde_json::from_slice::<WindowsFile>(&text) {
         Ok(f) => {
             let goes_with = tree.is_some_and(|t| {
                 f.tree
@@ -130,7 +141,7 @@ pub(crate) fn load(
     }
 }
 
-/// Replaces the file with `windows`, durably.
+/// Replaces the file with `windows` (not synced; see the module docs).
 pub(crate) fn save(
     store: &OwnedFd,
     store_path: &Path,
@@ -145,6 +156,38 @@ pub(crate) fn save(
     let bytes = serde_json::to_vec(&doc)
         .map_err(std::io::Error::other)
         .ctx("encode", &shown)?;
-    fsx::replace_file(store, WINDOWS_FILE, &bytes).ctx("replace", &shown)?;
-    fsx::fsync(store).ctx("sync", store_path)
+    let (mut f, tmp) = fsx::create_temp(store, WINDOWS_FILE, 0o644).ctx("create", &shown)?;
+    let res = std::io::Write::write_all(&mut f, &bytes)
+        .and_then(|()| fsx::rename(store, &tmp, WINDOWS_FILE));
+    if res.is_err() {
+        let _ = fsx::unlink(store, &tmp);
+    }
+    res.ctx("replace", &shown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+    #[test]
+    fn a_torn_or_foreign_windows_file_falls_back_with_a_warning() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let fd = fsx::open_dir_path(dir.path())?;
+        // What a power cut can leave of an unsynced file: garbage bytes that
+        // are not even UTF-8, or a file cut short.
+        for bytes in [
+            &b"\xff\xfe\x00garbage"[..],
+            &b"{\"tree\":{\"stamp_ns\":1"[..],
+        ] {
+            std::fs::write(dir.path().join(WINDOWS_FILE), bytes)?;
+            let mut warnings = Vec::new();
+            let loaded = load(&fd, dir.path(), None, &mut warnings)?;
+            assert!(loaded.is_none());
+            assert_eq!(warnings.len(), 1, "{warnings:?}");
+            assert!(warnings[0].contains("pending mark"), "{warnings:?}");
+        }
+        Ok(())
+    }
 }

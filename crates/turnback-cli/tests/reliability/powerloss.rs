@@ -1467,11 +1467,15 @@ struct Audit {
 const STORE: &str = "project/.turnback";
 
 /// Store files written without a sync, by design: the index checkpoint
-/// (with its own hash; a bad one makes the whole log be read) and the tree
+/// (with its own hash; a bad one makes the whole log be read), the tree
 /// head (with its own CRC, naming the tree file it belongs to; without a
-/// whole one the tree file's own header counts).
+/// whole one the tree file's own header counts) and the command windows
+/// (read only with the tree header they name; without them the tree's own
+/// pending mark counts).
 fn is_cache(path: &str) -> bool {
-    path == format!("{STORE}/index") || path == format!("{STORE}/{}", turnback::tree::HEAD_FILE)
+    path == format!("{STORE}/index")
+        || path == format!("{STORE}/{}", turnback::tree::HEAD_FILE)
+        || path == format!("{STORE}/windows")
 }
 
 /// Names of packs a log write names.
