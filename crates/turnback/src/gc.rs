@@ -35,10 +35,11 @@ use crate::config::Config;
 use crate::error::{Error, IoResultExt, Result};
 use crate::fsx;
 use crate::id::BlobId;
+use crate::id::now_ns;
 use crate::index::Index;
 use crate::log::{self, FileEntry, LOG_FILE, Op, Pre, Record, StoredBlob};
 use crate::pack;
-use crate::store::{PACKS_DIR, Store, now_ns};
+use crate::store::{PACKS_DIR, Store};
 use crate::tree::{self, Loaded};
 
 /// Limits for one gc run; `None` takes the config file's value.

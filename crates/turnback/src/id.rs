@@ -130,6 +130,15 @@ pub fn cut_label(label: &str) -> String {
     label.chars().take(120).collect()
 }
 
+/// Nanoseconds since the Unix epoch (0 for a clock set before it): the
+/// time of log records and part of every fresh name.
+pub(crate) fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

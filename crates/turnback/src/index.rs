@@ -333,7 +333,7 @@ impl Index {
                 self.record_turn.insert(rec.seq, first);
             }
             Op::Snapshot { pack, blobs, .. } => {
-                crate::snapshot::apply_snapshot(&mut self.blobs, pack, blobs)?;
+                apply_snapshot(&mut self.blobs, pack, blobs)?;
             }
             Op::Saved { pack, blobs, files } => {
                 self.register_blobs(pack, blobs, files)?;
@@ -407,4 +407,25 @@ impl Index {
         self.last_seq = rec.seq;
         Ok(())
     }
+}
+
+/// Applies a `snapshot` record to the blob map (for `Index::apply`).
+pub(crate) fn apply_snapshot(
+    known: &mut HashMap<BlobId, BlobLoc>,
+    pack: &str,
+    blobs: &[StoredBlob],
+) -> std::result::Result<(), String> {
+    if !pack::is_pack_name(pack) {
+        return Err(format!("bad pack name {pack:?}"));
+    }
+    for b in blobs {
+        known.entry(b.id).or_insert(BlobLoc {
+            pack: b.pack.clone().unwrap_or_else(|| pack.to_owned()),
+            offset: b.offset,
+            len: b.len,
+            size: b.size,
+            base: b.base,
+        });
+    }
+    Ok(())
 }

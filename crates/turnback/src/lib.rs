@@ -65,7 +65,6 @@ pub mod repair;
 mod rewind;
 pub mod session;
 mod snapshot;
-mod snapshot_attribution;
 mod sparse;
 mod special;
 mod store;

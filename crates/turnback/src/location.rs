@@ -875,7 +875,7 @@ fn valid_id(id: &str) -> bool {
 fn new_id(root: &Path) -> String {
     let mut h = Sha256::new();
     h.update(root.as_os_str().as_bytes());
-    h.update(crate::store::now_ns().to_le_bytes());
+    h.update(crate::id::now_ns().to_le_bytes());
     h.update(std::process::id().to_le_bytes());
     hex::encode(&h.finalize()[..16])
 }

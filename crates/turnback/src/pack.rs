@@ -39,7 +39,7 @@ pub fn pack_name(seq: u64) -> String {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut h = Sha256::new();
     h.update(std::process::id().to_le_bytes());
-    h.update(crate::store::now_ns().to_le_bytes());
+    h.update(crate::id::now_ns().to_le_bytes());
     h.update(
         COUNTER
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)

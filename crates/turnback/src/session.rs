@@ -27,7 +27,8 @@ use sha2::{Digest, Sha256};
 use crate::error::{IoResultExt, Result};
 use crate::fsx;
 use crate::id::TurnId;
-use crate::store::{Store, now_ns};
+use crate::id::now_ns;
+use crate::store::Store;
 use rustix::fs::OFlags;
 
 /// Name of the sessions directory inside the store.

@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rayon::prelude::*;
 use rustix::fs::OFlags;
@@ -171,13 +171,6 @@ impl std::fmt::Debug for Store {
             .field("root", &self.root)
             .finish_non_exhaustive()
     }
-}
-
-pub(crate) fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
 
 /// `dir` relative to `root` (both as the file system resolves them), when
@@ -532,7 +525,7 @@ impl Store {
     pub(crate) fn append(&mut self, op: Op) -> Result<Record> {
         let rec = Record {
             seq: self.index.last_seq + 1,
-            at: now_ns(),
+            at: crate::id::now_ns(),
             op,
         };
         let line = log::encode(&rec);

@@ -1,0 +1,285 @@
+//! The comparison of two scans: what changed between the old tree state
+//! and the new walk, grouped for people ([`Changes`]), and the pre-image of
+//! every changed path taken from the old tree (what a rewind needs).
+//!
+//! Both lists are in byte order of paths and are merged in one pass. An old
+//! path missing from the new scan is deleted, a new one created; a path in
+//! both changed when its type, bytes, permission bits, symlink target or
+//! (for a directory, FIFO or special file, see [`crate::entry_pre`]) mode
+//! changed. A deletion and a creation of the same inode with the same
+//! bytes are shown as a rename. A change that cannot be undone (to an
+//! excluded path, inside a directory that was not covered, or whose
+//! pre-image the store lacks) is listed as not captured and recorded as a
+//! skipped pre-image at the nearest storable path, so a rewind reports it.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{ChangeKind, Changes, NotCaptured, Renamed};
+use crate::entry_pre;
+use crate::id::BlobId;
+use crate::log::{FileEntry, Post, Pre};
+use crate::path::RelPath;
+use crate::tree::{Entry, Kind};
+
+/// A path for people: lossy UTF-8, directories with a trailing `/`.
+pub(super) fn shown_path(e: &Entry) -> String {
+    let mut s = e.path_lossy();
+    let is_dir = matches!(e.kind, Kind::Dir)
+        || rustix::fs::FileType::from_raw_mode(e.stat.mode) == rustix::fs::FileType::Directory;
+    if is_dir {
+        s.push('/');
+    }
+    s
+}
+
+fn rel(e: &Entry) -> Option<RelPath> {
+    RelPath::from_bytes(&e.path).ok()
+}
+
+/// The state at `path` in a scan's sorted `entries`, as a post-image.
+pub(super) fn post_in(entries: &[Entry], path: &RelPath) -> Post {
+    let key = path.as_str().as_bytes();
+    match entries.binary_search_by(|e| e.path.as_slice().cmp(key)) {
+        Err(_) => Post::Absent,
+        Ok(i) => match &entries[i].kind {
+            Kind::File { blob } => Post::File { sha256: *blob },
+            Kind::Symlink { target } => Post::Symlink {
+                target: target.clone(),
+            },
+            Kind::Dir => Post::Dir,
+            Kind::Excluded(_) => Post::Other,
+        },
+    }
+}
+
+/// Compares two sorted entry lists. Returns the changes grouped for people
+/// and the pre-image of every changed path (what a rewind needs).
+/// `blob_size` says whether the store holds a blob, and its size.
+pub(super) fn diff(
+    old: &[Entry],
+    new: &[Entry],
+    blob_size: impl Fn(&BlobId) -> Option<u64>,
+) -> (Changes, Vec<FileEntry>) {
+    let mut d = Differ {
+        ch: Changes::default(),
+        files: Vec::new(),
+        gone_files: HashMap::new(),
+        new_files: Vec::new(),
+        old_excluded: old
+            .iter()
+            .filter(|e| matches!(e.kind, Kind::Excluded(_)))
+            .map(|e| e.path.as_slice())
+            .collect(),
+        // Inodes two or more old file entries share: hard links.
+        linked: crate::links::shared_inodes(
+            old.iter()
+                .filter(|e| matches!(e.kind, Kind::File { .. }))
+                .map(|e| e.stat.ino),
+        ),
+        blob_size,
+    };
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        let ord = match (old.get(i), new.get(j)) {
+            (Some(o), Some(n)) => o.path.cmp(&n.path),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            _ => std::cmp::Ordering::Greater,
+        };
+        match ord {
+            std::cmp::Ordering::Less => {
+                d.deleted(&old[i]);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                d.created(&new[j]);
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                d.in_both(&old[i], &new[j]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    d.pair_renames();
+    (d.ch, d.files)
+}
+
+/// The state of one comparison.
+struct Differ<'a, F> {
+    ch: Changes,
+    files: Vec<FileEntry>,
+    /// For rename pairing: (inode, blob) of deleted files, with their
+    /// index in `ch.deleted`.
+    gone_files: HashMap<(u64, BlobId), usize>,
+    /// (inode, blob) of created files, with their index in `ch.created`.
+    new_files: Vec<((u64, BlobId), usize)>,
+    /// Paths the old scan left out.
+    old_excluded: HashSet<&'a [u8]>,
+    /// Inodes of hard-linked old files.
+    linked: HashSet<u64>,
+    blob_size: F,
+}
+
+impl<F: Fn(&BlobId) -> Option<u64>> Differ<'_, F> {
+    /// The pre-image of an old covered entry (with its hard-link key), or
+    /// why there is none.
+    fn pre_of(&self, o: &Entry) -> Result<Pre, String> {
+        entry_pre::pre_of(o, &self.blob_size).map(|pre| match pre {
+            Pre::File {
+                blob, size, mode, ..
+            } => Pre::File {
+                blob,
+                size,
+                mode,
+                link: self.linked.contains(&o.stat.ino).then_some(o.stat.ino),
+            },
+            other => other,
+        })
+    }
+
+    /// The old excluded directory `p` lies in, if any.
+    fn inside_excluded(&self, p: &[u8]) -> Option<String> {
+        if self.old_excluded.is_empty() {
+            return None;
+        }
+        p.iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'/')
+            .map(|(k, _)| &p[..k])
+            .find(|anc| self.old_excluded.contains(anc))
+            .map(|anc| String::from_utf8_lossy(anc).into_owned())
+    }
+
+    /// Records a change that cannot be undone: listed for people, and a
+    /// skipped pre-image at the nearest storable path for the rewind.
+    fn not_captured(&mut self, e: &Entry, change: ChangeKind, reason: String) {
+        if let Some((path, own)) = crate::path::nearest_storable(&e.path) {
+            let whose = if own {
+                String::new()
+            } else {
+                format!("{}: ", shown_path(e))
+            };
+            self.files.push(FileEntry {
+                path,
+                pre: Pre::Skipped {
+                    reason: format!("not captured by the snapshot: {whose}{reason}"),
+                    size: e.stat.size,
+                },
+            });
+        }
+        self.ch.not_captured.push(NotCaptured {
+            path: shown_path(e),
+            change,
+            reason,
+        });
+    }
+
+    fn deleted(&mut self, o: &Entry) {
+        match (self.pre_of(o), rel(o)) {
+            (Ok(pre), Some(path)) => {
+                if let Kind::File { blob } = &o.kind {
+                    self.gone_files
+                        .insert((o.stat.ino, *blob), self.ch.deleted.len());
+                }
+                self.ch.deleted.push(shown_path(o));
+                self.files.push(FileEntry { path, pre });
+            }
+            (Err(why), _) => self.not_captured(o, ChangeKind::Deleted, why),
+            (Ok(_), None) => {}
+        }
+    }
+
+    fn created(&mut self, n: &Entry) {
+        if let Some(anc) = self.inside_excluded(&n.path) {
+            let why = format!("inside {anc}/, which was not covered before");
+            self.not_captured(n, ChangeKind::Created, why);
+            return;
+        }
+        match &n.kind {
+            Kind::Excluded(x) if !entry_pre::created_special(n) => {
+                self.not_captured(n, ChangeKind::Created, x.describe())
+            }
+            _ => {
+                if let Some(path) = rel(n) {
+                    if let Kind::File { blob } = &n.kind {
+                        self.new_files
+                            .push(((n.stat.ino, *blob), self.ch.created.len()));
+                    }
+                    self.ch.created.push(shown_path(n));
+                    self.files.push(FileEntry {
+                        path,
+                        pre: Pre::Absent,
+                    });
+                }
+            }
+        }
+    }
+
+    fn in_both(&mut self, o: &Entry, n: &Entry) {
+        let changed = match entry_pre::kept_changed(o, n) {
+            Some(changed) => changed,
+            None => match (&o.kind, &n.kind) {
+                (Kind::File { blob: a }, Kind::File { blob: b }) => {
+                    a != b || o.stat.perm() != n.stat.perm()
+                }
+                (Kind::Symlink { target: a }, Kind::Symlink { target: b }) => a != b,
+                (Kind::Dir, Kind::Dir) => false,
+                (Kind::Excluded(_), Kind::Excluded(x)) => {
+                    if o.stat != n.stat {
+                        self.not_captured(n, ChangeKind::Modified, x.describe());
+                    }
+                    false
+                }
+                (Kind::Excluded(x), _) => {
+                    if !matches!(n.kind, Kind::Dir) {
+                        let why = format!("it was not covered before: {}", x.describe());
+                        self.not_captured(n, ChangeKind::Modified, why);
+                    }
+                    false
+                }
+                // The directory became excluded: its old files show as deleted.
+                (Kind::Dir, Kind::Excluded(_)) => false,
+                _ => true,
+            },
+        };
+        if changed {
+            match (self.pre_of(o), rel(o)) {
+                (Ok(pre), Some(path)) => {
+                    self.ch.modified.push(shown_path(n));
+                    self.files.push(FileEntry { path, pre });
+                }
+                (Err(why), _) => self.not_captured(n, ChangeKind::Modified, why),
+                (Ok(_), None) => {}
+            }
+        }
+    }
+
+    /// Pairs deletions and creations of the same inode and bytes: renames.
+    fn pair_renames(&mut self) {
+        let mut moved_from: HashSet<usize> = HashSet::new();
+        let mut moved_to: HashSet<usize> = HashSet::new();
+        for (key, k) in std::mem::take(&mut self.new_files) {
+            if let Some(&d) = self.gone_files.get(&key)
+                && moved_from.insert(d)
+            {
+                moved_to.insert(k);
+                self.ch.renamed.push(Renamed {
+                    from: self.ch.deleted[d].clone(),
+                    to: self.ch.created[k].clone(),
+                });
+            }
+        }
+        if !moved_from.is_empty() {
+            let keep = |list: Vec<String>, drop: &HashSet<usize>| -> Vec<String> {
+                list.into_iter()
+                    .enumerate()
+                    .filter(|(k, _)| !drop.contains(k))
+                    .map(|(_, p)| p)
+                    .collect()
+            };
+            self.ch.deleted = keep(std::mem::take(&mut self.ch.deleted), &moved_from);
+            self.ch.created = keep(std::mem::take(&mut self.ch.created), &moved_to);
+        }
+    }
+}

@@ -1,0 +1,502 @@
+//! Tree snapshots: covering what shell commands change.
+//!
+//! A snapshot walks the project in parallel, keeps what it saw in the tree
+//! state (see [`crate::tree`]) and makes sure the current bytes of every
+//! covered file are in the store. The first snapshot stores every covered
+//! file (compressed, deduplicated); later ones hash only the files whose
+//! stat (size, mtime, ctime, inode, mode) differs from the tree state or
+//! that were racily clean, and store only what is new.
+//!
+//! Two halves make one command's turn:
+//! - the *before* half ([`Store::snapshot`] with `after = false`) stores the
+//!   files and writes the tree marked *pending* for turn T;
+//! - the *after* half (`after = true`) scans again, compares with the tree
+//!   and appends to turn T one `capture` record holding the pre-image of
+//!   every path that changed: a created file, directory or special file is
+//!   recorded as absent, a modified or deleted one with its bytes and mode
+//!   from the tree, a renamed one as both (the old path gets its bytes
+//!   back, the new one is absent). A directory removed (empty or not),
+//!   replaced or given another mode is recorded with its mode, a FIFO with
+//!   its mode; a socket or device is not restorable (see
+//!   [`crate::entry_pre`]). The first capture of a path in a turn wins, so a path
+//!   the turn already captured through a file tool keeps its earlier
+//!   pre-image. `Store::rewind` then undoes the command like any turn.
+//!
+//! Several commands may run at once: each before half opens a window
+//! ([`crate::exec_window`]) and each after half closes its own; which turns
+//! a change is recorded in, when windows overlap or a command was killed,
+//! is decided by [`attribution`]. The tree's pending mark
+//! says whether any window is open.
+//!
+//! Record order, each step durable before the next: the pack of new blobs,
+//! the `snapshot` record naming them, the turn's `capture` record, the tree
+//! state.
+//!
+//! Coverage: the whole root except the root's own `.git/` and `.turnback/`
+//! (a nested repository's `.git/` is covered), git-ignored files included,
+//! names that are not UTF-8 included. Left out: files over the size cap;
+//! directories named in [`DEFAULT_EXCLUDES`] only when they are generated
+//! (see [`crate::generated`]: a tool's name, a cache marker, or the
+//! project's `.gitignore`); and what `.turnbackignore` files (gitignore
+//! syntax, see [`crate::exclude`]) say, which always wins. What is left
+//! out is kept in the tree as *excluded*: [`Store::status`] lists it, and a
+//! change to it (an excluded directory's stat is folded over its whole
+//! subtree, see [`crate::subtree_stat`], so an edit deep inside counts; an
+//! oversized file) is recorded in the turn as not captured, which a rewind
+//! reports as not restored (exit 3), never as "nothing changed".
+//!
+//! The rooms: [`walk`] finds every path with its stat, [`scan`] merges it
+//! with the tree state and [`read`] reads and stores what the stat cannot
+//! vouch for, [`diff`] compares two scans, [`attribution`] decides the
+//! turns, this module records them and [`status`] only compares.
+
+use serde::Serialize;
+use std::path::PathBuf;
+
+use crate::error::{Error, IoResultExt, Result};
+pub use crate::exclude::{DEFAULT_EXCLUDES, IGNORE_FILE};
+use crate::exec_window::{self, TreeMark, Window};
+use crate::id::{BlobId, TurnId, cut_label};
+use crate::log::{FileEntry, Op, PostEntry};
+use crate::pack;
+use crate::path::RelPath;
+use crate::store::Store;
+use crate::tree::{self, Entry, Loaded, Tree, TreeWriter};
+use attribution::Half;
+use diff::{diff, post_in};
+use scan::{Reading, Scan};
+
+pub(crate) mod attribution;
+mod diff;
+mod read;
+mod scan;
+mod status;
+mod walk;
+
+/// What [`Store::record`] gives back: the scan's entries and counts, what
+/// was recorded, and the windows left open.
+type Outcome = (Vec<Entry>, ScanStats, Option<Recorded>, Vec<Window>);
+
+/// Receives the progress of a scan (for a progress bar). Every method does
+/// nothing by default; they may be called from several threads.
+pub trait Progress: Sync {
+    /// The walk has found `entries` paths so far.
+    fn walking(&self, entries: u64) {
+        let _ = entries;
+    }
+    /// The walk is done; `files` files of `bytes` bytes must be read.
+    fn hashing(&self, files: u64, bytes: u64) {
+        let _ = (files, bytes);
+    }
+    /// `files` more files, `bytes` more bytes were read.
+    fn hashed(&self, files: u64, bytes: u64) {
+        let _ = (files, bytes);
+    }
+    /// The scan is over.
+    fn done(&self) {}
+}
+
+/// A [`Progress`] that shows nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {}
+
+/// Counts of one scan.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct ScanStats {
+    /// Covered regular files.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Covered directories.
+    pub dirs: u64,
+    /// Covered symlinks.
+    pub symlinks: u64,
+    /// Paths left out (see [`Store::status`]).
+    pub excluded: u64,
+    /// Files read and hashed (the rest were known by their stat).
+    pub hashed_files: u64,
+    /// Bytes read and hashed.
+    pub hashed_bytes: u64,
+    /// Blobs stored by this scan.
+    pub new_blobs: u64,
+    /// Compressed bytes stored by this scan.
+    pub stored_bytes: u64,
+    /// Bytes of tree state written (only the small head when no entry
+    /// changed; see [`crate::tree`]).
+    pub tree_bytes: u64,
+}
+
+/// What kind of change a path saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// It did not exist.
+    Created,
+    /// Its bytes, mode, type or (for an excluded path) stat changed.
+    Modified,
+    /// It is gone.
+    Deleted,
+}
+
+impl ChangeKind {
+    /// `created`, `modified` or `deleted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Created => "created",
+            ChangeKind::Modified => "modified",
+            ChangeKind::Deleted => "deleted",
+        }
+    }
+}
+
+/// A path moved (same inode, same bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Renamed {
+    /// The old path.
+    pub from: String,
+    /// The new path.
+    pub to: String,
+}
+
+/// A change whose pre-image could not be saved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotCaptured {
+    /// The path (lossy if its name is not UTF-8).
+    pub path: String,
+    /// What happened to it.
+    pub change: ChangeKind,
+    /// Why its pre-image is not saved.
+    pub reason: String,
+}
+
+/// What changed between two scans, grouped for people. Directories end
+/// with `/`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Changes {
+    /// Changed bytes, mode or type.
+    pub modified: Vec<String>,
+    /// New paths.
+    pub created: Vec<String>,
+    /// Removed paths.
+    pub deleted: Vec<String>,
+    /// Moved files (each also recorded as a deletion and a creation).
+    pub renamed: Vec<Renamed>,
+    /// Changes that cannot be undone: excluded paths, unsaved pre-images.
+    pub not_captured: Vec<NotCaptured>,
+}
+
+impl Changes {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.modified.is_empty()
+            && self.created.is_empty()
+            && self.deleted.is_empty()
+            && self.renamed.is_empty()
+            && self.not_captured.is_empty()
+    }
+}
+
+/// Changes recorded into a turn.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recorded {
+    /// The turn they were recorded in.
+    pub turn: TurnId,
+    /// What changed.
+    pub changes: Changes,
+    /// The entries appended to the turn (pre-images).
+    pub captured: Vec<FileEntry>,
+    /// Paths the turn had captured already (its earlier pre-image wins).
+    pub already_captured: Vec<RelPath>,
+    /// Other turns the same changes were recorded in: their commands ran
+    /// at the same time, and any of them may have made them.
+    pub shared_with: Vec<TurnId>,
+    /// Changed paths left to the turn whose file tool captured them since
+    /// the last snapshot.
+    pub captured_elsewhere: Vec<CapturedSince>,
+}
+
+/// What one snapshot did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapshotReport {
+    /// The turn named by the caller.
+    pub turn: TurnId,
+    /// Whether this was the after half.
+    pub after: bool,
+    /// Counts of the scan.
+    pub scan: ScanStats,
+    /// For the after half (or a pending snapshot completed by a before
+    /// half): the changes recorded.
+    pub recorded: Option<Recorded>,
+    /// Things the caller should know.
+    pub warnings: Vec<String>,
+}
+
+/// The last snapshot, as `status` compares against it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Baseline {
+    /// The turn it was taken for.
+    pub turn: TurnId,
+    /// Whether it is a before half still waiting for its after half.
+    pub pending: bool,
+    /// Its scan stamp (ns since the epoch).
+    pub at_ns: i64,
+}
+
+/// A changed path already captured by a live turn after the last snapshot.
+#[derive(Debug, Clone, Serialize)]
+pub struct CapturedSince {
+    /// The path.
+    pub path: String,
+    /// The turn that captured it.
+    pub turn: TurnId,
+}
+
+/// A path no snapshot covers.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotCovered {
+    /// The path (directories end with `/`).
+    pub path: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What changed on disk since the last snapshot.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// The project root.
+    pub root: PathBuf,
+    /// The last snapshot; `None` when none was taken (everything is new).
+    pub snapshot: Option<Baseline>,
+    /// The changes since then.
+    pub changes: Changes,
+    /// Changed paths whose pre-image a turn captured after the snapshot.
+    pub captured: Vec<CapturedSince>,
+    /// Everything the scan leaves out, changed or not.
+    pub not_covered: Vec<NotCovered>,
+    /// Covered files now.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Things the caller should know.
+    pub warnings: Vec<String>,
+}
+
+impl Store {
+    /// Takes one half of a command's snapshot in `turn`: the before half
+    /// (`after = false`) or the after half, which records the changes since
+    /// the before half in the turn (see the module doc). Holds the store
+    /// lock throughout.
+    pub fn snapshot(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        after: bool,
+        progress: &dyn Progress,
+    ) -> Result<SnapshotReport> {
+        self.snapshot_by(turn, label, after, None, progress)
+    }
+
+    /// [`Store::snapshot`] for a process that takes both halves around a
+    /// command it runs (`turnback exec`): its window names this process,
+    /// so a concurrent before half tells a running command from a killed
+    /// one (see [`attribution`]).
+    pub fn snapshot_for_command(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        after: bool,
+        progress: &dyn Progress,
+    ) -> Result<SnapshotReport> {
+        self.snapshot_by(turn, label, after, Some(std::process::id()), progress)
+    }
+
+    fn snapshot_by(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        after: bool,
+        pid: Option<u32>,
+        progress: &dyn Progress,
+    ) -> Result<SnapshotReport> {
+        let _guard = self.begin_mutation()?;
+        let store_fd = rustix::io::dup(&self.dirs().store).ctx("open", &self.store_path)?;
+        let packs_fd = rustix::io::dup(&self.dirs().packs).ctx("open", &self.store_path)?;
+        tree::sweep_temps(&store_fd, &self.store_path)?;
+        let mut warnings = Vec::new();
+        let old = match tree::load(&store_fd, &self.store_path)? {
+            Loaded::Missing => None,
+            Loaded::Damaged(why) => {
+                warnings.push(format!(
+                    "{why}; the tree state is rebuilt and every file hashed again"
+                ));
+                None
+            }
+            Loaded::Tree(t) => Some(t),
+        };
+        if after && old.is_none() {
+            return Err(Error::NoSnapshot {
+                root: self.root.clone(),
+            });
+        }
+        let windows = exec_window::load(&store_fd, &self.store_path, old.as_ref(), &mut warnings)?;
+        let writer = TreeWriter::begin(&store_fd, &self.store_path)?;
+        let stamp_ns = writer.stamp_ns;
+        let scan = self.scan(old.as_ref(), Reading::Store, progress)?;
+        let half = Half {
+            turn,
+            label,
+            after,
+            pid,
+            last_seq: self.index.last_seq,
+            stamp_ns,
+        };
+        let (entries, mut stats, recorded, windows) =
+            self.record(&half, old.as_ref(), scan, windows, &packs_fd, &mut warnings)?;
+        let pending = !windows.is_empty();
+        // Nothing hashed and every entry as the tree has it: only the
+        // header changes, so the (large) tree is not rewritten.
+        let unchanged =
+            stats.hashed_files == 0 && old.as_ref().is_some_and(|o| o.entries == entries);
+        let mark = TreeMark {
+            stamp_ns: old
+                .as_ref()
+                .filter(|_| unchanged)
+                .map_or(stamp_ns, |o| o.stamp_ns),
+            log_seq: self.index.last_seq,
+            pending,
+            turn: turn.clone(),
+        };
+        exec_window::save(&store_fd, &self.store_path, &mark, &windows)?;
+        if unchanged {
+            stats.tree_bytes = tree::write_head(
+                &store_fd,
+                &self.store_path,
+                self.index.last_seq,
+                pending,
+                turn,
+            )?;
+        } else {
+            let new_tree = Tree {
+                stamp_ns,
+                log_seq: self.index.last_seq,
+                turn: turn.clone(),
+                pending,
+                entries,
+            };
+            stats.tree_bytes = writer.commit(&store_fd, &self.store_path, &new_tree)?;
+        }
+        Ok(SnapshotReport {
+            turn: turn.clone(),
+            after,
+            scan: stats,
+            recorded,
+            warnings,
+        })
+    }
+
+    /// Makes the scan's blobs durable and records the diff into the turns
+    /// that may own it (see [`attribution`]); returns the
+    /// windows open after this half.
+    fn record(
+        &mut self,
+        half: &Half<'_>,
+        old: Option<&Tree>,
+        scan: Scan,
+        windows: Option<Vec<Window>>,
+        packs_fd: &std::os::fd::OwnedFd,
+        warnings: &mut Vec<String>,
+    ) -> Result<Outcome> {
+        let Scan {
+            entries,
+            stats,
+            pack,
+            warnings: scan_warnings,
+        } = scan;
+        warnings.extend(scan_warnings);
+        if let Some((w, blobs)) = pack {
+            let name = pack::pack_name(self.index.last_seq + 1);
+            w.commit(packs_fd, &name)?;
+            self.append(Op::Snapshot {
+                turn: half.turn.clone(),
+                after: half.after,
+                pack: name,
+                blobs,
+            })?;
+        }
+        let rewound = old.is_some_and(|t| self.index.ops.keys().any(|&s| s > t.log_seq));
+        let plan = attribution::plan(half, old, windows, rewound, warnings);
+        let Some(base) = old.filter(|_| !plan.owners.is_empty()) else {
+            return Ok((entries, stats, None, plan.windows));
+        };
+        let blob_size = |id: &BlobId| self.index.blobs.get(id).map(|l| l.size);
+        let (changes, mut files) = diff(&base.entries, &entries, blob_size);
+        crate::links::add_unchanged_names(&base.entries, &mut files, blob_size);
+        let (assigned, elsewhere) =
+            attribution::assign(plan.owners, files, &self.index, base.log_seq);
+        let mut recorded: Option<Recorded> = None;
+        for a in assigned {
+            // What the command left at every path it changed (the turn's
+            // post-images): a later rewind compares against these, so a
+            // change a later turn made is never taken for someone else's.
+            let posts: Vec<PostEntry> = a
+                .fresh
+                .iter()
+                .map(|f| &f.path)
+                .chain(&a.already)
+                .map(|path| PostEntry {
+                    path: path.clone(),
+                    post: post_in(&entries, path),
+                })
+                .collect();
+            // A command that changed nothing in a turn that exists already
+            // appends nothing.
+            if !posts.is_empty() || self.index.turn(&a.turn).is_none() {
+                let shared = if a.fresh.is_empty() {
+                    Vec::new()
+                } else {
+                    a.shared_with.clone()
+                };
+                let label = a.label.as_deref();
+                self.append_capture(&a.turn, label, a.fresh.clone(), posts, shared)?;
+            }
+            // The report describes the caller's turn when it is one of them.
+            if recorded.is_some() && &a.turn != half.turn {
+                continue;
+            }
+            recorded = Some(Recorded {
+                turn: a.turn,
+                changes: changes.clone(),
+                captured: a.fresh,
+                already_captured: a.already,
+                shared_with: a.shared_with,
+                captured_elsewhere: elsewhere.clone(),
+            });
+        }
+        Ok((entries, stats, recorded, plan.windows))
+    }
+
+    fn append_capture(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        files: Vec<FileEntry>,
+        posts: Vec<PostEntry>,
+        shared_with: Vec<TurnId>,
+    ) -> Result<()> {
+        self.append(Op::Capture {
+            turn: turn.clone(),
+            label: label.map(cut_label).filter(|l| !l.is_empty()),
+            pack: None,
+            blobs: Vec::new(),
+            files,
+            posts,
+            shared_with,
+        })?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

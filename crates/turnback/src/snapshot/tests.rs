@@ -1,0 +1,649 @@
+//! Unit tests of snapshots on real files.
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use super::*;
+use crate::exclude::dir_only;
+use crate::log::Pre;
+use crate::tree::Kind;
+use crate::{Options, RewindOptions};
+use rustix::fs::Mode;
+
+type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+fn t(id: &str) -> TurnId {
+    TurnId::new(id).expect("valid turn id")
+}
+
+fn put(root: &Path, rel: &str, bytes: &[u8]) {
+    let p = root.join(rel);
+    fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    fs::write(p, bytes).expect("write");
+}
+
+/// Every path under `root` but `.turnback/`: kind, bytes or target, mode.
+fn state(root: &Path) -> BTreeMap<String, (char, Vec<u8>, u32)> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (char, Vec<u8>, u32)>) {
+        for e in fs::read_dir(dir).expect("list") {
+            let e = e.expect("entry");
+            let p = e.path();
+            let rel = p
+                .strip_prefix(root)
+                .expect("inside")
+                .to_string_lossy()
+                .into_owned();
+            if rel == ".turnback" {
+                continue;
+            }
+            let m = fs::symlink_metadata(&p).expect("stat");
+            let mode = m.permissions().mode() & 0o7777;
+            if m.file_type().is_symlink() {
+                let target = fs::read_link(&p).expect("link");
+                out.insert(rel, ('l', target.as_os_str().as_bytes().to_vec(), 0));
+            } else if m.is_dir() {
+                out.insert(rel, ('d', Vec::new(), mode));
+                walk(root, &p, out);
+            } else {
+                out.insert(rel, ('f', fs::read(&p).expect("read"), mode));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+fn project() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(dir.path(), "src/main.rs", b"fn main() {}\n");
+    put(dir.path(), "src/lib.rs", b"pub fn f() {}\n");
+    put(dir.path(), ".env", b"API_URL=https://prod\n");
+    put(dir.path(), "README.md", b"# readme\n");
+    put(dir.path(), "docs/empty-dir-holder", b"");
+    fs::create_dir_all(dir.path().join("docs/empty")).expect("mkdir");
+    std::os::unix::fs::symlink("src/main.rs", dir.path().join("main-link")).expect("link");
+    let store = Store::open(dir.path()).expect("open");
+    (dir, store)
+}
+
+#[test]
+fn first_scan_stores_every_covered_file_and_an_unchanged_rescan_reads_none() -> TestResult {
+    let (dir, mut store) = project();
+    let r = store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    assert_eq!(r.scan.files, 5);
+    assert_eq!(r.scan.hashed_files, 5);
+    assert_eq!(r.scan.new_blobs, 5, "five distinct contents");
+    assert_eq!(r.scan.symlinks, 1);
+    assert!(r.recorded.is_none(), "a first before half records nothing");
+    // Let the clock pass the scan stamp so nothing is racily clean.
+    std::thread::sleep(Duration::from_millis(20));
+    let r2 = store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    assert_eq!(
+        r2.scan.hashed_files, 0,
+        "the stat cache vouches for every file"
+    );
+    assert_eq!(r2.scan.new_blobs, 0);
+    let rec = r2.recorded.expect("the after half records");
+    assert!(rec.changes.is_empty(), "{:?}", rec.changes);
+    assert!(rec.captured.is_empty());
+    assert_eq!(
+        store.turn(&t("t1"))?.files.len(),
+        0,
+        "the turn exists, empty"
+    );
+    // A fresh process sees the same store (the blobs are in the log).
+    let again = Store::open(dir.path())?;
+    assert_eq!(again.index.blobs.len(), 5);
+    Ok(())
+}
+
+#[test]
+fn racily_clean_files_are_hashed_not_trusted() -> TestResult {
+    let (dir, mut store) = project();
+    // A file stamped in the future is at or after any scan's stamp: the
+    // scan cannot tell a later same-tick write from its own read.
+    let future = SystemTime::now() + Duration::from_secs(3600);
+    fs::File::options()
+        .write(true)
+        .open(dir.path().join("README.md"))?
+        .set_modified(future)?;
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    std::thread::sleep(Duration::from_millis(20));
+    let r = store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    assert_eq!(
+        r.scan.hashed_files, 1,
+        "only the racily clean file is read again"
+    );
+    Ok(())
+}
+
+#[test]
+fn after_half_records_every_change_and_rewind_restores_byte_for_byte() -> TestResult {
+    let (dir, mut store) = project();
+    let root = dir.path();
+    let before = state(root);
+    store.snapshot(&t("t1"), Some("shell"), false, &NoProgress)?;
+    // What a command does: modify, delete, rename, create a nested tree,
+    // chmod, retarget a symlink.
+    put(root, "src/main.rs", b"fn main() { broken }\n");
+    fs::remove_file(root.join("README.md"))?;
+    fs::rename(root.join("src/lib.rs"), root.join("src/moved.rs"))?;
+    put(root, "gen/a/b/c.txt", b"generated\n");
+    fs::set_permissions(root.join(".env"), fs::Permissions::from_mode(0o755))?;
+    fs::remove_file(root.join("main-link"))?;
+    std::os::unix::fs::symlink("elsewhere", root.join("main-link"))?;
+    let r = store.snapshot(&t("t1"), Some("shell"), true, &NoProgress)?;
+    let rec = r.recorded.expect("recorded");
+    let c = &rec.changes;
+    assert_eq!(c.modified, [".env", "main-link", "src/main.rs"]);
+    assert_eq!(c.created, ["gen/", "gen/a/", "gen/a/b/", "gen/a/b/c.txt"]);
+    assert_eq!(c.deleted, ["README.md"]);
+    assert_eq!(
+        c.renamed,
+        [Renamed {
+            from: "src/lib.rs".into(),
+            to: "src/moved.rs".into()
+        }]
+    );
+    assert!(c.not_captured.is_empty(), "{:?}", c.not_captured);
+    let report = store.rewind(&t("t1"), &RewindOptions::default())?;
+    assert!(report.complete(), "{:?}", report.failed);
+    assert_eq!(state(root), before);
+    Ok(())
+}
+
+#[test]
+fn excluded_paths_are_listed_and_their_changes_reported_not_captured() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    put(root, "app.js", b"v1\n");
+    put(root, "node_modules/dep/index.js", b"dep\n");
+    put(root, "build/out.txt", b"built\n");
+    put(root, "dist/bundle.js", b"bundle\n");
+    put(root, "run.log", b"log\n");
+    put(root, "big.bin", &[7u8; 2048]);
+    put(root, IGNORE_FILE, b"*.log\n!build/\n");
+    // A default exclusion holds only for generated output: git ignores it.
+    put(root, ".gitignore", b"dist/\nbuild/\n");
+    let opts = Options {
+        max_file_size: 1024,
+        ..Options::default()
+    };
+    let mut store = Store::open_with(root, opts)?;
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    let st = store.status(&NoProgress)?;
+    let listed: Vec<&str> = st.not_covered.iter().map(|n| n.path.as_str()).collect();
+    assert_eq!(listed, ["big.bin", "dist/", "node_modules/", "run.log"]);
+    assert!(st.not_covered[2].reason.contains("by default"));
+    assert!(st.not_covered[3].reason.contains(".turnbackignore"));
+    assert!(st.not_covered[0].reason.contains("cap"));
+    std::thread::sleep(Duration::from_millis(20));
+    put(root, "build/out.txt", b"rebuilt\n");
+    put(root, "run.log", b"log\nmore\n");
+    put(root, "node_modules/new-dep/index.js", b"new\n");
+    let r = store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    let rec = r.recorded.expect("recorded");
+    assert_eq!(
+        rec.changes.modified,
+        ["build/out.txt"],
+        "!build/ covers it again"
+    );
+    let nc: Vec<(&str, ChangeKind)> = rec
+        .changes
+        .not_captured
+        .iter()
+        .map(|n| (n.path.as_str(), n.change))
+        .collect();
+    assert_eq!(
+        nc,
+        [
+            ("node_modules/", ChangeKind::Modified),
+            ("run.log", ChangeKind::Modified)
+        ]
+    );
+    // The turn says so, and a rewind reports them as not restored.
+    let report = store.rewind(&t("t1"), &RewindOptions::default())?;
+    let failed: Vec<&str> = report.failed.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(failed, ["node_modules", "run.log"]);
+    assert_eq!(fs::read(root.join("build/out.txt"))?, b"built\n");
+    Ok(())
+}
+
+#[test]
+fn a_path_the_turn_captured_through_a_file_tool_keeps_its_earlier_pre_image() -> TestResult {
+    let (dir, mut store) = project();
+    let root = dir.path();
+    store.write(&t("t1"), None, "src/main.rs", b"edited by a file tool\n")?;
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    put(root, "src/main.rs", b"then by sed\n");
+    let r = store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    let rec = r.recorded.expect("recorded");
+    assert_eq!(rec.already_captured, [RelPath::parse("src/main.rs")?]);
+    assert!(rec.captured.is_empty());
+    store.rewind(&t("t1"), &RewindOptions::default())?;
+    assert_eq!(fs::read(root.join("src/main.rs"))?, b"fn main() {}\n");
+    Ok(())
+}
+
+#[test]
+fn an_unchanged_scan_writes_only_the_head_and_a_change_the_whole_tree() -> TestResult {
+    let (dir, mut store) = project();
+    let root = dir.path();
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    let tree_file = store.store_dir().join(tree::TREE_FILE);
+    let head_file = store.store_dir().join(tree::HEAD_FILE);
+    store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    std::thread::sleep(Duration::from_millis(20));
+    // Settle racily clean entries, then nothing changes.
+    store.snapshot(&t("t2"), None, false, &NoProgress)?;
+    let inode = |p: &Path| fs::metadata(p).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+    let before = inode(&tree_file)?;
+    let r = store.snapshot(&t("t3"), None, false, &NoProgress)?;
+    assert_eq!(r.scan.hashed_files, 0);
+    assert_eq!(inode(&tree_file)?, before, "the tree is not rewritten");
+    assert!(head_file.exists());
+    assert!(r.scan.tree_bytes < 100, "{}", r.scan.tree_bytes);
+    let Loaded::Tree(now) = tree::load(&store.dirs().store, &store.store_path)? else {
+        return Err("tree".into());
+    };
+    assert!(
+        now.pending && now.turn == t("t3"),
+        "the head says t3 is pending"
+    );
+    // The after half finds its before half pending (no warning).
+    put(root, "README.md", b"changed by t3's command\n");
+    let r = store.snapshot(&t("t3"), None, true, &NoProgress)?;
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert_eq!(
+        r.recorded.expect("recorded").changes.modified,
+        ["README.md"]
+    );
+    assert_ne!(inode(&tree_file)?, before, "a change rewrites the tree");
+    assert!(!head_file.exists(), "and removes the head");
+    store.rewind(&t("t3"), &RewindOptions::default())?;
+    assert_eq!(fs::read(root.join("README.md"))?, b"# readme\n");
+    Ok(())
+}
+
+#[test]
+fn a_before_half_left_pending_is_completed_into_its_own_turn() -> TestResult {
+    let (dir, mut store) = project();
+    let root = dir.path();
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    put(root, "README.md", b"changed by a command that was killed\n");
+    let r = store.snapshot(&t("t2"), None, false, &NoProgress)?;
+    let rec = r.recorded.expect("the pending half is completed");
+    assert_eq!(rec.turn, t("t1"));
+    assert_eq!(rec.changes.modified, ["README.md"]);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("never got its after half"))
+    );
+    store.rewind(&t("t1"), &RewindOptions::default())?;
+    assert_eq!(fs::read(root.join("README.md"))?, b"# readme\n");
+    Ok(())
+}
+
+#[test]
+fn an_after_half_with_no_snapshot_is_a_clear_error_and_stores_nothing() {
+    let (dir, mut store) = project();
+    let err = store.snapshot(&t("t1"), None, true, &NoProgress);
+    assert!(matches!(err, Err(Error::NoSnapshot { .. })), "{err:?}");
+    assert!(
+        !crate::location::store_dir_of(dir.path())
+            .join(tree::TREE_FILE)
+            .exists()
+    );
+    assert!(store.turns().is_empty());
+}
+
+#[test]
+fn the_walk_lists_what_it_cannot_cover_and_never_enters_it() -> TestResult {
+    use std::ffi::OsStr;
+    let (dir, mut store) = project();
+    let root = dir.path();
+    put(root, "odd\\name.txt", b"backslash\n");
+    fs::write(
+        root.join(OsStr::from_bytes(b"latin1-\xe9.txt")),
+        b"not utf-8\n",
+    )?;
+    put(root, "bad\\dir/inside.txt", b"never walked\n");
+    put(root, "node_modules/pkg/index.js", b"module.exports = 1;\n");
+    put(root, "sub/.git/HEAD", b"ref: refs/heads/main\n");
+    put(root, "sub/.turnback/log.jsonl", b"{}\n");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        root.join("fifo"),
+        rustix::fs::FileType::Fifo,
+        Mode::from_raw_mode(0o644),
+        0,
+    )?;
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    let Loaded::Tree(tree) = tree::load(&store.dirs().store, &store.store_path)? else {
+        return Err("no tree state".into());
+    };
+    let kinds: BTreeMap<String, String> = tree
+        .entries
+        .iter()
+        .map(|e| {
+            let k = match &e.kind {
+                Kind::File { .. } => "file".to_owned(),
+                Kind::Symlink { .. } => "symlink".to_owned(),
+                Kind::Dir => "dir".to_owned(),
+                Kind::Excluded(x) => format!("{x:?}"),
+            };
+            (String::from_utf8_lossy(&e.path).into_owned(), k)
+        })
+        .collect();
+    let want: BTreeMap<String, String> = [
+        (".env", "file"),
+        ("README.md", "file"),
+        // A backslash and bytes that are not UTF-8 are ordinary
+        // bytes of a name: covered; a nested repository too.
+        ("bad\\dir", "dir"),
+        ("bad\\dir/inside.txt", "file"),
+        ("docs", "dir"),
+        ("docs/empty", "dir"),
+        ("docs/empty-dir-holder", "file"),
+        ("fifo", "Special"),
+        ("latin1-\u{fffd}.txt", "file"),
+        ("main-link", "symlink"),
+        ("node_modules", "Default(\"node_modules/\")"),
+        ("odd\\name.txt", "file"),
+        ("src", "dir"),
+        ("src/lib.rs", "file"),
+        ("src/main.rs", "file"),
+        ("sub", "dir"),
+        // A nested `.turnback` is the user's, not a store.
+        ("sub/.turnback", "dir"),
+        ("sub/.turnback/log.jsonl", "file"),
+        ("sub/.git", "dir"),
+        ("sub/.git/HEAD", "file"),
+    ]
+    .into_iter()
+    .map(|(p, k)| (p.to_owned(), k.to_owned()))
+    .collect();
+    assert_eq!(kinds, want);
+    Ok(())
+}
+
+#[test]
+fn a_nested_ignore_file_applies_to_its_subtree_and_overrides_the_root() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    put(root, IGNORE_FILE, b"*.log\n");
+    put(root, "top.log", b"root pattern\n");
+    put(root, "top.tmp", b"no pattern here\n");
+    put(
+        root,
+        "svc/.turnbackignore",
+        b"*.tmp\n!keep.log\ncache/\n{a,b\n",
+    );
+    put(root, "svc/a.tmp", b"nested pattern\n");
+    put(root, "svc/keep.log", b"re-included below the root\n");
+    put(root, "svc/other.log", b"root pattern still applies\n");
+    put(root, "svc/cache/x.bin", b"never walked\n");
+    put(root, "svc/deep/b.tmp", b"nested pattern, deeper\n");
+    put(root, "svc/deep/c.txt", b"covered\n");
+    let mut store = Store::open(root)?;
+    let r = store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    assert!(
+        r.warnings.iter().any(|w| w.contains("svc/.turnbackignore")),
+        "the bad line is named: {:?}",
+        r.warnings
+    );
+    let st = store.status(&NoProgress)?;
+    let not_covered: BTreeMap<&str, &str> = st
+        .not_covered
+        .iter()
+        .map(|n| (n.path.as_str(), n.reason.as_str()))
+        .collect();
+    let paths: Vec<&str> = not_covered.keys().copied().collect();
+    assert_eq!(
+        paths,
+        [
+            "svc/a.tmp",
+            "svc/cache/",
+            "svc/deep/b.tmp",
+            "svc/other.log",
+            "top.log"
+        ]
+    );
+    assert!(
+        not_covered["svc/a.tmp"].contains("*.tmp"),
+        "{not_covered:?}"
+    );
+    // What is covered comes back after a command deletes it.
+    std::thread::sleep(Duration::from_millis(20));
+    fs::remove_file(root.join("svc/keep.log"))?;
+    fs::remove_file(root.join("svc/deep/c.txt"))?;
+    fs::remove_file(root.join("top.tmp"))?;
+    let after = store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    let mut captured: Vec<String> = after
+        .recorded
+        .expect("recorded")
+        .captured
+        .iter()
+        .map(|e| e.path.as_str().to_owned())
+        .collect();
+    captured.sort();
+    assert_eq!(captured, ["svc/deep/c.txt", "svc/keep.log", "top.tmp"]);
+    store.rewind(&t("t1"), &RewindOptions::default())?;
+    assert_eq!(
+        fs::read(root.join("svc/keep.log"))?,
+        b"re-included below the root\n"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_damaged_tree_is_reported_and_rebuilt_without_storing_twice() -> TestResult {
+    let (dir, mut store) = project();
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    let tree_path = crate::location::store_dir_of(dir.path()).join(tree::TREE_FILE);
+    let mut bytes = fs::read(&tree_path)?;
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x10;
+    fs::write(&tree_path, bytes)?;
+    let r = store.snapshot(&t("t2"), None, false, &NoProgress)?;
+    assert!(
+        r.warnings.iter().any(|w| w.contains("checksum")),
+        "{:?}",
+        r.warnings
+    );
+    assert_eq!(r.scan.hashed_files, 5, "every file is hashed again");
+    assert_eq!(r.scan.new_blobs, 0, "and nothing is stored twice");
+    assert!(matches!(
+        tree::load(&store.dirs().store, &store.store_path)?,
+        Loaded::Tree(_)
+    ));
+    Ok(())
+}
+
+#[test]
+fn a_deleted_empty_directory_is_captured_with_its_mode_and_rewound() -> TestResult {
+    let (dir, mut store) = project();
+    let empty = dir.path().join("docs/empty");
+    fs::set_permissions(&empty, fs::Permissions::from_mode(0o2750))?;
+    let before = state(dir.path());
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    fs::remove_dir(&empty)?;
+    let r = store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    let rec = r.recorded.expect("recorded");
+    assert!(rec.changes.not_captured.is_empty(), "{:?}", rec.changes);
+    assert_eq!(rec.changes.deleted, ["docs/empty/"]);
+    assert_eq!(rec.captured[0].pre, Pre::Dir { mode: 0o2750 });
+    let report = store.rewind(&t("t1"), &RewindOptions::default())?;
+    assert!(report.complete(), "{:?}", report.failed);
+    assert_eq!(state(dir.path()), before);
+    Ok(())
+}
+
+#[test]
+fn a_directory_replaced_by_a_file_is_rewound() -> TestResult {
+    let (dir, mut store) = project();
+    let root = dir.path();
+    let before = state(root);
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    fs::remove_dir_all(root.join("docs"))?;
+    put(root, "docs", b"now a file\n");
+    store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    let report = store.rewind(&t("t1"), &RewindOptions::default())?;
+    assert!(report.complete(), "{:?}", report.failed);
+    assert_eq!(state(root), before);
+    Ok(())
+}
+
+#[test]
+fn status_groups_changes_and_names_turns_that_captured_them() -> TestResult {
+    let (dir, mut store) = project();
+    let root = dir.path();
+    let st = store.status(&NoProgress)?;
+    assert!(st.snapshot.is_none());
+    assert_eq!(st.changes.created.len(), 9, "{:?}", st.changes.created);
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    std::thread::sleep(Duration::from_millis(20));
+    // A touch without a change is not a modification.
+    fs::File::options()
+        .write(true)
+        .open(root.join("src/lib.rs"))?
+        .set_modified(SystemTime::now())?;
+    put(root, ".env", b"API_URL=http://localhost\n");
+    store.write(&t("t2"), None, "README.md", b"by a file tool\n")?;
+    put(root, "notes.md", b"new\n");
+    fs::remove_file(root.join("docs/empty-dir-holder"))?;
+    let st = store.status(&NoProgress)?;
+    assert_eq!(st.changes.modified, [".env", "README.md"]);
+    assert_eq!(st.changes.created, ["notes.md"]);
+    assert_eq!(st.changes.deleted, ["docs/empty-dir-holder"]);
+    assert_eq!(st.captured.len(), 1);
+    assert_eq!(st.captured[0].path, "README.md");
+    assert_eq!(st.captured[0].turn, t("t2"));
+    assert_eq!(st.snapshot.map(|b| b.pending), Some(true));
+    Ok(())
+}
+
+#[test]
+fn directory_patterns_never_exclude_a_file_and_file_patterns_do() -> TestResult {
+    assert!(dir_only("build/") && dir_only("  ") && dir_only("# c") && dir_only("x/  "));
+    assert!(!dir_only("*.log") && !dir_only("!keep") && !dir_only("x/\t"));
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    put(root, IGNORE_FILE, b"data/\n");
+    put(root, "data", b"a file named like the directory pattern\n");
+    put(root, "sub/data/x", b"x\n");
+    put(root, "sub/.turnbackignore", b"*.tmp\n");
+    put(root, "sub/a.tmp", b"tmp\n");
+    put(root, "a.tmp", b"not under sub\n");
+    let mut store = Store::open(root)?;
+    let r = store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    let st = store.status(&NoProgress)?;
+    let left_out: Vec<&str> = st.not_covered.iter().map(|n| n.path.as_str()).collect();
+    assert_eq!(left_out, ["sub/a.tmp", "sub/data/"], "{:?}", st.not_covered);
+    // Covered: the file `data`, `a.tmp` at the root, both ignore files.
+    assert_eq!(r.scan.files, 4);
+    Ok(())
+}
+
+#[test]
+fn a_command_that_changes_nothing_appends_nothing_to_an_existing_turn() -> TestResult {
+    let (dir, mut store) = project();
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    let log = crate::location::store_dir_of(dir.path()).join(crate::log::LOG_FILE);
+    let first = fs::read(&log)?.len();
+    store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    assert!(
+        fs::read(&log)?.len() > first,
+        "the first after half creates t1"
+    );
+    assert!(store.turn(&t("t1")).is_ok());
+    let created = fs::read(&log)?.len();
+    for _ in 0..3 {
+        store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        let r = store.snapshot(&t("t1"), None, true, &NoProgress)?;
+        assert!(r.recorded.is_some_and(|rec| rec.changes.is_empty()));
+    }
+    assert_eq!(
+        fs::read(&log)?.len(),
+        created,
+        "no record for read-only commands"
+    );
+    Ok(())
+}
+
+#[test]
+fn the_walk_gives_paths_in_byte_order_without_a_global_sort() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    // Names that sort around a directory's `/`: '-' and '.' sort before
+    // it, '0' and 'b' after.
+    for rel in [
+        "a/x", "a/b/c", "a/b.d", "a/b-e/f", "a-b", "a.c", "a0", "b", "a/b0",
+    ] {
+        put(root, rel, rel.as_bytes());
+    }
+    let mut store = Store::open(root)?;
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    let Loaded::Tree(tree) = tree::load(&store.dirs().store, &store.store_path)? else {
+        return Err("a tree".into());
+    };
+    let got: Vec<String> = tree.entries.iter().map(|e| e.path_lossy()).collect();
+    let mut want = got.clone();
+    want.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    want.dedup();
+    assert_eq!(got, want);
+    assert_eq!(got.len(), 12, "9 files and 3 directories: {got:?}");
+    Ok(())
+}
+
+#[test]
+fn gc_keeps_the_scan_blobs_the_tree_names_and_drops_the_others() -> TestResult {
+    let (dir, mut store) = project();
+    let root = dir.path();
+    let packs = |root: &Path| -> std::io::Result<usize> {
+        Ok(fs::read_dir(crate::location::store_dir_of(root).join("packs"))?.count())
+    };
+    // t1: a command changes README.md (v1 -> v2).
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    put(root, "README.md", b"v2 by t1's command\n");
+    store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    // The user edits it (v3); t2's command changes it again (v4).
+    put(root, "README.md", b"v3 by the user\n");
+    store.snapshot(&t("t2"), None, false, &NoProgress)?;
+    put(root, "README.md", b"v4 by t2's command\n");
+    // Past the clock tick of that write, so nothing is racily clean.
+    std::thread::sleep(Duration::from_millis(20));
+    store.snapshot(&t("t2"), None, true, &NoProgress)?;
+    let packs_before = packs(root)?;
+    // Keep t2 only: v1 was t1's pre-image, v2 is named by nothing.
+    let report = store.gc(&crate::GcOptions {
+        keep_turns: Some(1),
+        ..crate::GcOptions::default()
+    })?;
+    assert_eq!(report.dropped_turns, ["t1"]);
+    assert!(
+        packs(root)? < packs_before,
+        "the pack holding only v2 is deleted"
+    );
+    let verify = store.verify()?;
+    assert!(verify.whole, "{:#?}", verify.damage);
+    // The current files' blobs are still known: the next scan reads
+    // and stores nothing.
+    let mut store = Store::open(root)?;
+    let r = store.snapshot(&t("t3"), None, false, &NoProgress)?;
+    assert_eq!((r.scan.hashed_files, r.scan.new_blobs), (0, 0));
+    // And t2 rewinds to the user's v3.
+    store.rewind(&t("t2"), &RewindOptions::default())?;
+    assert_eq!(fs::read(root.join("README.md"))?, b"v3 by the user\n");
+    // Without a readable tree state, gc keeps every scan blob.
+    fs::write(crate::location::store_dir_of(root).join("tree"), b"damaged")?;
+    let before = packs(root)?;
+    store.gc(&crate::GcOptions::default())?;
+    assert_eq!(packs(root)?, before);
+    Ok(())
+}

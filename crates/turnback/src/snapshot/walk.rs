@@ -1,0 +1,400 @@
+//! The walk of a snapshot: every path under the project root, in byte
+//! order, with its stat, before any file is read.
+//!
+//! Each directory is listed by one task on the rayon pool from a
+//! descriptor opened relative to its parent's (`openat` with `O_NOFOLLOW`),
+//! and each entry is `fstatat`ed relative to it: no path is resolved from
+//! the root again, and a directory swapped for a symlink during the walk is
+//! not followed. Each task sorts its own listing; the listings are put
+//! together depth first ([`assemble`]), which gives the paths in byte order
+//! without a sort of every path. The root's `.git/` and `.turnback/` and a
+//! store directory inside the project are never entered; what ignore rules
+//! or the size cap leave out is found as excluded (a directory with the
+//! stat of its whole subtree folded in, see [`crate::subtree_stat`]), and
+//! what cannot be listed or named as unreadable.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rustix::fs::{Mode, OFlags};
+
+use super::Progress;
+use crate::exclude::{IGNORE_FILE, Ignores, nested_matcher};
+use crate::path::STORE_DIR;
+use crate::tree::{Excluded, Stat};
+
+/// Walks the tree below `root_fd` (the project root `root`, opened with a
+/// descriptor of its own: a dup would share the listing offset). Returns
+/// what was found, in byte order of paths, and warnings about ignore
+/// files. An error only when the root itself cannot be listed.
+pub(super) fn walk(
+    root: &Path,
+    root_fd: OwnedFd,
+    ignores: Ignores,
+    cap: u64,
+    store_inside: Option<Vec<u8>>,
+    progress: &dyn Progress,
+) -> io::Result<(Vec<Found>, Vec<String>)> {
+    let ctx = WalkCtx {
+        root,
+        cap,
+        warnings: Mutex::new(Vec::new()),
+        seen: AtomicU64::new(0),
+        progress,
+        out: Mutex::new(Vec::new()),
+        unlisted: Mutex::new(Vec::new()),
+        store_inside,
+    };
+    match rayon::scope(|s| ctx.walk_dir(root_fd, Vec::new(), Arc::new(ignores), s)) {
+        Ok(()) => {}
+        // The project folder itself was deleted (`cd .. && rm -rf
+        // proj`): it holds nothing now, and every file it held is a
+        // deletion the tree's blobs can undo.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let poisoned = || io::Error::other("a walker thread panicked");
+    let warnings = ctx.warnings.into_inner().map_err(|_| poisoned())?;
+    let listings = ctx.out.into_inner().map_err(|_| poisoned())?;
+    let unlisted = ctx.unlisted.into_inner().map_err(|_| poisoned())?;
+    let found = assemble(listings, unlisted);
+    debug_assert!(
+        found.windows(2).all(|w| w[0].path < w[1].path),
+        "the walk's paths are sorted and unique"
+    );
+    Ok((found, warnings))
+}
+
+/// What the walk found at a path, before any file is read.
+pub(super) struct Found {
+    pub(super) path: Vec<u8>,
+    pub(super) stat: Stat,
+    pub(super) kind: FoundKind,
+}
+
+pub(super) enum FoundKind {
+    File,
+    Symlink(String),
+    Dir,
+    Excluded(Excluded),
+}
+
+/// The walk: each directory is listed by one task on the rayon pool, from
+/// a descriptor opened relative to its parent's (`openat` with
+/// `O_NOFOLLOW`), and each entry is `fstatat`ed relative to it, so no path
+/// is resolved from the root again and a directory swapped for a symlink
+/// during the walk is not followed.
+struct WalkCtx<'a> {
+    root: &'a Path,
+    cap: u64,
+    warnings: Mutex<Vec<String>>,
+    seen: AtomicU64,
+    progress: &'a dyn Progress,
+    /// Per listed directory (by path): its entries and subtrees, in order.
+    out: Mutex<Vec<(Vec<u8>, Vec<Item>)>>,
+    /// Directories that could not be listed (entirely or to the end).
+    unlisted: Mutex<Vec<Found>>,
+    /// The store's directory, when it lies inside the project (a data
+    /// directory under the root): never walked.
+    store_inside: Option<Vec<u8>>,
+}
+
+/// One item of a directory's listing, in the order of full paths.
+enum Item {
+    /// An entry of the directory.
+    Found(Found),
+    /// The entries below the subdirectory at this path, listed by its own
+    /// task: they sort after every sibling whose name sorts before the
+    /// subdirectory's name followed by `/`.
+    Subtree(Vec<u8>),
+}
+
+impl Item {
+    fn path(&self) -> &[u8] {
+        match self {
+            Item::Found(f) => &f.path,
+            Item::Subtree(p) => p,
+        }
+    }
+}
+
+/// Orders two items of one directory (whose paths share their first `skip`
+/// bytes) by their last component, with a `/` after a subtree's, so that a
+/// depth-first emission in this order gives full paths in byte order
+/// (`a` < `a-b` < `a.c` < `a/x` < `a0`).
+fn item_order(a: &Item, b: &Item, skip: usize) -> std::cmp::Ordering {
+    let (an, bn) = (&a.path()[skip..], &b.path()[skip..]);
+    let common = an.len().min(bn.len());
+    an[..common].cmp(&bn[..common]).then_with(|| {
+        // One name is a prefix of the other: compare what follows it.
+        let next = |name: &[u8], item: &Item| match name.get(common) {
+            Some(&c) => Some(c),
+            None if matches!(item, Item::Subtree(_)) && name.len() == common => Some(b'/'),
+            None => None,
+        };
+        next(an, a)
+            .cmp(&next(bn, b))
+            .then_with(|| an.len().cmp(&bn.len()))
+            .then_with(|| matches!(a, Item::Subtree(_)).cmp(&matches!(b, Item::Subtree(_))))
+    })
+}
+
+/// Puts the walk's listings together depth first, which gives the found
+/// paths in byte order without sorting them all; a directory that could
+/// not be listed replaces its entry in its parent.
+fn assemble(listings: Vec<(Vec<u8>, Vec<Item>)>, unlisted: Vec<Found>) -> Vec<Found> {
+    let total = listings.iter().map(|(_, items)| items.len()).sum();
+    let mut by_dir = listings;
+    by_dir.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut take = |dir: &[u8]| -> Vec<Item> {
+        by_dir
+            .binary_search_by(|(p, _)| p.as_slice().cmp(dir))
+            .map(|i| std::mem::take(&mut by_dir[i].1))
+            .unwrap_or_default()
+    };
+    let mut unlisted: HashMap<Vec<u8>, Found> =
+        unlisted.into_iter().map(|f| (f.path.clone(), f)).collect();
+    let mut out = Vec::with_capacity(total);
+    let mut stack = vec![take(&[]).into_iter()];
+    while let Some(top) = stack.last_mut() {
+        match top.next() {
+            None => {
+                stack.pop();
+            }
+            Some(Item::Found(f)) if unlisted.is_empty() => out.push(f),
+            Some(Item::Found(f)) => out.push(unlisted.remove(&f.path).unwrap_or(f)),
+            Some(Item::Subtree(p)) => stack.push(take(&p).into_iter()),
+        }
+    }
+    // Every unlisted directory was listed by its parent, so none is left;
+    // were one left, it is kept, in order, rather than lost.
+    if !unlisted.is_empty() {
+        out.extend(unlisted.into_values());
+        out.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    }
+    out
+}
+
+/// Whether a name (and the path it completes) can be held by a `RelPath`.
+fn name_problem(name: &[u8], rel_len: usize) -> Option<&'static str> {
+    if name.len() > 255 || rel_len > 4096 {
+        Some("it is too long")
+    } else {
+        None
+    }
+}
+
+fn unreadable(e: impl Into<io::Error>) -> FoundKind {
+    FoundKind::Excluded(Excluded::Unreadable(e.into().to_string()))
+}
+
+impl WalkCtx<'_> {
+    fn counted(&self, n: u64) {
+        let before = self.seen.fetch_add(n, Ordering::Relaxed);
+        if (before + n) / 1024 != before / 1024 {
+            self.progress.walking(before + n);
+        }
+    }
+
+    /// Lists the directory `dir` (at `rel`, empty for the root), and spawns
+    /// a task for each covered subdirectory. Returns an error only for
+    /// the root; a subdirectory that cannot be listed is recorded as
+    /// unreadable.
+    fn walk_dir<'s>(
+        &'s self,
+        dir: OwnedFd,
+        rel: Vec<u8>,
+        ignores: Arc<Ignores>,
+        scope: &rayon::Scope<'s>,
+    ) -> io::Result<()> {
+        let mut local: Vec<Found> = Vec::new();
+        let mut subtrees: Vec<Vec<u8>> = Vec::new();
+        let mut failed = None;
+        // The names first (an ignore file among them applies to them all),
+        // into one buffer: each NUL-terminated, no allocation per name.
+        let mut names: Vec<u8> = Vec::new();
+        let mut ends: Vec<usize> = Vec::new();
+        {
+            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
+            let mut listing = rustix::fs::RawDir::new(&dir, &mut buf);
+            while let Some(entry) = listing.next() {
+                match entry {
+                    Ok(e) => {
+                        names.extend_from_slice(e.file_name().to_bytes_with_nul());
+                        ends.push(names.len());
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
+        let names: Vec<&std::ffi::CStr> = ends
+            .iter()
+            .scan(0, |start, &end| {
+                let name = &names[*start..end];
+                *start = end;
+                Some(name)
+            })
+            .filter_map(|n| std::ffi::CStr::from_bytes_with_nul(n).ok())
+            .collect();
+        let dir = std::os::fd::AsFd::as_fd(&dir);
+        let mut ignores = ignores;
+        if !rel.is_empty() && names.iter().any(|n| n.to_bytes() == IGNORE_FILE.as_bytes()) {
+            let mut dir_rel = rel.clone();
+            dir_rel.push(b'/');
+            let mut warnings = Vec::new();
+            if let Some((matcher, files_too)) =
+                nested_matcher(dir, &dir_rel, self.root, &mut warnings)
+            {
+                ignores = Arc::new(Ignores {
+                    dir: dir_rel,
+                    matcher,
+                    files_too,
+                    parent: Some(ignores),
+                });
+            }
+            if let Ok(mut w) = self.warnings.lock() {
+                w.extend(warnings);
+            }
+        }
+        for name in names {
+            let bytes = name.to_bytes();
+            let root_git = rel.is_empty() && bytes == b".git";
+            // Only the root's `.turnback` is turnback's.
+            let root_marker = rel.is_empty() && bytes == STORE_DIR.as_bytes();
+            if bytes == b"." || bytes == b".." || root_git || root_marker {
+                continue;
+            }
+            let mut path = Vec::with_capacity(rel.len() + 1 + bytes.len());
+            if !rel.is_empty() {
+                path.extend_from_slice(&rel);
+                path.push(b'/');
+            }
+            path.extend_from_slice(bytes);
+            if self.store_inside.as_deref() == Some(path.as_slice()) {
+                continue;
+            }
+            if let Some((fd, path)) = self.visit(dir, name, path, &ignores, &mut local) {
+                subtrees.push(path.clone());
+                let ignores = Arc::clone(&ignores);
+                scope.spawn(move |s| {
+                    if let Err(e) = self.walk_dir(fd, path.clone(), ignores, s) {
+                        self.push_unlisted(Found {
+                            path,
+                            stat: Stat::default(),
+                            kind: unreadable(e),
+                        });
+                    }
+                });
+            }
+        }
+        if let Some(e) = failed {
+            if rel.is_empty() {
+                return Err(e.into());
+            }
+            self.push_unlisted(Found {
+                path: rel.clone(),
+                stat: Stat::default(),
+                kind: unreadable(e),
+            });
+        }
+        self.counted(local.len() as u64);
+        let mut items: Vec<Item> = local
+            .into_iter()
+            .map(Item::Found)
+            .chain(subtrees.into_iter().map(Item::Subtree))
+            .collect();
+        let skip = if rel.is_empty() { 0 } else { rel.len() + 1 };
+        items.sort_unstable_by(|a, b| item_order(a, b, skip));
+        // A name the listing returned twice (changed while listed) once.
+        items.dedup_by(|a, b| item_order(a, b, skip).is_eq());
+        self.out
+            .lock()
+            .map_err(|_| io::Error::other("a walker thread panicked"))?
+            .push((rel, items));
+        Ok(())
+    }
+
+    fn push_unlisted(&self, found: Found) {
+        if let Ok(mut out) = self.unlisted.lock() {
+            out.push(found);
+        }
+    }
+
+    /// Classifies one entry of `dir`; for a covered directory, returns it
+    /// opened, to be walked.
+    fn visit(
+        &self,
+        dir: std::os::fd::BorrowedFd<'_>,
+        name: &std::ffi::CStr,
+        path: Vec<u8>,
+        ignores: &Ignores,
+        local: &mut Vec<Found>,
+    ) -> Option<(OwnedFd, Vec<u8>)> {
+        use rustix::fs::{AtFlags, FileType};
+        let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(rustix::io::Errno::NOENT) => return None, // gone since it was listed
+            Err(e) => {
+                local.push(Found {
+                    path,
+                    stat: Stat::default(),
+                    kind: unreadable(e),
+                });
+                return None;
+            }
+        };
+        let ft = FileType::from_raw_mode(st.st_mode);
+        let is_dir = ft == FileType::Directory;
+        let excluded = match name_problem(name.to_bytes(), path.len()) {
+            Some(why) => Some(Excluded::BadName(why.into())),
+            None => (ignores.excluded(&path, is_dir))
+                .and_then(|why| crate::generated::confirm(why, self.root, dir, name, &path)),
+        };
+        let stat = match &excluded {
+            Some(_) if is_dir => crate::subtree_stat::fold(dir, name, Stat::of_raw(&st)),
+            _ => Stat::of_raw(&st),
+        };
+        let mut push = |path, kind| local.push(Found { path, stat, kind });
+        if let Some(why) = excluded {
+            push(path, FoundKind::Excluded(why));
+            return None;
+        }
+        let kind = match ft {
+            FileType::RegularFile if stat.size > self.cap => {
+                FoundKind::Excluded(Excluded::TooLarge(self.cap))
+            }
+            FileType::RegularFile => FoundKind::File,
+            FileType::Symlink => match rustix::fs::readlinkat(dir, name, Vec::new()) {
+                Ok(t) => match t.into_string() {
+                    Ok(t) => FoundKind::Symlink(t),
+                    Err(_) => FoundKind::Excluded(Excluded::BadName(
+                        "its symlink target is not valid UTF-8".into(),
+                    )),
+                },
+                Err(rustix::io::Errno::NOENT) => return None,
+                Err(e) => unreadable(e),
+            },
+            FileType::Directory => {
+                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+                    Ok(fd) => {
+                        push(path.clone(), FoundKind::Dir);
+                        return Some((fd, path));
+                    }
+                    Err(rustix::io::Errno::NOENT) => return None,
+                    Err(e) => unreadable(e),
+                }
+            }
+            _ => FoundKind::Excluded(Excluded::Special),
+        };
+        push(path, kind);
+        None
+    }
+}
