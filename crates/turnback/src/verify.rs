@@ -447,31 +447,64 @@ fn check_store(report: &mut VerifyReport, store_fd: &OwnedFd, store_path: &Path)
             None
         }
     };
+    let bytes = read_log(report, store_fd, store_path)?;
+    let log = check_log(report, &bytes);
+    let users = blob_users(&log.index, log.uses);
+    let blob_status = check_packs(report, store_fd, store_path, &log.index, &users)?;
+    check_turns(
+        report,
+        &log.index,
+        &log.line_of_seq,
+        &blob_status,
+        &log.bad_lines,
+    );
+    Ok(())
+}
 
-    // The log, applied leniently.
+/// The log's bytes; a missing log or one that is not a regular file is
+/// reported and read as empty.
+fn read_log(report: &mut VerifyReport, store_fd: &OwnedFd, store_path: &Path) -> Result<Vec<u8>> {
     let log_path = store_path.join(LOG_FILE);
-    let bytes = match open_regular(store_fd, LOG_FILE).ctx("open", &log_path)? {
-        Opened::File(mut f, _) => {
-            let mut bytes = Vec::new();
-            f.read_to_end(&mut bytes).ctx("read", &log_path)?;
-            bytes
-        }
-        Opened::Missing => {
-            report.warnings.push(Warning::NoLog);
-            Vec::new()
-        }
-        Opened::Not(reason) => {
-            report.damage.push(Damage::Store {
-                path: log_path.clone(),
-                reason,
-            });
-            Vec::new()
-        }
-    };
-    let lenient = apply_leniently(&bytes);
+    Ok(
+        match open_regular(store_fd, LOG_FILE).ctx("open", &log_path)? {
+            Opened::File(mut f, _) => {
+                let mut bytes = Vec::new();
+                f.read_to_end(&mut bytes).ctx("read", &log_path)?;
+                bytes
+            }
+            Opened::Missing => {
+                report.warnings.push(Warning::NoLog);
+                Vec::new()
+            }
+            Opened::Not(reason) => {
+                report.damage.push(Damage::Store {
+                    path: log_path,
+                    reason,
+                });
+                Vec::new()
+            }
+        },
+    )
+}
+
+/// What the lenient reading of the log gave.
+struct LogFacts {
+    /// The index of every intact line.
+    index: Index,
+    /// The line of each record, by sequence number.
+    line_of_seq: HashMap<u64, usize>,
+    /// Every stored pre-image: (blob, turn, path, seq of the record).
+    uses: Vec<(BlobId, TurnId, RelPath, u64)>,
+    /// Damaged lines, with the turn their bytes seem to name.
+    bad_lines: Vec<(usize, Option<String>)>,
+}
+
+/// Applies the log leniently (see [`apply_leniently`]) and reports every
+/// damaged line and a torn tail.
+fn check_log(report: &mut VerifyReport, bytes: &[u8]) -> LogFacts {
+    let lenient = apply_leniently(bytes);
     let mut line_of_seq: HashMap<u64, usize> = HashMap::new();
-    // (blob, turn, path, seq of the record)
-    let mut uses: Vec<(BlobId, TurnId, RelPath, u64)> = Vec::new();
+    let mut uses = Vec::new();
     for (line, _, rec) in &lenient.kept {
         report.records += 1;
         line_of_seq.insert(rec.seq, *line);
@@ -495,9 +528,8 @@ fn check_store(report: &mut VerifyReport, store_fd: &OwnedFd, store_path: &Path)
             turn_hint: b.turn_hint,
         });
     }
-    let index = lenient.index;
     report.log_lines = lenient.lines;
-    report.last_seq = index.last_seq;
+    report.last_seq = lenient.index.last_seq;
     if let Some((line, len)) = lenient.torn {
         report.warnings.push(Warning::TornTail {
             line,
@@ -505,8 +537,20 @@ fn check_store(report: &mut VerifyReport, store_fd: &OwnedFd, store_path: &Path)
             turn_hint: turn_hint(&bytes[lenient.consumed..]),
         });
     }
+    LogFacts {
+        index: lenient.index,
+        line_of_seq,
+        uses,
+        bad_lines,
+    }
+}
 
-    // Who uses each blob.
+/// Who uses each blob: the turns and paths whose pre-image it is, and
+/// whether that turn is still live.
+fn blob_users(
+    index: &Index,
+    uses: Vec<(BlobId, TurnId, RelPath, u64)>,
+) -> HashMap<BlobId, Vec<BlobUse>> {
     let live_since: HashMap<&TurnId, u64> =
         index.turns.iter().map(|t| (&t.id, t.first_seq)).collect();
     let mut users: HashMap<BlobId, Vec<BlobUse>> = HashMap::new();
@@ -517,9 +561,22 @@ fn check_store(report: &mut VerifyReport, store_fd: &OwnedFd, store_path: &Path)
             .or_default()
             .push(BlobUse { turn, path, live });
     }
+    users
+}
 
-    // The packs.
-    let mut by_pack: BTreeMap<&str, Vec<(&BlobId, &BlobLoc)>> = BTreeMap::new();
+/// The blobs of one pack, in the order of their offsets.
+type PackBlobs<'i> = Vec<(&'i BlobId, &'i BlobLoc)>;
+
+/// Checks every pack the index names (in parallel) and lists the packs
+/// directory; returns, per blob, whether it reads back whole.
+fn check_packs(
+    report: &mut VerifyReport,
+    store_fd: &OwnedFd,
+    store_path: &Path,
+    index: &Index,
+    users: &HashMap<BlobId, Vec<BlobUse>>,
+) -> Result<HashMap<BlobId, Result<(), String>>> {
+    let mut by_pack: BTreeMap<&str, PackBlobs<'_>> = BTreeMap::new();
     for (id, loc) in &index.blobs {
         by_pack
             .entry(loc.pack.as_str())
@@ -530,18 +587,6 @@ fn check_store(report: &mut VerifyReport, store_fd: &OwnedFd, store_path: &Path)
         blobs.sort_by_key(|(_, loc)| loc.offset);
     }
     let packs_path = store_path.join(PACKS_DIR);
-    let packs_fd = match fsx::open_subdir(store_fd, PACKS_DIR) {
-        Ok(Some(fd)) => Ok(fd),
-        Ok(None) => Err(format!("{} is missing", packs_path.display())),
-        Err(e) => {
-            let reason = format!("it cannot be opened as a directory: {e}");
-            report.damage.push(Damage::Store {
-                path: packs_path.clone(),
-                reason: reason.clone(),
-            });
-            Err(format!("{} {reason}", packs_path.display()))
-        }
-    };
     let mut blob_status: HashMap<BlobId, Result<(), String>> = HashMap::new();
     let pack_uses = |blobs: &[(&BlobId, &BlobLoc)]| -> Vec<BlobUse> {
         blobs
@@ -549,8 +594,20 @@ fn check_store(report: &mut VerifyReport, store_fd: &OwnedFd, store_path: &Path)
             .flat_map(|(id, _)| users.get(*id).into_iter().flatten().cloned())
             .collect()
     };
-    match &packs_fd {
-        Err(reason) => {
+    let packs_fd = match fsx::open_subdir(store_fd, PACKS_DIR) {
+        Ok(Some(fd)) => fd,
+        unusable => {
+            let reason = match unusable {
+                Ok(_) => format!("{} is missing", packs_path.display()),
+                Err(e) => {
+                    let reason = format!("it cannot be opened as a directory: {e}");
+                    report.damage.push(Damage::Store {
+                        path: packs_path.clone(),
+                        reason: reason.clone(),
+                    });
+                    format!("{} {reason}", packs_path.display())
+                }
+            };
             for (name, blobs) in &by_pack {
                 report.damage.push(Damage::Pack {
                     pack: (*name).to_owned(),
@@ -562,64 +619,59 @@ fn check_store(report: &mut VerifyReport, store_fd: &OwnedFd, store_path: &Path)
                     blob_status.insert(**id, Err(format!("pack {name}: {reason}")));
                 }
             }
+            return Ok(blob_status);
         }
-        Ok(packs_fd) => {
-            let outcomes: Vec<(&str, io::Result<PackOutcome>)> = by_pack
-                .par_iter()
-                .map(|(name, blobs)| (*name, check_pack(packs_fd, name, blobs, &index.blobs)))
-                .collect();
-            for (name, outcome) in outcomes {
-                let blobs = &by_pack[name];
-                let outcome = outcome.ctx("check pack", packs_path.join(name))?;
-                if let Some(links) = outcome.links {
-                    report.warnings.push(Warning::HardLinkedPack {
-                        pack: name.to_owned(),
-                        links,
-                    });
-                }
-                match outcome.unreadable {
-                    Some(reason) => {
-                        report.damage.push(Damage::Pack {
-                            pack: name.to_owned(),
-                            reason: reason.clone(),
-                            unreadable_blobs: blobs.len(),
-                            uses: pack_uses(blobs),
-                        });
-                        for (id, _) in blobs {
-                            blob_status.insert(**id, Err(format!("pack {name}: {reason}")));
-                        }
-                        continue;
-                    }
-                    None => report.packs_checked += 1,
-                }
-                if let Some(reason) = outcome.bad_header {
-                    report.damage.push(Damage::Pack {
-                        pack: name.to_owned(),
-                        reason,
-                        unreadable_blobs: 0,
-                        uses: Vec::new(),
-                    });
-                }
-                for ((id, loc), result) in blobs.iter().zip(outcome.blobs) {
-                    report.blobs_checked += 1;
-                    if let Err(reason) = &result {
-                        report.damage.push(Damage::Blob {
-                            blob: **id,
-                            pack: name.to_owned(),
-                            offset: loc.offset,
-                            reason: reason.clone(),
-                            uses: users.get(*id).cloned().unwrap_or_default(),
-                        });
-                    }
-                    blob_status.insert(**id, result);
-                }
+    };
+    let outcomes: Vec<(&str, io::Result<PackOutcome>)> = by_pack
+        .par_iter()
+        .map(|(name, blobs)| (*name, check_pack(&packs_fd, name, blobs, &index.blobs)))
+        .collect();
+    for (name, outcome) in outcomes {
+        let blobs = &by_pack[name];
+        let outcome = outcome.ctx("check pack", packs_path.join(name))?;
+        if let Some(links) = outcome.links {
+            report.warnings.push(Warning::HardLinkedPack {
+                pack: name.to_owned(),
+                links,
+            });
+        }
+        if let Some(reason) = outcome.unreadable {
+            report.damage.push(Damage::Pack {
+                pack: name.to_owned(),
+                reason: reason.clone(),
+                unreadable_blobs: blobs.len(),
+                uses: pack_uses(blobs),
+            });
+            for (id, _) in blobs {
+                blob_status.insert(**id, Err(format!("pack {name}: {reason}")));
             }
-            list_packs(report, &packs_path, &by_pack, index.last_seq)?;
+            continue;
+        }
+        report.packs_checked += 1;
+        if let Some(reason) = outcome.bad_header {
+            report.damage.push(Damage::Pack {
+                pack: name.to_owned(),
+                reason,
+                unreadable_blobs: 0,
+                uses: Vec::new(),
+            });
+        }
+        for ((id, loc), result) in blobs.iter().zip(outcome.blobs) {
+            report.blobs_checked += 1;
+            if let Err(reason) = &result {
+                report.damage.push(Damage::Blob {
+                    blob: **id,
+                    pack: name.to_owned(),
+                    offset: loc.offset,
+                    reason: reason.clone(),
+                    uses: users.get(*id).cloned().unwrap_or_default(),
+                });
+            }
+            blob_status.insert(**id, result);
         }
     }
-
-    check_turns(report, &index, &line_of_seq, &blob_status, &bad_lines);
-    Ok(())
+    list_packs(report, &packs_path, &by_pack, index.last_seq)?;
+    Ok(blob_status)
 }
 
 /// What checking one pack found.
