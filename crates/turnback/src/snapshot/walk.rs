@@ -179,6 +179,50 @@ fn assemble(listings: Vec<(Vec<u8>, Vec<Item>)>, unlisted: Vec<Found>) -> Vec<Fo
     out
 }
 
+/// The names of one directory listing in one buffer, each NUL-terminated:
+/// no allocation per name.
+struct Names {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Names {
+    fn names(&self) -> Vec<&std::ffi::CStr> {
+        self.ends
+            .iter()
+            .scan(0, |start, &end| {
+                let name = &self.bytes[*start..end];
+                *start = end;
+                Some(name)
+            })
+            .filter_map(|n| std::ffi::CStr::from_bytes_with_nul(n).ok())
+            .collect()
+    }
+}
+
+/// Lists `dir` with `getdents` into one buffer; the error, if the listing
+/// stopped before its end.
+fn list_names(dir: &OwnedFd) -> (Names, Option<rustix::io::Errno>) {
+    let mut names = Names {
+        bytes: Vec::new(),
+        ends: Vec::new(),
+    };
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
+    let mut listing = rustix::fs::RawDir::new(dir, &mut buf);
+    while let Some(entry) = listing.next() {
+        match entry {
+            Ok(e) => {
+                names
+                    .bytes
+                    .extend_from_slice(e.file_name().to_bytes_with_nul());
+                names.ends.push(names.bytes.len());
+            }
+            Err(e) => return (names, Some(e)),
+        }
+    }
+    (names, None)
+}
+
 /// Whether a name (and the path it completes) can be held by a `RelPath`.
 fn name_problem(name: &[u8], rel_len: usize) -> Option<&'static str> {
     if name.len() > 255 || rel_len > 4096 {
@@ -213,56 +257,16 @@ impl WalkCtx<'_> {
     ) -> io::Result<()> {
         let mut local: Vec<Found> = Vec::new();
         let mut subtrees: Vec<Vec<u8>> = Vec::new();
-        let mut failed = None;
-        // The names first (an ignore file among them applies to them all),
-        // into one buffer: each NUL-terminated, no allocation per name.
-        let mut names: Vec<u8> = Vec::new();
-        let mut ends: Vec<usize> = Vec::new();
-        {
-            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
-            let mut listing = rustix::fs::RawDir::new(&dir, &mut buf);
-            while let Some(entry) = listing.next() {
-                match entry {
-                    Ok(e) => {
-                        names.extend_from_slice(e.file_name().to_bytes_with_nul());
-                        ends.push(names.len());
-                    }
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
-                }
-            }
-        }
-        let names: Vec<&std::ffi::CStr> = ends
-            .iter()
-            .scan(0, |start, &end| {
-                let name = &names[*start..end];
-                *start = end;
-                Some(name)
-            })
-            .filter_map(|n| std::ffi::CStr::from_bytes_with_nul(n).ok())
-            .collect();
+        // The names first: an ignore file among them applies to them all.
+        let (buf, failed) = list_names(&dir);
+        let names = buf.names();
         let dir = std::os::fd::AsFd::as_fd(&dir);
-        let mut ignores = ignores;
-        if !rel.is_empty() && names.iter().any(|n| n.to_bytes() == IGNORE_FILE.as_bytes()) {
-            let mut dir_rel = rel.clone();
-            dir_rel.push(b'/');
-            let mut warnings = Vec::new();
-            if let Some((matcher, files_too)) =
-                nested_matcher(dir, &dir_rel, self.root, &mut warnings)
-            {
-                ignores = Arc::new(Ignores {
-                    dir: dir_rel,
-                    matcher,
-                    files_too,
-                    parent: Some(ignores),
-                });
-            }
-            if let Ok(mut w) = self.warnings.lock() {
-                w.extend(warnings);
-            }
-        }
+        let ignores =
+            if !rel.is_empty() && names.iter().any(|n| n.to_bytes() == IGNORE_FILE.as_bytes()) {
+                self.nested_ignores(dir, &rel, ignores)
+            } else {
+                ignores
+            };
         for name in names {
             let bytes = name.to_bytes();
             let root_git = rel.is_empty() && bytes == b".git";
@@ -319,6 +323,32 @@ impl WalkCtx<'_> {
             .map_err(|_| io::Error::other("a walker thread panicked"))?
             .push((rel, items));
         Ok(())
+    }
+
+    /// `ignores` with the `.turnbackignore` of the directory `dir` (at
+    /// `rel`) applied on top, when it holds patterns.
+    fn nested_ignores(
+        &self,
+        dir: std::os::fd::BorrowedFd<'_>,
+        rel: &[u8],
+        ignores: Arc<Ignores>,
+    ) -> Arc<Ignores> {
+        let mut dir_rel = rel.to_vec();
+        dir_rel.push(b'/');
+        let mut warnings = Vec::new();
+        let nested = nested_matcher(dir, &dir_rel, self.root, &mut warnings);
+        if let Ok(mut w) = self.warnings.lock() {
+            w.extend(warnings);
+        }
+        match nested {
+            Some((matcher, files_too)) => Arc::new(Ignores {
+                dir: dir_rel,
+                matcher,
+                files_too,
+                parent: Some(ignores),
+            }),
+            None => ignores,
+        }
     }
 
     fn push_unlisted(&self, found: Found) {
