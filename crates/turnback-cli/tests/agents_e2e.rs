@@ -13,7 +13,8 @@
 //!
 //! An agent that is not installed, or whose hooks did not run, fails the
 //! test. Every process an agent leaves behind is killed with its process
-//! group.
+//! group; Cline's hub daemon, which leaves that group, by the HOME it was
+//! started with.
 
 mod common;
 
@@ -578,6 +579,148 @@ fn copilot_real_binary() -> TestResult {
         assert!(
             !shown.contains('✗'),
             "every scripted tool call succeeded: {shown}"
+        );
+        Ok(())
+    })
+}
+
+/// The processes whose environment has `HOME=home` (only this test's
+/// agent runs have it), with their command lines.
+fn processes_with_home(home: &Path) -> Vec<(i32, String)> {
+    let want = format!("HOME={}", home.display());
+    let mut found = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for p in procs.flatten() {
+        let Ok(pid) = p.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(p.path().join("environ")) else {
+            continue;
+        };
+        if environ.split(|b| *b == 0).any(|v| v == want.as_bytes()) {
+            let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+            found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+        }
+    }
+    found
+}
+
+fn kill(pid: i32) {
+    // SAFETY: kill(2) on one process of this test's agent runs (found by
+    // their HOME).
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+/// After a Cline run: waits (at most 30 s) for the hooks Cline ran
+/// detached (TaskStart) to finish, then stops its hub daemon
+/// (`cline --cline-hub-daemon`), which runs in a session of its own, out
+/// of reach of [`run_agent`]'s process-group kill. Err if anything else
+/// was still running.
+fn stop_cline_leftovers(home: &Path) -> TestResult {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (hubs, others): (Vec<_>, Vec<_>) = processes_with_home(home)
+            .into_iter()
+            .partition(|(_, c)| c.contains("--cline-hub-daemon"));
+        if others.is_empty() || std::time::Instant::now() > deadline {
+            for (pid, _) in hubs.iter().chain(&others) {
+                kill(*pid);
+            }
+            if !others.is_empty() {
+                return Err(format!("still running after Cline: {others:?}").into());
+            }
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Stops whatever Cline left running with its home, also when a test fails.
+struct ClineHome(PathBuf);
+
+impl Drop for ClineHome {
+    fn drop(&mut self) {
+        for (pid, _) in processes_with_home(&self.0) {
+            kill(pid);
+        }
+    }
+}
+
+#[test]
+fn cline_real_binary() -> TestResult {
+    let agents = agents_dir()?;
+    let cline = agents.join("@cline/cli-linux-x64/bin/cline");
+    if !cline.is_file() {
+        return Err(format!("Cline is not installed: {}", cline.display()).into());
+    }
+    let work = tempfile::tempdir()?;
+    let home = ClineHome(work.path().join("home"));
+    std::fs::create_dir_all(&home.0)?;
+    let mut server: Option<FakeModel> = None;
+    let mut turns = 0;
+    scenario_with("cline", "cline", &[], None, |root, text| {
+        if server.is_none() {
+            // Cline's `editor` creates missing parent directories itself.
+            let script = json!({"prompts": [
+                {"match": PROMPT_1, "steps": [
+                    {"name": "editor", "input": {"path": abs(root, NEW_FILE), "new_text": scenario::NEW_TEXT}},
+                    {"name": "editor", "input": {"path": abs(root, EDITED), "old_text": "theme: 'light'", "new_text": "theme: 'dark'"}},
+                    {"name": "run_commands", "input": {"commands": [SHELL]}},
+                ]},
+                {"match": PROMPT_2, "steps": [
+                    {"name": "editor", "input": {"path": abs(root, NEW_FILE), "old_text": "ship it", "new_text": "ship it today"}},
+                ]},
+            ]});
+            let s = FakeModel::start(work.path(), &script)?;
+            // The provider, in $HOME/.cline: OpenAI Chat Completions at our
+            // server (by IP: the server listens on 127.0.0.1 only).
+            let url = format!("http://127.0.0.1:{}/v1", s.port);
+            let mut cmd = agent_command(&cline, root, &home.0, &[]);
+            cmd.args(["auth", "-p", "openai-compatible", "-k", "test-key"])
+                .args(["-m", "fake-model", "-b", &url]);
+            run_agent(cmd, "cline auth")?;
+            stop_cline_leftovers(&home.0)?;
+            server = Some(s);
+        }
+        let s = server.as_ref().ok_or("server")?;
+        let before = s.requests();
+        // Each prompt is a task of its own, as `cline "prompt"` runs it:
+        // its TaskStart hook begins the turn. Cline checkpoints the
+        // project with `git stash create` at each run (objects no ref
+        // names, its own state, not the agent's edits): they go to an
+        // object directory outside the project, which reads the
+        // project's objects as alternates.
+        let objects = work.path().join("cline-git-objects");
+        std::fs::create_dir_all(&objects)?;
+        let objects = objects.to_string_lossy().into_owned();
+        let alternates = root.join(".git/objects").to_string_lossy().into_owned();
+        let vars = [
+            ("CLINE_NO_AUTO_UPDATE", "1"),
+            ("GIT_OBJECT_DIRECTORY", objects.as_str()),
+            ("GIT_ALTERNATE_OBJECT_DIRECTORIES", alternates.as_str()),
+        ];
+        let mut cmd = agent_command(&cline, root, &home.0, &vars);
+        cmd.arg("-c").arg(root).args(["--json", text]);
+        let out = run_agent(cmd, "cline");
+        stop_cline_leftovers(&home.0)?;
+        let out = out?;
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            s.requests() > before,
+            "Cline asked the scripted model: {shown}"
+        );
+        // The hooks ran: the prompt began a turn (a project whose hooks
+        // Cline skipped has none, and fails here, not later).
+        turns += 1;
+        let listed = common::list(root)?;
+        assert_eq!(
+            listed.len(),
+            turns,
+            "Cline ran turnback's hooks for {text:?}: {listed:?}\n{shown}"
         );
         Ok(())
     })
