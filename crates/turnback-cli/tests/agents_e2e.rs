@@ -704,7 +704,9 @@ fn cline_real_binary() -> TestResult {
             ("GIT_ALTERNATE_OBJECT_DIRECTORIES", alternates.as_str()),
         ];
         let mut cmd = agent_command(&cline, root, &home.0, &vars);
-        cmd.arg("-c").arg(root).args(["--json", text]);
+        // A model it cannot reach makes Cline retry without end: `-t`
+        // bounds the run.
+        cmd.arg("-c").arg(root).args(["-t", "300", "--json", text]);
         let out = run_agent(cmd, "cline");
         stop_cline_leftovers(&home.0)?;
         let out = out?;
