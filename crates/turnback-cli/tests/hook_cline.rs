@@ -122,9 +122,10 @@ fn cline_init_keeps_the_users_hook_files_and_is_idempotent() -> TestResult {
 /// As Cline's CLI 3.x sends them: the hook file named after the event, the
 /// CLI's own name in `hookName` (`agent_start`, `tool_call`,
 /// `tool_result`), and a TaskStart with no prompt, whose label is read
-/// from Cline's record of the session (here in `CLINE_SESSION_DATA_DIR`).
-/// (A prompt event that arrives after its turn's last record cannot label
-/// it: the store has no record for a label alone.)
+/// from Cline's record of the session (here in `CLINE_SESSION_DATA_DIR`),
+/// which the tool calls read too: the store has no record for a label
+/// alone, so a TaskStart after the task's last tool call could not label
+/// the turn itself.
 #[test]
 fn cline_cli_event_names_and_the_label_from_its_session_record() -> TestResult {
     let tmp = scenario::git_project()?;
@@ -158,11 +159,20 @@ fn cline_cli_event_names_and_the_label_from_its_session_record() -> TestResult {
     let mut start = fixture("task_start.json", root)?;
     start["taskStart"] = serde_json::json!({"taskMetadata": {}});
     let before = tree(root)?;
-    // TaskStart runs detached: it arrives with the first tool call here.
     assert_eq!(
         cli("pre_tool_use_editor_edit.json", "tool_call", "PreToolUse")?["cancel"],
         false
     );
+    scenario::edit_tracked_file(root)?;
+    cli("pre_tool_use_run_commands.json", "tool_call", "PreToolUse")?;
+    scenario::run_shell(root)?;
+    cli(
+        "post_tool_use_run_commands.json",
+        "tool_result",
+        "PostToolUse",
+    )?;
+    // TaskStart runs detached: here it arrives after the task's last tool
+    // call, and the turn is labelled all the same.
     start["hookName"] = "agent_start".into();
     start["sessionContext"]["rootSessionId"] = id.into();
     let command = root.join(".clinerules/hooks/TaskStart");
@@ -173,14 +183,6 @@ fn cline_cli_event_names_and_the_label_from_its_session_record() -> TestResult {
         &env,
     )?;
     assert_eq!(out.status.code(), Some(0));
-    scenario::edit_tracked_file(root)?;
-    cli("pre_tool_use_run_commands.json", "tool_call", "PreToolUse")?;
-    scenario::run_shell(root)?;
-    cli(
-        "post_tool_use_run_commands.json",
-        "tool_result",
-        "PostToolUse",
-    )?;
     let turns = list(root)?;
     assert_eq!(turns.len(), 1, "{turns:?}");
     assert_eq!(turns[0]["label"], scenario::PROMPT_1, "{turns:?}");

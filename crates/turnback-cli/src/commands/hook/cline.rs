@@ -23,7 +23,9 @@
 //! for `PreToolUse`, `tool_result` for `PostToolUse`, `prompt_submit` for
 //! `UserPromptSubmit`); both spellings are read. Its `TaskStart` carries
 //! no prompt (`taskStart.taskMetadata` is empty), so the label is the
-//! `prompt` of Cline's record of the session,
+//! `prompt` of Cline's record of the session (read for tool calls too, so
+//! a task whose detached TaskStart comes after its last tool call is
+//! labelled all the same),
 //! `<sessions>/<rootSessionId>/<rootSessionId>.json`, where `<sessions>` is
 //! `$CLINE_SESSION_DATA_DIR`, else `$CLINE_DATA_DIR/sessions`, else
 //! `${CLINE_DIR:-$HOME/.cline}/data/sessions` (the hook inherits Cline's
@@ -138,7 +140,9 @@ fn parse(v: &Value, _event: Option<&str>) -> anyhow::Result<Event> {
         .or_else(|| v.pointer("/taskStart/taskMetadata/initialTask"))
         .and_then(Value::as_str)
         .map(str::to_owned);
-    if prompt.is_none() && name == "TaskStart" {
+    // The task's first prompt, for TaskStart and for a tool call that
+    // begins the task's first turn before TaskStart (run detached) arrives.
+    if prompt.is_none() && name != "UserPromptSubmit" {
         prompt = v
             .pointer("/sessionContext/rootSessionId")
             .and_then(Value::as_str)
