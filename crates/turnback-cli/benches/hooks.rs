@@ -1,26 +1,32 @@
-//! The hook benchmark: the latency `turnback hook claude-code` adds to each
-//! Claude Code tool call, process start included, on a project of 500 real
-//! files, against spawning `/bin/true` the same way in the same run. The
-//! figures are printed and written to a marked section of
-//! `docs/BENCHMARKS.md` (other sections are left alone).
+//! The hook benchmark: the latency `turnback hook AGENT` adds to each tool
+//! call of every agent turnback has hooks for (Claude Code, Gemini CLI,
+//! Codex, Copilot CLI, Cline, opencode, Cursor), process start included, on
+//! a project of 500 real files, against spawning `/bin/true` the same way
+//! in the same run. The figures are printed and written to a marked section
+//! of `docs/BENCHMARKS.md` (other sections are left alone).
 //!
 //! ```text
 //! cargo bench -p turnback-cli --bench hooks [-- --reps N]
 //! ```
 //!
-//! Every iteration is one prompt as Claude Code delivers it: `UserPromptSubmit`
-//! (a new prompt id: a new turn), `PreToolUse Write` of an existing file (its
-//! capture), the write itself (untimed), `PostToolUse Write` (its post-image),
-//! `PreToolUse Bash` (tree snapshot), a file changed by "the command"
-//! (untimed), `PostToolUse Bash` (second snapshot). Each hook call is the
-//! release binary spawned with the event on stdin and the project as cwd;
-//! right after it `/bin/true` is spawned with the same stdin.
+//! Every iteration is one prompt as the agent delivers it, each event in
+//! the agent's own JSON (the shapes its adapter reads, as in
+//! `tests/fixtures/<agent>/`): the prompt event (a new turn), the
+//! before-edit event of an existing file (its capture), the write itself
+//! (untimed), the after-edit event (its post-image), the before-shell event
+//! (tree snapshot), a file changed by "the command" (untimed), the
+//! after-shell event (second snapshot). Each hook call is the release binary
+//! spawned with the event on stdin and the project as cwd; right after it
+//! `/bin/true` is spawned with the same stdin.
 //!
 //! Settings: `--reps N` / `TURNBACK_BENCH_REPS` (default 5; each a fresh
-//! copy of the project), `TURNBACK_BENCH_RUNS` (iterations per repetition,
-//! default 50), `TURNBACK_BENCH_TREE` / `TURNBACK_BENCH_FILES` (default
-//! `/usr/include`, 500), `TURNBACK_BENCH_TMP`, `TURNBACK_BENCH_OUT`,
-//! `--no-write` / `TURNBACK_BENCH_NO_WRITE=1`.
+//! copy of the project per agent), `TURNBACK_BENCH_RUNS` (iterations per
+//! repetition, default 50), `TURNBACK_BENCH_AGENTS` (a comma-separated
+//! subset of the agents' hook names, e.g. `codex,cline`; the section is
+//! written only with all of them), `TURNBACK_BENCH_TREE` /
+//! `TURNBACK_BENCH_FILES` (default `/usr/include`, 500),
+//! `TURNBACK_BENCH_TMP`, `TURNBACK_BENCH_OUT`, `--no-write` /
+//! `TURNBACK_BENCH_NO_WRITE=1`.
 
 use std::error::Error;
 use std::fmt::Write as _;
@@ -47,17 +53,408 @@ const SECTION: &str = "hooks";
 const MIN_REPS: usize = 5;
 /// Fewest runs of each event in a repetition.
 const MIN_RUNS: usize = 50;
-const SESSION: &str = "8c35adc1-4f1e-4c9a-9a51-0f6b7e2d1c3a";
-/// The events, in the order of one iteration.
-const EVENTS: [&str; 5] = [
-    "UserPromptSubmit",
-    "PreToolUse Write (capture)",
-    "PostToolUse Write (post-image)",
-    "PreToolUse Bash (tree snapshot)",
-    "PostToolUse Bash (tree snapshot)",
+/// An agent whose hook is measured.
+struct Agent {
+    /// `turnback hook NAME`.
+    name: &'static str,
+    /// How the docs name it.
+    title: &'static str,
+    /// What the hook prints on success (trimmed).
+    stdout: &'static str,
+    /// The five events of one iteration, as the table names them.
+    events: [&'static str; 5],
+}
+
+const AGENTS: [Agent; 7] = [
+    Agent {
+        name: "claude-code",
+        title: "Claude Code",
+        stdout: "",
+        events: [
+            "UserPromptSubmit",
+            "PreToolUse Write (capture)",
+            "PostToolUse Write (post-image)",
+            "PreToolUse Bash (tree snapshot)",
+            "PostToolUse Bash (tree snapshot)",
+        ],
+    },
+    Agent {
+        name: "gemini-cli",
+        title: "Gemini CLI",
+        stdout: "{}",
+        events: [
+            "BeforeAgent",
+            "BeforeTool write_file (capture)",
+            "AfterTool write_file (post-image)",
+            "BeforeTool run_shell_command (tree snapshot)",
+            "AfterTool run_shell_command (tree snapshot)",
+        ],
+    },
+    Agent {
+        name: "codex",
+        title: "Codex CLI",
+        stdout: "",
+        events: [
+            "UserPromptSubmit",
+            "PreToolUse apply_patch (patch parsed, capture)",
+            "PostToolUse apply_patch (post-image)",
+            "PreToolUse Bash (tree snapshot)",
+            "PostToolUse Bash (tree snapshot)",
+        ],
+    },
+    Agent {
+        name: "copilot",
+        title: "Copilot CLI",
+        stdout: "",
+        events: [
+            "userPromptSubmitted",
+            "preToolUse edit (capture)",
+            "postToolUse edit (post-image)",
+            "preToolUse bash (tree snapshot)",
+            "postToolUse bash (tree snapshot)",
+        ],
+    },
+    Agent {
+        name: "cline",
+        title: "Cline (CLI 3.x event names; a task per prompt)",
+        stdout: "{\"cancel\":false}",
+        events: [
+            "TaskStart (`agent_start`)",
+            "PreToolUse editor (`tool_call`, capture)",
+            "PostToolUse editor (`tool_result`, post-image)",
+            "PreToolUse run_commands (tree snapshot)",
+            "PostToolUse run_commands (tree snapshot)",
+        ],
+    },
+    Agent {
+        name: "opencode",
+        title: "opencode (the events its plugin sends)",
+        stdout: "",
+        events: [
+            "chat.message",
+            "tool.execute.before edit (capture)",
+            "tool.execute.after edit (post-image)",
+            "tool.execute.before bash (tree snapshot)",
+            "tool.execute.after bash (tree snapshot)",
+        ],
+    },
+    Agent {
+        name: "cursor",
+        title: "Cursor",
+        stdout: "{}",
+        events: [
+            "beforeSubmitPrompt",
+            "preToolUse Write (capture)",
+            "postToolUse Write (post-image)",
+            "preToolUse Shell (tree snapshot)",
+            "postToolUse Shell (tree snapshot)",
+        ],
+    },
 ];
 
+/// One iteration's inputs.
+struct Iteration<'a> {
+    /// The project root.
+    root: &'a str,
+    rep: usize,
+    i: usize,
+    /// The file the write tool writes, relative and absolute, and its new text.
+    wrel: &'a str,
+    wpath: &'a str,
+    content: &'a str,
+    /// The shell command (it changes another file).
+    command: &'a str,
+}
+
+/// The five events of one iteration for `agent`: the extra argument of
+/// `turnback hook AGENT` (Copilot's event name), and the JSON.
+fn events(agent: &str, it: &Iteration) -> Res<[(Option<&'static str>, Value); 5]> {
+    let (r, i) = (it.root, it.i);
+    let prompt = format!("Benchmark prompt {i}\nChange two files.");
+    let turn = format!("bench-{}-{i}", it.rep);
+    Ok(match agent {
+        "claude-code" => {
+            let base = |name: &str| {
+                json!({
+                    "session_id": "8c35adc1-4f1e-4c9a-9a51-0f6b7e2d1c3a",
+                    "prompt_id": turn,
+                    "transcript_path": "/home/user/.claude/projects/-proj/session.jsonl",
+                    "cwd": r,
+                    "permission_mode": "default",
+                    "hook_event_name": name,
+                })
+            };
+            let with = |name: &str, tool: &str, input: Value, extra: Option<(&str, Value)>| {
+                let mut v = base(name);
+                v["tool_name"] = json!(tool);
+                v["tool_input"] = input;
+                v["tool_use_id"] = json!(format!("toolu_{tool}{i}"));
+                if let Some((k, x)) = extra {
+                    v[k] = x;
+                }
+                v
+            };
+            let mut p = base("UserPromptSubmit");
+            p["prompt"] = json!(prompt);
+            let w = json!({"file_path": it.wpath, "content": it.content});
+            let b =
+                json!({"command": it.command, "description": "Append a line", "timeout": 120000});
+            [
+                (None, p),
+                (None, with("PreToolUse", "Write", w.clone(), None)),
+                (
+                    None,
+                    with(
+                        "PostToolUse",
+                        "Write",
+                        w,
+                        Some((
+                            "tool_response",
+                            json!({"filePath": it.wpath, "success": true}),
+                        )),
+                    ),
+                ),
+                (None, with("PreToolUse", "Bash", b.clone(), None)),
+                (
+                    None,
+                    with(
+                        "PostToolUse",
+                        "Bash",
+                        b,
+                        Some((
+                            "tool_response",
+                            json!({"stdout": "", "stderr": "", "interrupted": false, "isImage": false}),
+                        )),
+                    ),
+                ),
+            ]
+        }
+        "gemini-cli" => {
+            let base = |name: &str| {
+                json!({
+                    "session_id": "f1d2c3b4-5a69-4788-9abc-def012345678",
+                    "transcript_path": "/home/user/.gemini/tmp/project/chats/session-f1d2c3b4.json",
+                    "cwd": r,
+                    "hook_event_name": name,
+                    "timestamp": "2026-12-03T10:00:00.000Z",
+                })
+            };
+            let with = |name: &str, tool: &str, input: Value, post: bool| {
+                let mut v = base(name);
+                v["tool_name"] = json!(tool);
+                v["tool_input"] = input;
+                if post {
+                    v["tool_response"] = json!({"llmContent": "ok", "returnDisplay": "ok"});
+                }
+                v
+            };
+            let mut p = base("BeforeAgent");
+            p["prompt"] = json!(prompt);
+            let w = json!({"file_path": it.wpath, "content": it.content});
+            let b = json!({"command": it.command, "description": "Append a line"});
+            [
+                (None, p),
+                (None, with("BeforeTool", "write_file", w.clone(), false)),
+                (None, with("AfterTool", "write_file", w, true)),
+                (
+                    None,
+                    with("BeforeTool", "run_shell_command", b.clone(), false),
+                ),
+                (None, with("AfterTool", "run_shell_command", b, true)),
+            ]
+        }
+        "codex" => {
+            let base = |name: &str| {
+                json!({
+                    "session_id": "019a7c3e-5b1d-7f20-9c4e-8d2a61b0f3c7",
+                    "turn_id": turn,
+                    "transcript_path": "/root/.codex/sessions/2026/12/03/rollout-2026-12-03T10-00-00-019a7c3e.jsonl",
+                    "cwd": r,
+                    "hook_event_name": name,
+                    "model": "gpt-5.5",
+                    "permission_mode": "bypassPermissions",
+                })
+            };
+            let with = |name: &str, tool: &str, command: &str, post: bool| {
+                let mut v = base(name);
+                v["tool_name"] = json!(tool);
+                v["tool_input"] = json!({"command": command});
+                v["tool_use_id"] = json!(format!("call_{tool}{i}"));
+                if post {
+                    v["tool_response"] = json!("Success. Updated the following files:");
+                }
+                v
+            };
+            let mut p = base("UserPromptSubmit");
+            p["prompt"] = json!(prompt);
+            let patch = format!(
+                "*** Begin Patch\n*** Update File: {}\n@@\n+/* written by the agent, run {i} */\n*** End Patch\n",
+                it.wrel
+            );
+            [
+                (None, p),
+                (None, with("PreToolUse", "apply_patch", &patch, false)),
+                (None, with("PostToolUse", "apply_patch", &patch, true)),
+                (None, with("PreToolUse", "Bash", it.command, false)),
+                (None, with("PostToolUse", "Bash", it.command, true)),
+            ]
+        }
+        "copilot" => {
+            let base = || {
+                json!({
+                    "sessionId": "6f1c2a9e-3d4b-4e8a-9b7c-1a2b3c4d5e6f",
+                    "timestamp": 1764756000000u64 + i as u64,
+                    "cwd": r,
+                })
+            };
+            let with = |tool: &str, args: Value, post: bool| {
+                let mut v = base();
+                v["toolName"] = json!(tool);
+                v["toolArgs"] = args;
+                if post {
+                    v["toolResult"] = json!({"resultType": "success", "textResultForLlm": "ok"});
+                }
+                v
+            };
+            let mut p = base();
+            p["prompt"] = json!(prompt);
+            let e = json!({"path": it.wpath, "old_str": "", "new_str": it.content});
+            let b = json!({"command": it.command, "description": "Append a line"});
+            [
+                (Some("userPromptSubmitted"), p),
+                (Some("preToolUse"), with("edit", e.clone(), false)),
+                (Some("postToolUse"), with("edit", e, true)),
+                (Some("preToolUse"), with("bash", b.clone(), false)),
+                (Some("postToolUse"), with("bash", b, true)),
+            ]
+        }
+        "cline" => {
+            // As Cline's CLI runs a prompt: a task of its own.
+            let task = format!("conv_{turn}");
+            let base = |name: &str| {
+                json!({
+                    "clineVersion": "",
+                    "timestamp": "2026-12-03T10:00:00.000Z",
+                    "taskId": task,
+                    "sessionContext": {"rootSessionId": format!("bench_{turn}")},
+                    "workspaceRoots": [r],
+                    "workspaceInfo": {"rootPath": r, "hint": "project"},
+                    "userId": "unknown",
+                    "agent_id": "agent_bench",
+                    "parent_agent_id": null,
+                    "hookName": name,
+                })
+            };
+            let params = |input: &Value| -> Value {
+                let o = input.as_object().cloned().unwrap_or_default();
+                Value::Object(
+                    o.into_iter()
+                        .map(|(k, v)| {
+                            let s = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+                            (k, Value::String(s))
+                        })
+                        .collect(),
+                )
+            };
+            let with = |tool: &str, input: Value, post: bool| {
+                let id = format!("call_{tool}{i}");
+                if post {
+                    let mut v = base("tool_result");
+                    v["iteration"] = json!(1);
+                    v["tool_result"] = json!({"id": id, "name": tool, "input": input, "output": {"success": true}});
+                    v["postToolUse"] = json!({"toolName": tool, "parameters": params(&input), "result": "ok", "success": true, "executionTimeMs": 5});
+                    v
+                } else {
+                    let mut v = base("tool_call");
+                    v["iteration"] = json!(1);
+                    v["tool_call"] = json!({"id": id, "name": tool, "input": input});
+                    v["preToolUse"] = json!({"toolName": tool, "parameters": params(&input)});
+                    v
+                }
+            };
+            let mut p = base("agent_start");
+            p["taskStart"] = json!({"taskMetadata": {}});
+            let e = json!({"path": it.wpath, "new_text": it.content});
+            let b = json!({"commands": [it.command]});
+            [
+                (None, p),
+                (None, with("editor", e.clone(), false)),
+                (None, with("editor", e, true)),
+                (None, with("run_commands", b.clone(), false)),
+                (None, with("run_commands", b, true)),
+            ]
+        }
+        "opencode" => {
+            let session = "ses_5a1f0c2e3ffeYq7Wm2kR9sT4uV";
+            let message = format!("msg_{turn}");
+            let with = |name: &str, tool: &str, input: Value| {
+                json!({
+                    "cwd": r,
+                    "hook_event_name": name,
+                    "session_id": session,
+                    "message_id": message,
+                    "tool_name": tool,
+                    "tool_input": input,
+                })
+            };
+            let p = json!({
+                "cwd": r,
+                "hook_event_name": "chat.message",
+                "session_id": session,
+                "message_id": message,
+                "prompt": prompt,
+            });
+            let e = json!({"filePath": it.wpath, "oldString": "", "newString": it.content});
+            let b = json!({"command": it.command, "description": "Append a line"});
+            [
+                (None, p),
+                (None, with("tool.execute.before", "edit", e.clone())),
+                (None, with("tool.execute.after", "edit", e)),
+                (None, with("tool.execute.before", "bash", b.clone())),
+                (None, with("tool.execute.after", "bash", b)),
+            ]
+        }
+        "cursor" => {
+            let base = |name: &str| {
+                json!({
+                    "conversation_id": "c0ffee12-3456-4789-abcd-ef0123456789",
+                    "generation_id": format!("gen-{turn}"),
+                    "model": "claude-4.5-sonnet",
+                    "session_id": "c0ffee12-3456-4789-abcd-ef0123456789",
+                    "cursor_version": "2.4.0",
+                    "workspace_roots": [r],
+                    "transcript_path": "/root/.cursor/projects/p/agent-transcripts/c0ffee12.txt",
+                    "hook_event_name": name,
+                })
+            };
+            let with = |name: &str, tool: &str, input: Value| {
+                let mut v = base(name);
+                v["tool_name"] = json!(tool);
+                v["tool_use_id"] = json!(format!("toolu_{tool}{i}"));
+                v["cwd"] = json!(r);
+                v["tool_input"] = input;
+                v
+            };
+            let mut p = base("beforeSubmitPrompt");
+            p["prompt"] = json!(prompt);
+            p["attachments"] = json!([]);
+            let w = json!({"file_path": it.wpath, "content": it.content});
+            let b = json!({"command": it.command, "cwd": r});
+            [
+                (None, p),
+                (None, with("preToolUse", "Write", w.clone())),
+                (None, with("postToolUse", "Write", w)),
+                (None, with("preToolUse", "Shell", b.clone())),
+                (None, with("postToolUse", "Shell", b)),
+            ]
+        }
+        other => return Err(format!("no events for agent {other:?}").into()),
+    })
+}
+
 struct Config {
+    /// The agents measured, in the order of [`AGENTS`].
+    agents: Vec<&'static Agent>,
     reps: usize,
     runs: usize,
     tree: PathBuf,
@@ -111,11 +508,27 @@ fn config() -> Res<Config> {
     if reps == 0 {
         return Err("the repetition count must be at least 1".into());
     }
+    let agents = match std::env::var("TURNBACK_BENCH_AGENTS") {
+        Ok(list) if !list.trim().is_empty() => {
+            let names: Vec<&str> = list.split(',').map(str::trim).collect();
+            if let Some(bad) = names.iter().find(|n| !AGENTS.iter().any(|a| a.name == **n)) {
+                let known: Vec<&str> = AGENTS.iter().map(|a| a.name).collect();
+                return Err(format!(
+                    "TURNBACK_BENCH_AGENTS: no agent {bad:?}; the agents are {}",
+                    known.join(",")
+                )
+                .into());
+            }
+            AGENTS.iter().filter(|a| names.contains(&a.name)).collect()
+        }
+        _ => AGENTS.iter().collect(),
+    };
     let runs = env_usize("TURNBACK_BENCH_RUNS", MIN_RUNS)?;
     if runs == 0 {
         return Err("TURNBACK_BENCH_RUNS must be at least 1".into());
     }
     Ok(Config {
+        agents,
         reps,
         runs,
         tree: std::env::var_os("TURNBACK_BENCH_TREE")
@@ -188,8 +601,15 @@ fn write_tree(files: &[(String, Vec<u8>)], dst: &Path) -> Res<()> {
 }
 
 /// Spawns `program args` in `root` with `event` on stdin, waits, and
-/// returns the elapsed time. The hook must exit 0 and print nothing.
-fn spawn(program: &Path, args: &[&str], root: &Path, event: &[u8], check: bool) -> Res<f64> {
+/// returns the elapsed time. With `check: Some(stdout)`, the hook must exit
+/// 0, print `stdout` (trimmed) and nothing on stderr.
+fn spawn(
+    program: &Path,
+    args: &[&str],
+    root: &Path,
+    event: &[u8],
+    check: Option<&str>,
+) -> Res<f64> {
     let t0 = Instant::now();
     let mut child = Command::new(program)
         .args(args)
@@ -204,13 +624,16 @@ fn spawn(program: &Path, args: &[&str], root: &Path, event: &[u8], check: bool) 
         let mut stdin = child.stdin.take().ok_or("no stdin")?;
         match stdin.write_all(event) {
             // `/bin/true` exits without reading its input.
-            Err(e) if !check && e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(e) if check.is_none() && e.kind() == std::io::ErrorKind::BrokenPipe => {}
             r => r?,
         }
     }
     let out = child.wait_with_output()?;
     let t = t0.elapsed().as_secs_f64();
-    if check && (!out.status.success() || !out.stdout.is_empty() || !out.stderr.is_empty()) {
+    let printed = String::from_utf8_lossy(&out.stdout);
+    if let Some(want) = check
+        && (!out.status.success() || printed.trim() != want || !out.stderr.is_empty())
+    {
         return Err(format!(
             "{} {}: {}, stdout {:?}, stderr {:?}",
             program.display(),
@@ -231,11 +654,13 @@ struct Times {
     peer: Vec<f64>,
 }
 
-/// One repetition: a fresh copy of the project, `runs` iterations.
+/// One repetition for `agent`: a fresh copy of the project, `runs`
+/// iterations.
 fn repetition(
     files: &[(String, Vec<u8>)],
     cfg: &Config,
     bin: &Path,
+    agent: &Agent,
     rep: usize,
 ) -> Res<(Vec<Times>, TempDir)> {
     let work = TempDir::with_prefix_in("turnback-bench-hooks-", &cfg.tmp)?;
@@ -243,53 +668,31 @@ fn repetition(
     write_tree(files, &root)?;
     drop(turnback::Store::open(&root)?);
     let r = root.display().to_string();
-    let mut times = vec![Times::default(); EVENTS.len()];
+    let mut times = vec![Times::default(); agent.events.len()];
     let truebin = Path::new("/bin/true");
     for i in 0..cfg.runs {
-        let prompt_id = format!("bench-{rep}-{i}");
         let (wrel, wbytes) = &files[(2 * i) % files.len()];
         let (brel, bbytes) = &files[(2 * i + 1) % files.len()];
         let wpath = format!("{r}/{wrel}");
         let mut content = wbytes.clone();
         content.extend_from_slice(format!("\n/* written by the agent, run {i} */\n").as_bytes());
         let content_str = String::from_utf8_lossy(&content).into_owned();
-        let base = |name: &str| {
-            json!({
-                "session_id": SESSION,
-                "prompt_id": prompt_id,
-                "transcript_path": "/home/user/.claude/projects/-proj/session.jsonl",
-                "cwd": r,
-                "permission_mode": "default",
-                "hook_event_name": name,
-            })
+        let command = format!("printf '/* run {i} */\\n' >> {brel}");
+        let it = Iteration {
+            root: &r,
+            rep,
+            i,
+            wrel,
+            wpath: &wpath,
+            content: &content_str,
+            command: &command,
         };
-        let mut prompt = base("UserPromptSubmit");
-        prompt["prompt"] = json!(format!("Benchmark prompt {i}\nChange two files."));
-        let mut pre_w = base("PreToolUse");
-        pre_w["tool_name"] = json!("Write");
-        pre_w["tool_input"] = json!({"file_path": wpath, "content": content_str});
-        pre_w["tool_use_id"] = json!(format!("toolu_w{i}"));
-        let mut post_w = pre_w.clone();
-        post_w["hook_event_name"] = json!("PostToolUse");
-        post_w["tool_response"] = json!({"filePath": wpath, "success": true});
-        let mut pre_b = base("PreToolUse");
-        pre_b["tool_name"] = json!("Bash");
-        pre_b["tool_input"] = json!({
-            "command": format!("printf '/* run {i} */\\n' >> {brel}"),
-            "description": "Append a line",
-            "timeout": 120000
-        });
-        pre_b["tool_use_id"] = json!(format!("toolu_b{i}"));
-        let mut post_b = pre_b.clone();
-        post_b["hook_event_name"] = json!("PostToolUse");
-        post_b["tool_response"] =
-            json!({"stdout": "", "stderr": "", "interrupted": false, "isImage": false});
-
-        let events: [&Value; 5] = [&prompt, &pre_w, &post_w, &pre_b, &post_b];
-        for (k, ev) in events.iter().enumerate() {
+        for (k, (event, ev)) in events(agent.name, &it)?.iter().enumerate() {
             let bytes = serde_json::to_vec(ev)?;
-            let t = spawn(bin, &["hook", "claude-code"], &root, &bytes, true)?;
-            let p = spawn(truebin, &[], &root, &bytes, false)?;
+            let mut args = vec!["hook", agent.name];
+            args.extend(event);
+            let t = spawn(bin, &args, &root, &bytes, Some(agent.stdout))?;
+            let p = spawn(truebin, &[], &root, &bytes, None)?;
             times[k].hook.push(t);
             times[k].peer.push(p);
             // What the tool does between its Pre and Post events.
@@ -308,7 +711,8 @@ fn repetition(
     let turns = store.turns();
     if turns.len() != cfg.runs {
         return Err(format!(
-            "the hooks made {} turns, {} expected",
+            "{}: the hooks made {} turns, {} expected",
+            agent.name,
             turns.len(),
             cfg.runs
         )
@@ -317,7 +721,7 @@ fn repetition(
     for (i, t) in turns.iter().enumerate() {
         let want = &files[(2 * i) % files.len()].0;
         if !t.files.iter().any(|f| f.entry.path.as_str() == want) {
-            return Err(format!("turn {i} did not capture {want}").into());
+            return Err(format!("{}: turn {i} did not capture {want}", agent.name).into());
         }
     }
     Ok((times, work))
@@ -351,7 +755,7 @@ impl Ratio {
 fn render(
     cfg: &Config,
     m: &Machine,
-    per_rep: &[Vec<Times>],
+    per_agent: &[Vec<Vec<Times>>],
     n_files: usize,
     tree_bytes: u64,
     bin: &Path,
@@ -361,7 +765,7 @@ fn render(
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "## Hooks: latency added per Claude Code tool call\n\n\
+        "## Hooks: latency added per tool call, per agent\n\n\
          Written by `cargo bench -p turnback-cli --bench hooks` (source: \
          `crates/turnback-cli/benches/hooks.rs`) on {} at commit {commit}, {}, {} build \
          of `turnback` (`{}`).\n",
@@ -393,49 +797,58 @@ fn render(
     let _ = writeln!(
         s,
         "- **Project:** the first {} regular files of `{}` in byte order of their relative \
-         paths ({} bytes), a fresh copy for every repetition.",
+         paths ({} bytes), a fresh copy for every repetition of every agent.",
         thousands(n_files as u64),
         cfg.tree.display(),
         thousands(tree_bytes),
     );
     let _ = writeln!(
         s,
-        "- **Repetitions:** {}, each of {} prompts (so {} runs of every event). A cell is the \
+        "- **Repetitions:** {} per agent, each of {} prompts (so {} runs of every event). A cell is the \
          median over the repetitions of each repetition's median, the range of those medians \
          in brackets; the added latency is the hook's median minus the peer's.\n",
         cfg.reps,
         cfg.runs,
         cfg.reps * cfg.runs,
     );
-    let _ = writeln!(
-        s,
-        "| Event | `turnback hook claude-code` | peer: `/bin/true`, spawned the same way | added latency | ratio of the medians | median of the per-repetition ratios |\n|---|---|---|---|---|---|"
-    );
-    for (k, name) in EVENTS.iter().enumerate() {
-        let hook: Vec<f64> = per_rep.iter().map(|r| median(&r[k].hook)).collect();
-        let peer: Vec<f64> = per_rep.iter().map(|r| median(&r[k].peer)).collect();
-        let r = Ratio::new(&hook, &peer);
+    for (agent, per_rep) in cfg.agents.iter().zip(per_agent) {
         let _ = writeln!(
             s,
-            "| {name} | {} | {} | {} | {:.1}x | {:.1}x |",
-            time_cell(&hook),
-            time_cell(&peer),
-            ms(median(&hook) - median(&peer)),
-            r.value,
-            r.paired,
+            "### {}\n\n| Event | `turnback hook {}` | peer: `/bin/true`, spawned the same way | added latency | ratio of the medians | median of the per-repetition ratios |\n|---|---|---|---|---|---|",
+            agent.title, agent.name
         );
+        for (k, name) in agent.events.iter().enumerate() {
+            let hook: Vec<f64> = per_rep.iter().map(|r| median(&r[k].hook)).collect();
+            let peer: Vec<f64> = per_rep.iter().map(|r| median(&r[k].peer)).collect();
+            let r = Ratio::new(&hook, &peer);
+            let _ = writeln!(
+                s,
+                "| {name} | {} | {} | {} | {:.1}x | {:.1}x |",
+                time_cell(&hook),
+                time_cell(&peer),
+                ms(median(&hook) - median(&peer)),
+                r.value,
+                r.paired,
+            );
+        }
+        let _ = writeln!(s);
     }
     let _ = writeln!(
         s,
-        "\nHow it is measured: each prompt sends, as Claude Code does, `UserPromptSubmit` \
-         (a new prompt id, so a new turn), `PreToolUse` `Write` of an existing file (the \
-         hook captures it), then the write itself, `PostToolUse` `Write` (the hook records \
-         its post-image), `PreToolUse` `Bash` (the hook snapshots the tree), then the \
-         command's change to another file, `PostToolUse` `Bash` (second snapshot; the \
-         changed file is captured). Every event is the JSON of Claude Code's hook schema \
-         on stdin of the release binary spawned directly (no shell), the project as cwd; \
-         the time runs from spawn to exit, and the hook must exit 0 with nothing on stdout \
-         or stderr. Right after each hook call `/bin/true` is spawned with the same stdin \
+        "How it is measured: each prompt sends, as the agent does, its prompt event (a \
+         new turn: Claude Code's `prompt_id`, Codex's `turn_id` and opencode's message id \
+         change with every prompt; Cline's CLI runs each prompt as a task of its own), the \
+         before-edit event of an existing file (the hook captures it; for Codex the path \
+         comes from parsing the `apply_patch` text), then the write itself, the after-edit \
+         event (the hook records its post-image), the before-shell event (the hook snapshots \
+         the tree), then the command's change to another file, the after-shell event \
+         (second snapshot; the changed file is captured). Every event is the JSON the \
+         agent's adapter reads (`crates/turnback-cli/tests/fixtures/<agent>/`; for opencode \
+         what turnback's plugin sends), on stdin of the release binary spawned directly \
+         (no shell; Copilot's event name as the extra argument its hooks pass), the \
+         project as cwd; the time runs from spawn to exit, and the hook must exit 0, print \
+         only the agent's success answer (nothing, `{{}}` for Gemini CLI and Cursor, \
+         `{{\"cancel\":false}}` for Cline) and nothing on stderr. Right after each hook call `/bin/true` is spawned with the same stdin \
          and timed the same way, so the ratio and the difference say what the hook costs \
          beyond starting a process. The file writes between events are not timed. After \
          each repetition the store must hold one turn per prompt, each with its written \
@@ -461,19 +874,23 @@ fn main() -> Res<()> {
     eprintln!("loading {} files of {} ...", cfg.files, cfg.tree.display());
     let files = load_tree(&cfg.tree, cfg.files)?;
     let tree_bytes = files.iter().map(|(_, b)| b.len() as u64).sum();
-    let mut per_rep = Vec::new();
+    let mut per_agent = Vec::new();
     let mut keep = Vec::new();
-    for rep in 0..cfg.reps {
-        eprintln!("repetition {}/{} ...", rep + 1, cfg.reps);
-        let (times, dir) = repetition(&files, &cfg, &bin, rep)?;
-        per_rep.push(times);
-        keep.push(dir);
+    for agent in &cfg.agents {
+        let mut per_rep = Vec::new();
+        for rep in 0..cfg.reps {
+            eprintln!("{}: repetition {}/{} ...", agent.name, rep + 1, cfg.reps);
+            let (times, dir) = repetition(&files, &cfg, &bin, agent, rep)?;
+            per_rep.push(times);
+            keep.push(dir);
+        }
+        per_agent.push(per_rep);
     }
     let load_end = load_average();
     let body = render(
         &cfg,
         &m,
-        &per_rep,
+        &per_agent,
         files.len(),
         tree_bytes,
         &bin,
@@ -486,6 +903,11 @@ fn main() -> Res<()> {
     } else if cfg!(debug_assertions) {
         println!(
             "(not written to {}: a debug build; run `cargo bench`)",
+            cfg.out.display()
+        );
+    } else if cfg.agents.len() < AGENTS.len() {
+        println!(
+            "(not written to {}: only some agents measured, TURNBACK_BENCH_AGENTS)",
             cfg.out.display()
         );
     } else if cfg.reps < MIN_REPS || cfg.runs < MIN_RUNS {

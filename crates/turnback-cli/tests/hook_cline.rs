@@ -118,3 +118,77 @@ fn cline_init_keeps_the_users_hook_files_and_is_idempotent() -> TestResult {
     assert!(list(root)?.is_empty());
     Ok(())
 }
+
+/// As Cline's CLI 3.x sends them: the hook file named after the event, the
+/// CLI's own name in `hookName` (`agent_start`, `tool_call`,
+/// `tool_result`), and a TaskStart with no prompt, whose label is read
+/// from Cline's record of the session (here in `CLINE_SESSION_DATA_DIR`),
+/// which the tool calls read too: the store has no record for a label
+/// alone, so a TaskStart after the task's last tool call could not label
+/// the turn itself.
+#[test]
+fn cline_cli_event_names_and_the_label_from_its_session_record() -> TestResult {
+    let tmp = scenario::git_project()?;
+    let root = tmp.path();
+    scenario::init(root, "cline", &[])?;
+    let sessions = tempfile::tempdir()?;
+    let id = "1796312735222_g6ozu";
+    std::fs::create_dir_all(sessions.path().join(id))?;
+    std::fs::write(
+        sessions.path().join(id).join(format!("{id}.json")),
+        serde_json::to_vec(&serde_json::json!({
+            "version": 1, "session_id": id, "source": "cli",
+            "prompt": scenario::PROMPT_1,
+        }))?,
+    )?;
+    let env = [("CLINE_SESSION_DATA_DIR", sessions.path())];
+    let cli = |file: &str, hook: &str, name: &str| -> Result<Value, Box<dyn std::error::Error>> {
+        let mut v = fixture(file, root)?;
+        v["hookName"] = hook.into();
+        v["sessionContext"]["rootSessionId"] = id.into();
+        let command = root.join(".clinerules/hooks").join(name);
+        let out = common::run_hook(
+            root,
+            &command.to_string_lossy(),
+            serde_json::to_string(&v)?.as_bytes(),
+            &env,
+        )?;
+        assert_eq!(out.status.code(), Some(0));
+        Ok(serde_json::from_slice(&out.stdout)?)
+    };
+    let mut start = fixture("task_start.json", root)?;
+    start["taskStart"] = serde_json::json!({"taskMetadata": {}});
+    let before = tree(root)?;
+    assert_eq!(
+        cli("pre_tool_use_editor_edit.json", "tool_call", "PreToolUse")?["cancel"],
+        false
+    );
+    scenario::edit_tracked_file(root)?;
+    cli("pre_tool_use_run_commands.json", "tool_call", "PreToolUse")?;
+    scenario::run_shell(root)?;
+    cli(
+        "post_tool_use_run_commands.json",
+        "tool_result",
+        "PostToolUse",
+    )?;
+    // TaskStart runs detached: here it arrives after the task's last tool
+    // call, and the turn is labelled all the same.
+    start["hookName"] = "agent_start".into();
+    start["sessionContext"]["rootSessionId"] = id.into();
+    let command = root.join(".clinerules/hooks/TaskStart");
+    let out = common::run_hook(
+        root,
+        &command.to_string_lossy(),
+        serde_json::to_string(&start)?.as_bytes(),
+        &env,
+    )?;
+    assert_eq!(out.status.code(), Some(0));
+    let turns = list(root)?;
+    assert_eq!(turns.len(), 1, "{turns:?}");
+    assert_eq!(turns[0]["label"], scenario::PROMPT_1, "{turns:?}");
+    let first = turns[0]["turn"].as_str().ok_or("turn")?;
+    let out = common::turnback(root, &["rewind", first])?;
+    assert!(out.status.success());
+    scenario::assert_same(&tree(root)?, &before, "rewind of the task's turn");
+    Ok(())
+}

@@ -511,14 +511,16 @@ fn next_turn(
 
 /// The session's current turn; a tool call with no turn yet (hooks installed
 /// mid-session) or from another prompt begins one, unlabelled until its
-/// prompt arrives.
+/// prompt arrives, unless the tool event itself knows the prompt (Cline's,
+/// from its session record: its prompt event may come last).
 fn current_turn(store: &mut Store, d: &Dialect, event: &Event) -> anyhow::Result<Session> {
     if let Some(s) = store.session(&session_key(d, event))?
         && same_prompt(&s, event)
     {
         return Ok(s);
     }
-    next_turn(store, d, event, None, Begin::ToolCall)
+    let label = event.prompt.as_deref().map(label_of);
+    next_turn(store, d, event, label, Begin::ToolCall)
 }
 
 /// Makes `raw` absolute against the event's `cwd`.
