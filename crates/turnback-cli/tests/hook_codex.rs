@@ -110,16 +110,30 @@ fn codex_patch_that_cannot_be_saved_is_blocked_and_init_is_idempotent() -> TestR
         root.join(SETTINGS),
         r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "./notify.sh"}]}]}}"#,
     )?;
+    // Custom prompts an earlier `init` wrote (Codex 0.171 no longer reads
+    // them) go; a prompt of the user's by that name stays.
+    let prompts = home.path().join("prompts");
+    std::fs::create_dir_all(&prompts)?;
+    let old = "---\ndescription: x\n---\n<!-- Installed by `turnback init codex`. -->\n";
+    std::fs::write(prompts.join("turnback-list.md"), old)?;
+    std::fs::write(prompts.join("turnback-undo.md"), "my own undo\n")?;
     init(root, home.path())?;
+    assert!(
+        !prompts.join("turnback-list.md").exists(),
+        "ours is removed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(prompts.join("turnback-undo.md"))?,
+        "my own undo\n"
+    );
     let once = std::fs::read(root.join(SETTINGS))?;
     init(root, home.path())?;
     assert_eq!(std::fs::read(root.join(SETTINGS))?, once, "idempotent");
     let v: Value = serde_json::from_slice(&once)?;
     assert_eq!(v["hooks"]["Stop"][0]["hooks"][0]["command"], "./notify.sh");
-    for name in ["list", "rewind", "undo"] {
-        let p = home.path().join(format!("prompts/turnback-{name}.md"));
-        assert!(p.is_file(), "the chat prompt {} is installed", p.display());
-    }
+    let skill = std::fs::read_to_string(root.join(".agents/skills/turnback/SKILL.md"))?;
+    assert!(skill.starts_with("---\nname: turnback\n"), "{skill}");
+    assert!(skill.contains(" rewind TURN`"), "{skill}");
 
     send_ok(root, &fixture("user_prompt_submit.json", root)?)?;
     send_ok(root, &fixture("pre_tool_use_bash.json", root)?)?;
