@@ -9,7 +9,9 @@
 //! shell command that deletes a file, edits `.env` with `sed -i` and
 //! creates another; (2) edits the first turn's new file. Then `turnback
 //! list` must show two turns labelled with the prompts, and rewind / undo
-//! must give each state back byte for byte.
+//! must give each state back byte for byte. Where `init` installs chat
+//! commands (Claude Code, Gemini CLI, opencode; Codex's skill), a rewind of
+//! the first turn and an undo asked for from the chat must do the same.
 //!
 //! An agent that is not installed, or whose hooks did not run, fails the
 //! test. Every process an agent leaves behind is killed with its process
@@ -341,6 +343,64 @@ fn codex_patch(ops: &str) -> String {
     format!("*** Begin Patch\n{ops}*** End Patch\n")
 }
 
+/// Where `turnback init codex` puts its skill.
+const CODEX_SKILL: &str = ".agents/skills/turnback/SKILL.md";
+
+/// The shell command the skill tells the model to run for `text` (`$turnback
+/// rewind TURN`, …): the skill's line `` - `$turnback rewind TURN`: run
+/// `CMD`. … `` for the action `text` names, with the user's TURN.
+fn codex_skill_command(skill: &str, text: &str) -> Result<String, Error> {
+    let words: Vec<&str> = text.split(' ').collect();
+    for line in skill.lines() {
+        let Some(rest) = line.strip_prefix("- `") else {
+            continue;
+        };
+        let Some((usage, rest)) = rest.split_once('`') else {
+            continue;
+        };
+        let usage: Vec<&str> = usage.split(' ').collect();
+        if usage.len() != words.len() || usage[..2] != words[..2] {
+            continue;
+        }
+        let command = rest
+            .split_once("run `")
+            .and_then(|(_, c)| c.split_once('`'))
+            .map(|(c, _)| c)
+            .ok_or_else(|| format!("no command in the skill's line {line:?}"))?;
+        return Ok(match (command.strip_suffix(" TURN"), words.get(2)) {
+            (Some(c), Some(turn)) => format!("{c} {turn}"),
+            _ => command.to_owned(),
+        });
+    }
+    Err(format!("the skill has no action for {text:?}:\n{skill}").into())
+}
+
+/// Whether a request Codex sent carried the installed skill whole, as
+/// Codex adds a skill the user names with `$` (`<skill><name>turnback</name>
+/// <path>…</path> SKILL.md </skill>` in a user message).
+fn codex_request_carries_skill(log: &Path, skill: &str) -> Result<bool, Error> {
+    for line in std::fs::read_to_string(log)?.lines() {
+        let req: Value = serde_json::from_str(line)?;
+        let items = req["request"]["input"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for item in items.iter().filter(|i| i["role"] == "user") {
+            for part in item["content"].as_array().into_iter().flatten() {
+                let text = part["text"].as_str().unwrap_or_default();
+                if text.contains("<name>turnback</name>") && text.contains(skill) {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Rewind from the chat runs the skill `init` installed: the user's prompt
+/// names it (`$turnback rewind TURN`, `$turnback undo`), the request Codex
+/// sends must carry that skill's `SKILL.md` (a skill Codex did not load
+/// fails here), and the scripted model runs the command the skill names.
 #[test]
 fn codex_real_binary() -> TestResult {
     let agents = agents_dir()?;
@@ -353,34 +413,43 @@ fn codex_real_binary() -> TestResult {
     let codex_home = work.path().join("codex-home");
     std::fs::create_dir_all(&home)?;
     std::fs::create_dir_all(&codex_home)?;
-    let mut server: Option<FakeModel> = None;
     let init_env = [("CODEX_HOME", codex_home.as_path())];
-    scenario_with("codex", "codex", &init_env, None, |root, text| {
-        if server.is_none() {
+    let chat = Chat {
+        rewind: "$turnback rewind",
+        undo: "$turnback undo",
+    };
+    let mut runs = 0;
+    scenario_with("codex", "codex", &init_env, Some(chat), |root, text| {
+        // A model server per prompt, scripted for that prompt alone (a chat
+        // prompt names a turn only known once the turns exist).
+        runs += 1;
+        let skill = std::fs::read_to_string(root.join(CODEX_SKILL))?;
+        let chat = text.starts_with("$turnback");
+        let steps = if text == PROMPT_1 {
             let create_and_edit = codex_patch(&format!(
                 "*** Add File: {NEW_FILE}\n+# Todo\n+\n+- ship it\n*** Update File: {EDITED}\n@@\n export default {{\n-  theme: 'light',\n+  theme: 'dark',\n"
             ));
+            json!([
+                {"name": "apply_patch", "custom": create_and_edit},
+                {"name": "exec_command", "input": {"cmd": SHELL}},
+            ])
+        } else if text == PROMPT_2 {
             let urgent = codex_patch(&format!(
                 "*** Update File: {NEW_FILE}\n@@\n-- ship it\n+- ship it today\n"
             ));
-            let script = json!({"prompts": [
-                {"match": PROMPT_1, "steps": [
-                    {"name": "apply_patch", "custom": create_and_edit},
-                    {"name": "exec_command", "input": {"cmd": SHELL}},
-                ]},
-                {"match": PROMPT_2, "steps": [
-                    {"name": "apply_patch", "custom": urgent},
-                ]},
-            ]});
-            let s = FakeModel::start(work.path(), &script)?;
-            let config = format!(
-                "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"Fake\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nenv_key = \"FAKE_KEY\"\nwire_api = \"responses\"\n\n[projects.{}]\ntrust_level = \"trusted\"\n",
-                s.port,
-                Value::from(root.to_string_lossy()),
-            );
-            std::fs::write(codex_home.join("config.toml"), config)?;
-            server = Some(s);
-        }
+            json!([{"name": "apply_patch", "custom": urgent}])
+        } else {
+            json!([{"name": "exec_command", "input": {"cmd": codex_skill_command(&skill, text)?}}])
+        };
+        let dir = work.path().join(format!("run-{runs}"));
+        std::fs::create_dir_all(&dir)?;
+        let s = FakeModel::start(&dir, &json!({"prompts": [{"match": text, "steps": steps}]}))?;
+        let config = format!(
+            "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"Fake\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nenv_key = \"FAKE_KEY\"\nwire_api = \"responses\"\n\n[projects.{}]\ntrust_level = \"trusted\"\n",
+            s.port,
+            Value::from(root.to_string_lossy()),
+        );
+        std::fs::write(codex_home.join("config.toml"), config)?;
         let codex_home_s = codex_home.to_string_lossy().into_owned();
         let vars = [
             ("CODEX_HOME", codex_home_s.as_str()),
@@ -400,6 +469,13 @@ fn codex_real_binary() -> TestResult {
             log.contains("hook: PreToolUse Completed"),
             "Codex ran the hooks: {log}"
         );
+        assert!(s.requests() > 0, "Codex asked the scripted model: {log}");
+        if chat {
+            assert!(
+                codex_request_carries_skill(&s.log, &skill)?,
+                "Codex sent the model the skill `turnback init codex` installed, for {text:?}: {log}"
+            );
+        }
         Ok(())
     })
 }

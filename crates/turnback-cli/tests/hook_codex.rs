@@ -3,7 +3,9 @@
 //! `apply_patch` edits with the whole patch in `tool_input.command`, shell
 //! commands as `Bash`, `turn_id` on every event) go through the command that
 //! file configures, the tool's effect is applied in between, and rewind /
-//! undo must give each state back byte for byte.
+//! undo must give each state back byte for byte. `init` also installs the
+//! chat skill `.agents/skills/turnback/SKILL.md` and removes the custom
+//! prompts earlier releases wrote in `$CODEX_HOME/prompts/`.
 
 mod common;
 
@@ -110,16 +112,30 @@ fn codex_patch_that_cannot_be_saved_is_blocked_and_init_is_idempotent() -> TestR
         root.join(SETTINGS),
         r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "./notify.sh"}]}]}}"#,
     )?;
+    // Custom prompts an earlier `init` wrote (Codex 0.171 no longer reads
+    // them) go; a prompt of the user's by that name stays.
+    let prompts = home.path().join("prompts");
+    std::fs::create_dir_all(&prompts)?;
+    let old = "---\ndescription: x\n---\n<!-- Installed by `turnback init codex`. -->\n";
+    std::fs::write(prompts.join("turnback-list.md"), old)?;
+    std::fs::write(prompts.join("turnback-undo.md"), "my own undo\n")?;
     init(root, home.path())?;
+    assert!(
+        !prompts.join("turnback-list.md").exists(),
+        "ours is removed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(prompts.join("turnback-undo.md"))?,
+        "my own undo\n"
+    );
     let once = std::fs::read(root.join(SETTINGS))?;
     init(root, home.path())?;
     assert_eq!(std::fs::read(root.join(SETTINGS))?, once, "idempotent");
     let v: Value = serde_json::from_slice(&once)?;
     assert_eq!(v["hooks"]["Stop"][0]["hooks"][0]["command"], "./notify.sh");
-    for name in ["list", "rewind", "undo"] {
-        let p = home.path().join(format!("prompts/turnback-{name}.md"));
-        assert!(p.is_file(), "the chat prompt {} is installed", p.display());
-    }
+    let skill = std::fs::read_to_string(root.join(".agents/skills/turnback/SKILL.md"))?;
+    assert!(skill.starts_with("---\nname: turnback\n"), "{skill}");
+    assert!(skill.contains(" rewind TURN`"), "{skill}");
 
     send_ok(root, &fixture("user_prompt_submit.json", root)?)?;
     send_ok(root, &fixture("pre_tool_use_bash.json", root)?)?;
@@ -176,5 +192,71 @@ fn codex_sessions_with_time_ordered_ids_get_turns_of_their_own() -> TestResult {
     assert_eq!(ids[..2], ["codex-61b0f3c7-1", "codex-61b0f3c7-2"]);
     let whole = "codex-019a7c3e77aa7f209c4e8d2a61b0f3c7";
     assert_eq!(ids[2..], [format!("{whole}-1"), format!("{whole}-2")]);
+    Ok(())
+}
+
+/// `turnback init codex` in `root` with `CODEX_HOME=codex_home`.
+fn init_codex(
+    root: &Path,
+    codex_home: &Path,
+    args: &[&str],
+) -> Result<std::process::Output, std::io::Error> {
+    std::process::Command::new(common::BIN)
+        .args(args)
+        .current_dir(root)
+        .env("CODEX_HOME", codex_home)
+        .output()
+}
+
+#[test]
+fn codex_init_keeps_a_users_skill_and_print_writes_nothing() -> TestResult {
+    let tmp = scenario::git_project()?;
+    let home = tempfile::tempdir()?;
+    let root = tmp.path();
+    let prompts = home.path().join("prompts");
+    std::fs::create_dir_all(&prompts)?;
+    let old = prompts.join("turnback-rewind.md");
+    std::fs::write(&old, "<!-- Installed by `turnback init codex`. -->\n")?;
+
+    let print = ["init", "codex", "--print", "--program", "turnback"];
+    let out = init_codex(root, home.path(), &print)?;
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(
+        v["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"],
+        "turnback hook codex"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(".agents/skills/turnback/SKILL.md"), "{err}");
+    assert!(err.contains("~/.agents/skills/turnback/SKILL.md"), "{err}");
+    assert!(!root.join(".codex").exists(), "--print writes nothing");
+    assert!(!root.join(".agents").exists(), "--print writes nothing");
+    assert!(old.exists(), "--print removes nothing");
+
+    // A skill of the user's by that name stops init before anything.
+    let skill = root.join(".agents/skills/turnback/SKILL.md");
+    std::fs::create_dir_all(skill.parent().ok_or("parent")?)?;
+    std::fs::write(&skill, "---\nname: turnback\ndescription: mine\n---\n")?;
+    let out = init_codex(root, home.path(), &["init", "codex"])?;
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("was not written by turnback"), "{err}");
+    assert!(
+        std::fs::read_to_string(&skill)?.ends_with("mine\n---\n"),
+        "the user's skill is kept"
+    );
+    assert!(!root.join(SETTINGS).exists(), "nothing was written");
+    assert!(old.exists(), "nothing was removed");
+
+    std::fs::remove_file(&skill)?;
+    let out = init_codex(root, home.path(), &["--json", "init", "codex"])?;
+    assert!(out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["removed"][0], Value::from(old.to_string_lossy()));
+    assert!(!old.exists(), "the old prompt is removed");
+    assert!(skill.is_file(), "the skill is installed");
+    let out = init_codex(root, home.path(), &["--json", "init", "codex"])?;
+    let report: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["changed"], false, "idempotent: {report}");
     Ok(())
 }

@@ -1,12 +1,13 @@
 //! Chat commands that let the user list turns, rewind and undo without
 //! leaving the agent: `/turnback-list`, `/turnback-rewind TURN`,
 //! `/turnback-undo` (Gemini CLI: `/turnback:list`, `/turnback:rewind TURN`,
-//! `/turnback:undo`; Codex: `/prompts:turnback-list`, …), each in the
-//! agent's own custom-command format. Where the format can run a shell
-//! command itself (Claude Code and opencode `` !`cmd` ``, Gemini CLI
+//! `/turnback:undo`), each in the agent's own custom-command format; Codex,
+//! which has no custom commands any more, gets a skill (`$turnback list`,
+//! `$turnback rewind TURN`, `$turnback undo`). Where the format can run a
+//! shell command itself (Claude Code and opencode `` !`cmd` ``, Gemini CLI
 //! `!{cmd}`), the command runs turnback and the model only relays the
-//! output; Codex prompts cannot, so they ask the model to run it (the hook
-//! leaves a command that only runs turnback alone). A turn's label is the
+//! output; a Codex skill cannot, so it tells the model the one command to
+//! run (the hook leaves a command that only runs turnback alone). A turn's label is the
 //! prompt that began it, so the list reads as the user's own words.
 
 use std::path::PathBuf;
@@ -98,21 +99,44 @@ pub fn opencode(program: &str) -> Vec<OwnedFile> {
         .collect()
 }
 
-/// `$CODEX_HOME/prompts/turnback-*.md` (Codex reads prompts only there).
-pub fn codex(program: &str, codex_home: PathBuf) -> Vec<OwnedFile> {
+/// The skill `.agents/skills/turnback/SKILL.md` (`$turnback list`,
+/// `$turnback rewind TURN`, `$turnback undo`). Codex 0.171 reads skills
+/// from `.agents/skills/` in the project (from the working directory up to
+/// the repository root), `$HOME/.agents/skills/` and `$CODEX_HOME/skills/`;
+/// naming a skill with `$` puts its whole `SKILL.md` in the conversation.
+/// A skill cannot run a command itself, so it tells the model the one
+/// command to run for each action.
+pub fn codex(program: &str) -> OwnedFile {
+    let mut actions = String::new();
+    for a in &ACTIONS {
+        let args = a.args.replace("ARGS", "TURN");
+        let words = a.hint.map(|h| format!(" {h}")).unwrap_or_default();
+        actions.push_str(&format!(
+            "- `$turnback {}{words}`: run `{program} {args}`. {}.\n",
+            a.name, a.description
+        ));
+    }
+    let text = format!(
+        "---\nname: turnback\ndescription: {}\n---\n<!-- {} -->\n# turnback\n\nThe user names an action after `$turnback`; TURN is a turn id as `turnback list` shows it. Run the action's one shell command in the project folder, exactly as written with the user's TURN, and nothing else:\n\n{actions}\nWith no action named, run the list command. {}\n",
+        toml_string(CODEX_DESCRIPTION),
+        marker("codex"),
+        RELAY.replace("above", "of the command"),
+    );
+    OwnedFile::project(CODEX_SKILL.to_owned(), text)
+}
+
+/// Where `init codex` puts the skill, relative to the project root.
+pub const CODEX_SKILL: &str = ".agents/skills/turnback/SKILL.md";
+
+const CODEX_DESCRIPTION: &str = "Rewind the project with turnback without leaving Codex. List the turns turnback recorded (each labelled with the prompt that began it), put the project back as it was before a turn, or undo the last rewind. Use when the user asks to list turns, rewind or undo a turn, or names $turnback.";
+
+/// The custom prompts earlier releases of `init codex` wrote into
+/// `$CODEX_HOME/prompts/`: Codex 0.171 no longer reads custom prompts, so
+/// `init codex` removes these (only those that carry its marker).
+pub fn codex_stale_prompts(codex_home: &std::path::Path) -> Vec<PathBuf> {
     ACTIONS
         .iter()
-        .map(|a| {
-            let cmd = format!("{program} {}", a.args.replace("ARGS", "$ARGUMENTS"));
-            let hint = a.hint.map(|h| format!("argument-hint: {h}\n")).unwrap_or_default();
-            let text = format!(
-                "---\ndescription: {}\n{hint}---\n<!-- {} -->\nRun this one shell command in the project folder, exactly as written, and nothing else:\n\n    {cmd}\n\n{}\n",
-                a.description,
-                marker("codex"),
-                RELAY.replace("above", "of the command"),
-            );
-            OwnedFile::at(codex_home.join(format!("prompts/turnback-{}.md", a.name)), text)
-        })
+        .map(|a| codex_home.join(format!("prompts/turnback-{}.md", a.name)))
         .collect()
 }
 
@@ -137,9 +161,23 @@ mod tests {
                 .path
                 .ends_with(".gemini/commands/turnback/list.toml")
         );
-        let files = codex("turnback", PathBuf::from("/h"));
-        assert_eq!(files[2].path, PathBuf::from("/h/prompts/turnback-undo.md"));
-        assert!(files[2].text.contains("    turnback undo\n"));
+        let skill = codex("turnback");
+        assert_eq!(
+            skill.path,
+            PathBuf::from(".agents/skills/turnback/SKILL.md")
+        );
+        assert!(
+            skill
+                .text
+                .starts_with("---\nname: turnback\ndescription: \"")
+        );
+        assert!(skill.text.contains("run `turnback rewind TURN`"));
+        assert!(skill.text.contains("run `turnback undo`"));
+        assert!(skill.text.contains("turnback init codex`"));
+        assert_eq!(
+            codex_stale_prompts(std::path::Path::new("/h"))[2],
+            PathBuf::from("/h/prompts/turnback-undo.md")
+        );
         for f in claude_code("t").iter().chain(&opencode("t")) {
             assert!(f.text.contains("turnback init"), "{}", f.text);
         }

@@ -21,8 +21,11 @@
 //! nothing the second time. Each file is replaced atomically (temporary
 //! file beside it, fsync, rename, directory fsync). `init` also creates the
 //! store, so hooks run from a subdirectory find the project root, and
-//! installs the agent's chat commands (see [`chat`]). `--print` prints the
-//! configuration for a user-level install instead and writes nothing.
+//! installs the agent's chat commands (see [`chat`]). A file an earlier
+//! `init` owned and this one no longer installs (Codex's custom prompts in
+//! `$CODEX_HOME/prompts/`, which Codex 0.171 no longer reads) is removed if
+//! it still carries the marker. `--print` prints the configuration for a
+//! user-level install instead and writes nothing.
 
 mod chat;
 mod merge;
@@ -54,8 +57,8 @@ enum Agent {
     /// Merge turnback's hooks into .gemini/settings.json; add
     /// .gemini/commands/turnback/{list,rewind,undo}.toml
     GeminiCli(AgentArgs),
-    /// Merge turnback's hooks into .codex/hooks.json; add
-    /// $CODEX_HOME/prompts/turnback-{list,rewind,undo}.md
+    /// Merge turnback's hooks into .codex/hooks.json; add the skill
+    /// .agents/skills/turnback/SKILL.md ($turnback list, rewind TURN, undo)
     Codex(AgentArgs),
     /// Write .github/hooks/turnback.json
     Copilot(AgentArgs),
@@ -98,14 +101,6 @@ impl OwnedFile {
             executable: false,
         }
     }
-
-    fn at(path: PathBuf, text: String) -> Self {
-        OwnedFile {
-            path,
-            text,
-            executable: false,
-        }
-    }
 }
 
 /// What `init` installs for one agent.
@@ -115,6 +110,12 @@ struct Plan {
     settings: Option<(&'static str, Value)>,
     /// Files turnback owns.
     files: Vec<OwnedFile>,
+    /// Files an earlier `init` wrote and this one no longer installs
+    /// (absolute): removed if they still carry turnback's marker; a file of
+    /// that name without it is the user's and stays.
+    stale: Vec<PathBuf>,
+    /// For `--print`: where the files go in a user-level install.
+    user_level: Option<&'static str>,
 }
 
 /// The program the hooks run: as a shell word and as a plain path.
@@ -159,6 +160,8 @@ fn plan_claude_code(p: &Program) -> anyhow::Result<Plan> {
         dialect: d,
         settings: Some((d.settings_file, hooks_doc(hooks))),
         files: chat::claude_code(&p.shell),
+        stale: Vec::new(),
+        user_level: None,
     })
 }
 
@@ -169,20 +172,28 @@ fn plan_gemini_cli(p: &Program) -> anyhow::Result<Plan> {
         dialect: d,
         settings: Some((d.settings_file, hooks_doc(hooks))),
         files: chat::gemini_cli(&p.shell),
+        stale: Vec::new(),
+        user_level: None,
     })
 }
 
 fn plan_codex(p: &Program) -> anyhow::Result<Plan> {
     let d = &codex::DIALECT;
     let hooks = codex::settings_hooks(&format!("{} hook {}", p.shell, d.name));
-    let home = match std::env::var_os("CODEX_HOME") {
-        Some(h) => PathBuf::from(h),
-        None => home_dir()?.join(".codex"),
-    };
+    // The prompts earlier releases wrote, where they wrote them; with no
+    // CODEX_HOME and no HOME there is nothing to look for.
+    let stale = match std::env::var_os("CODEX_HOME") {
+        Some(h) => Some(PathBuf::from(h)),
+        None => home_dir().map(|h| h.join(".codex")),
+    }
+    .map(|h| chat::codex_stale_prompts(&h))
+    .unwrap_or_default();
     Ok(Plan {
         dialect: d,
         settings: Some((d.settings_file, hooks_doc(hooks))),
-        files: chat::codex(&p.shell, home),
+        files: vec![chat::codex(&p.shell)],
+        stale,
+        user_level: Some("~/.agents/skills/turnback/SKILL.md"),
     })
 }
 
@@ -192,6 +203,8 @@ fn plan_copilot(p: &Program) -> anyhow::Result<Plan> {
         dialect: d,
         settings: Some((d.settings_file, copilot::hooks_file(&p.shell))),
         files: Vec::new(),
+        stale: Vec::new(),
+        user_level: None,
     })
 }
 
@@ -202,6 +215,8 @@ fn plan_cursor(p: &Program) -> anyhow::Result<Plan> {
         dialect: d,
         settings: Some((d.settings_file, cursor::hooks_file(&command))),
         files: Vec::new(),
+        stale: Vec::new(),
+        user_level: None,
     })
 }
 
@@ -218,6 +233,8 @@ fn plan_cline(p: &Program) -> anyhow::Result<Plan> {
         dialect: &cline::DIALECT,
         settings: None,
         files,
+        stale: Vec::new(),
+        user_level: None,
     })
 }
 
@@ -232,14 +249,15 @@ fn plan_opencode(p: &Program) -> anyhow::Result<Plan> {
         dialect: d,
         settings: None,
         files,
+        stale: Vec::new(),
+        user_level: None,
     })
 }
 
-fn home_dir() -> anyhow::Result<PathBuf> {
+fn home_dir() -> Option<PathBuf> {
     std::env::var_os("HOME")
         .map(PathBuf::from)
         .filter(|h| h.is_absolute())
-        .context("HOME is not set to an absolute path; set CODEX_HOME to Codex's folder")
 }
 
 /// `--print`: the settings to merge (JSON on stdout), or, for agents
@@ -256,6 +274,12 @@ fn print_plan(plan: &Plan) {
                 "turnback: `turnback init {}` also writes the chat command {}",
                 plan.dialect.name,
                 f.path.display()
+            );
+        }
+        if let Some(user) = plan.user_level {
+            eprintln!(
+                "turnback: for every project, put the same file in {user} (`turnback init {}` in a project writes it; copy it from there)",
+                plan.dialect.name
             );
         }
         return;
@@ -281,6 +305,11 @@ fn install(ctx: &Ctx, plan: Plan) -> Outcome {
             owned_file_changed(&path, f, d).map(|changed| (path, f, changed))
         })
         .collect::<anyhow::Result<_>>()?;
+    let stale: Vec<&PathBuf> = plan
+        .stale
+        .iter()
+        .filter_map(|p| is_ours(p, d).transpose())
+        .collect::<anyhow::Result<_>>()?;
     let mut store = ctx.open(Options::default())?;
     store.ensure_created()?;
     let mut written = Vec::new();
@@ -294,21 +323,53 @@ fn install(ctx: &Ctx, plan: Plan) -> Outcome {
             written.push(path);
         }
     }
-    report(ctx, d, &written)
+    let mut removed = Vec::new();
+    for path in stale {
+        remove_durably(path)?;
+        removed.push(path.clone());
+    }
+    report(ctx, d, &written, &removed)
 }
 
-fn report(ctx: &Ctx, d: &Dialect, written: &[PathBuf]) -> Outcome {
+/// `Some(path)` if `path` exists and carries turnback's marker for `d`.
+fn is_ours<'a>(path: &'a PathBuf, d: &Dialect) -> anyhow::Result<Option<&'a PathBuf>> {
+    let marker = format!("turnback init {}`", d.name);
+    Ok(read_if_exists(path)?
+        .filter(|old| String::from_utf8_lossy(old).contains(&marker))
+        .map(|_| path))
+}
+
+fn remove_durably(path: &Path) -> anyhow::Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!("cannot remove {}", path.display())));
+        }
+    }
+    let dir = path.parent().expect("a removed file has a parent");
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("cannot fsync {}", dir.display()))
+}
+
+fn report(ctx: &Ctx, d: &Dialect, written: &[PathBuf], removed: &[PathBuf]) -> Outcome {
+    let changed = !written.is_empty() || !removed.is_empty();
     if ctx.json() {
         ctx.print_json(&serde_json::json!({
             "agent": d.name,
             "written": written,
-            "changed": !written.is_empty(),
+            "removed": removed,
+            "changed": changed,
         }))?;
-    } else if written.is_empty() {
+    } else if !changed {
         println!("turnback is already installed for {}", d.agent);
     } else {
         for p in written {
             println!("wrote {}", p.display());
+        }
+        for p in removed {
+            println!("removed {} (no longer used)", p.display());
         }
         println!("{} picks them up in its next session.", d.agent);
     }
