@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::checkpoint;
 use crate::config::Config;
 use crate::error::{Error, IoResultExt, Result};
 use crate::fsx;
@@ -304,6 +305,11 @@ impl Store {
         report.records_after = parsed.lines.len();
         let dirs = self.dirs();
         if !unchanged {
+            // The index checkpoint names the old log; once the new one is in
+            // place its inode number may be reused by a later log, so the
+            // checkpoint goes first (see [`crate::checkpoint`]).
+            checkpoint::remove(&dirs.store)
+                .ctx("remove", self.store_path.join(checkpoint::INDEX_FILE))?;
             self.write_store_file(&dirs.store, LOG_FILE, &out)?;
             fsx::fsync(&dirs.store).ctx("fsync", &self.store_path)?;
         }
