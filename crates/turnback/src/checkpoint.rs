@@ -587,6 +587,12 @@ impl<'a> Reader<'a> {
             lines,
             consumed,
             ident: None,
+            live_count: 0,
+            stored_bytes: 0,
+        })
+        .map(|mut index| {
+            index.recount();
+            index
         })
     }
 }
@@ -747,6 +753,10 @@ mod tests {
         assert!(index_path(&store).exists());
         let from_log = from_log_alone(dir.path(), &store)?;
         assert_eq!(bytes_of(&from_checkpoint.index), bytes_of(&from_log));
+        // The counters automatic gc reads, recounted after the decode.
+        let counters = |x: &Index| (x.live_count, x.stored_bytes);
+        assert_eq!(counters(&from_checkpoint.index), counters(&from_log));
+        assert_eq!(from_log.live_count, from_log.live().count());
         Ok(())
     }
 
