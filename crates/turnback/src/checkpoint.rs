@@ -51,10 +51,12 @@
 //!   cut changes the log's length or its last 4 KiB;
 //! - what it does not catch: bytes changed in place in the middle of the
 //!   covered prefix, the file, its length and both ends kept (a disk
-//!   error, an edit by hand). Such a log was already one `turnback verify`
-//!   reports (it reads and checks every line, and never uses the
-//!   checkpoint); opening it now trusts the checkpoint instead of refusing
-//!   the store. Damage at either end is still refused by the open.
+//!   error, an edit by hand). Opening such a log trusts the checkpoint
+//!   instead of refusing the store; `turnback verify` reads and checks every
+//!   line (it does not use the checkpoint to build its index) and, when a
+//!   checkpoint names the log, compares it with the index those lines give,
+//!   so it reports both the damaged line and the checkpoint to delete.
+//!   Damage at either end is still refused by the open.
 //!
 //! Write order: a temporary file in the store directory, then a rename over
 //! `index`. It is not fsynced: after a power loss a lost or torn checkpoint
@@ -195,6 +197,18 @@ fn decode(bytes: &[u8]) -> Option<(Covered, Index)> {
     };
     let index = r.index()?;
     (r.0.is_empty() && covered.len > 0 && index.consumed == covered.len).then_some((covered, index))
+}
+
+/// Whether two indexes are equal (they encode to the same bytes).
+pub(crate) fn same(a: &Index, b: &Index) -> bool {
+    let none = |x: &Index| Covered {
+        dev: 0,
+        ino: 0,
+        len: x.consumed,
+        head: [0; 32],
+        tail: [0; 32],
+    };
+    encode(a, &none(a)) == encode(b, &none(b))
 }
 
 struct Writer(Vec<u8>);
@@ -420,8 +434,13 @@ impl<'a> Reader<'a> {
     }
 
     fn str(&mut self) -> Option<String> {
+        self.str_ref().map(str::to_owned)
+    }
+
+    /// A string borrowed from the checkpoint's bytes (no allocation).
+    fn str_ref(&mut self) -> Option<&'a str> {
         let n = self.len()?;
-        String::from_utf8(self.take(n)?.to_vec()).ok()
+        std::str::from_utf8(self.take(n)?).ok()
     }
 
     fn u32(&mut self) -> Option<u32> {
@@ -540,10 +559,11 @@ impl<'a> Reader<'a> {
         let lines = usize::try_from(self.num()?).ok()?;
         let consumed = self.num()?;
         let turns = self.vec(Self::turn)?;
-        let packs = self.vec(Self::str)?;
+        // Borrowed: each blob's location owns a copy of its pack's name.
+        let packs = self.vec(Self::str_ref)?;
         let blobs = self.map(|r| {
             let id = r.blob()?;
-            let pack = packs.get(usize::try_from(r.num()?).ok()?)?.clone();
+            let pack = (*packs.get(usize::try_from(r.num()?).ok()?)?).to_owned();
             let loc = BlobLoc {
                 pack,
                 offset: r.num()?,
@@ -973,6 +993,33 @@ mod tests {
             Some(rec.at),
             "the new record's time, not the checkpoint's"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn verify_names_a_checkpoint_that_names_the_log_but_holds_another_index() -> TestResult {
+        let (dir, store) = large_store()?;
+        assert!(crate::verify_root(dir.path())?.whole);
+        let path = log_path(&store);
+        let log = File::open(&path)?;
+        let mut index = Store::open(dir.path())?.index;
+        // Another index for the same prefix: the newest turn's label.
+        index.turns.last_mut().ok_or("a turn")?.label = Some("not what the log says".into());
+        write(&store.dirs().store, &index, &log, ident_of(&path)?);
+        assert!(load_now(&store)?.is_some(), "an open trusts it");
+        let report = crate::verify_root(dir.path())?;
+        assert!(!report.whole);
+        assert!(
+            report.damage.iter().any(|d| matches!(
+                d,
+                crate::verify::Damage::Store { path, .. } if path.ends_with(INDEX_FILE)
+            )),
+            "{:?}",
+            report.damage
+        );
+        // Deleted, as the message says: whole again.
+        std::fs::remove_file(index_path(&store))?;
+        assert!(crate::verify_root(dir.path())?.whole);
         Ok(())
     }
 
