@@ -19,12 +19,28 @@
 //! spawned with the event on stdin and the project as cwd; right after it
 //! `/bin/true` is spawned with the same stdin.
 //!
+//! The same table is measured again with the project's store already
+//! holding `TURNBACK_BENCH_TURNS` turns (default 10,000), and a second table
+//! times one `turnback write` process (capture, write, exit) into a store of
+//! that many turns and into one of `TURNBACK_BENCH_SMALL_TURNS` (default
+//! 200) small turns, each against the same call into a store holding one
+//! turn, alternated call by call in the same run (issue 14: the cost of a
+//! call must not grow with the store). Those stores are built once per run
+//! with `Store::write` in `/dev/shm` (when it is a tmpfs) with automatic gc
+//! off and `keep_turns` raised, and copied afresh, with an untimed open,
+//! for every repetition.
+//!
+//! Every store is in its project (`TURNBACK_STORE=project`), so a prebuilt
+//! store is copied with its project.
+//!
 //! Settings: `--reps N` / `TURNBACK_BENCH_REPS` (default 5; each a fresh
 //! copy of the project per agent), `TURNBACK_BENCH_RUNS` (iterations per
 //! repetition, default 50), `TURNBACK_BENCH_AGENTS` (a comma-separated
 //! subset of the agents' hook names, e.g. `codex,cline`; the section is
 //! written only with all of them), `TURNBACK_BENCH_TREE` /
 //! `TURNBACK_BENCH_FILES` (default `/usr/include`, 500),
+//! `TURNBACK_BENCH_TURNS`, `TURNBACK_BENCH_SMALL_TURNS`,
+//! `TURNBACK_BENCH_ONLY=write` (only the `turnback write` rows),
 //! `TURNBACK_BENCH_TMP`, `TURNBACK_BENCH_OUT`, `--no-write` /
 //! `TURNBACK_BENCH_NO_WRITE=1`.
 
@@ -459,7 +475,14 @@ struct Config {
     runs: usize,
     tree: PathBuf,
     files: usize,
+    /// Turns in the large store.
+    turns: usize,
+    /// Turns in the small store of the `turnback write` rows.
+    small_turns: usize,
+    /// Only the `turnback write` rows (no hook tables; never written).
+    only_write: bool,
     tmp: PathBuf,
+    build_dir: PathBuf,
     out: PathBuf,
     write: bool,
 }
@@ -527,6 +550,20 @@ fn config() -> Res<Config> {
     if runs == 0 {
         return Err("TURNBACK_BENCH_RUNS must be at least 1".into());
     }
+    let tmp = std::env::var_os("TURNBACK_BENCH_TMP")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let build_dir = if fs_type(Path::new("/dev/shm")).is_ok_and(|(t, _)| t == "tmpfs") {
+        PathBuf::from("/dev/shm")
+    } else {
+        tmp.clone()
+    };
+    let only_write = match std::env::var("TURNBACK_BENCH_ONLY") {
+        Ok(v) if v == "write" => true,
+        Ok(v) if v.is_empty() => false,
+        Ok(v) => return Err(format!("TURNBACK_BENCH_ONLY={v:?}: only \"write\" is known").into()),
+        Err(_) => false,
+    };
     Ok(Config {
         agents,
         reps,
@@ -535,9 +572,11 @@ fn config() -> Res<Config> {
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/usr/include")),
         files: env_usize("TURNBACK_BENCH_FILES", 500)?,
-        tmp: std::env::var_os("TURNBACK_BENCH_TMP")
-            .map(PathBuf::from)
-            .unwrap_or_else(std::env::temp_dir),
+        turns: env_usize("TURNBACK_BENCH_TURNS", 10_000)?,
+        small_turns: env_usize("TURNBACK_BENCH_SMALL_TURNS", 200)?,
+        only_write,
+        tmp,
+        build_dir,
         out: std::env::var_os("TURNBACK_BENCH_OUT")
             .map(PathBuf::from)
             .unwrap_or_else(|| workspace.join("docs/BENCHMARKS.md")),
@@ -654,7 +693,72 @@ struct Times {
     peer: Vec<f64>,
 }
 
-/// One repetition for `agent`: a fresh copy of the project, `runs`
+/// A project of `files` whose store holds `turns` turns, each one
+/// `Store::write` of a file with a line added, automatic gc off and
+/// `keep_turns` raised so every turn stays. Built in `dir`.
+fn build_store(files: &[(String, Vec<u8>)], turns: usize, dir: &Path) -> Res<PathBuf> {
+    let root = dir.join("project");
+    write_tree(files, &root)?;
+    let root = fs::canonicalize(&root)?;
+    let mut store = turnback::Store::open(&root)?;
+    let mut current: Vec<Vec<u8>> = files.iter().map(|(_, b)| b.clone()).collect();
+    for i in 0..turns {
+        let j = i % files.len();
+        current[j].extend_from_slice(format!("/* turn {i} */\n").as_bytes());
+        let turn = turnback::TurnId::new(format!("built-{i}"))?;
+        store.write(
+            &turn,
+            Some("a turn of the prebuilt store"),
+            &files[j].0,
+            &current[j],
+        )?;
+        if i == 0 {
+            fs::write(store.store_dir().join("config.toml"), NO_AUTO_GC)?;
+        }
+    }
+    if store.turns().len() != turns {
+        return Err(format!(
+            "the prebuilt store holds {} turns, {turns} wanted",
+            store.turns().len()
+        )
+        .into());
+    }
+    Ok(root)
+}
+
+/// The config of every store the benchmark prepares: automatic gc off,
+/// every turn kept.
+const NO_AUTO_GC: &str = "[retention]\nkeep_turns = 1000000000\nkeep_days = 1000000\nmax_size = \"1024P\"\n\n[gc]\nauto_every_captures = 0\n";
+
+/// Copies a directory recursively (a prebuilt project with its store).
+fn copy_dir(src: &Path, dst: &Path) -> Res<()> {
+    fs::create_dir_all(dst).map_err(|e| format!("cannot create {}: {e}", dst.display()))?;
+    for entry in fs::read_dir(src).map_err(|e| format!("cannot list {}: {e}", src.display()))? {
+        let entry = entry?;
+        let to = dst.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &to)?;
+        } else {
+            fs::copy(entry.path(), &to)
+                .map_err(|e| format!("cannot copy {}: {e}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// A fresh copy of `prebuilt` (a project and its store) under `work`,
+/// opened once untimed (the copy's log is a new file, so this open reads
+/// it whole and writes the index checkpoint the measured calls use).
+fn copy_prebuilt(prebuilt: &Path, work: &Path) -> Res<PathBuf> {
+    let root = work.join("project");
+    copy_dir(prebuilt, &root)?;
+    let root = fs::canonicalize(&root)?;
+    drop(turnback::Store::open(&root)?);
+    Ok(root)
+}
+
+/// One repetition for `agent`: a fresh copy of the project (of `prebuilt`,
+/// a project whose store holds `base_turns` turns, when given), `runs`
 /// iterations.
 fn repetition(
     files: &[(String, Vec<u8>)],
@@ -662,11 +766,18 @@ fn repetition(
     bin: &Path,
     agent: &Agent,
     rep: usize,
+    prebuilt: Option<(&Path, usize)>,
 ) -> Res<(Vec<Times>, TempDir)> {
     let work = TempDir::with_prefix_in("turnback-bench-hooks-", &cfg.tmp)?;
-    let root = fs::canonicalize(work.path())?;
-    write_tree(files, &root)?;
-    drop(turnback::Store::open(&root)?);
+    let (root, base_turns) = match prebuilt {
+        Some((p, n)) => (copy_prebuilt(p, work.path())?, n),
+        None => {
+            let root = fs::canonicalize(work.path())?;
+            write_tree(files, &root)?;
+            drop(turnback::Store::open(&root)?);
+            (root, 0)
+        }
+    };
     let r = root.display().to_string();
     let mut times = vec![Times::default(); agent.events.len()];
     let truebin = Path::new("/bin/true");
@@ -709,22 +820,105 @@ fn repetition(
     // holding the written file's pre-image.
     let store = turnback::Store::open(&root)?;
     let turns = store.turns();
-    if turns.len() != cfg.runs {
+    if turns.len() != base_turns + cfg.runs {
         return Err(format!(
             "{}: the hooks made {} turns, {} expected",
             agent.name,
-            turns.len(),
+            turns.len() - base_turns.min(turns.len()),
             cfg.runs
         )
         .into());
     }
-    for (i, t) in turns.iter().enumerate() {
+    for (i, t) in turns[base_turns..].iter().enumerate() {
         let want = &files[(2 * i) % files.len()].0;
         if !t.files.iter().any(|f| f.entry.path.as_str() == want) {
             return Err(format!("{}: turn {i} did not capture {want}", agent.name).into());
         }
     }
     Ok((times, work))
+}
+
+fn spawn_write(bin: &Path, root: &Path, turn: &str, rel: &str, bytes: &[u8]) -> Res<f64> {
+    let t0 = Instant::now();
+    let mut child = Command::new(bin)
+        .args(["write", "--turn", turn, rel])
+        .current_dir(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+    child.stdin.take().ok_or("no stdin")?.write_all(bytes)?;
+    let out = child.wait_with_output()?;
+    let t = t0.elapsed().as_secs_f64();
+    if !out.status.success() || !out.stderr.is_empty() {
+        return Err(format!(
+            "turnback write in {}: {}, stderr {:?}",
+            root.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    Ok(t)
+}
+
+/// The `turnback write` rows, one repetition: per call, its time in the
+/// large store, in the small one and in the one-turn peer.
+#[derive(Default, Clone)]
+struct WriteTimes {
+    large: Vec<f64>,
+    small: Vec<f64>,
+    peer: Vec<f64>,
+}
+
+/// One repetition of the `turnback write` rows: fresh copies of the two
+/// prebuilt stores and a new one-turn store, then `runs` calls into each,
+/// the three calls of an iteration back to back in a rotating order, each
+/// a new turn writing the same file with the same new bytes in all three.
+fn write_repetition(
+    files: &[(String, Vec<u8>)],
+    cfg: &Config,
+    bin: &Path,
+    rep: usize,
+    large: &Path,
+    small: &Path,
+) -> Res<(WriteTimes, TempDir)> {
+    let work = TempDir::with_prefix_in("turnback-bench-write-", &cfg.tmp)?;
+    let large = copy_prebuilt(large, &work.path().join("large"))?;
+    let small = copy_prebuilt(small, &work.path().join("small"))?;
+    let peer = build_store(files, 1, &work.path().join("peer"))?;
+    drop(turnback::Store::open(&peer)?);
+    let mut t = WriteTimes::default();
+    for i in 0..cfg.runs {
+        let (rel, bytes) = &files[(7 * i + 3) % files.len()];
+        let mut content = bytes.clone();
+        content.extend_from_slice(format!("\n/* turnback write, call {i} */\n").as_bytes());
+        let turn = format!("write-{rep}-{i}");
+        for k in 0..3 {
+            match (i + k) % 3 {
+                0 => t
+                    .large
+                    .push(spawn_write(bin, &large, &turn, rel, &content)?),
+                1 => t
+                    .small
+                    .push(spawn_write(bin, &small, &turn, rel, &content)?),
+                _ => t.peer.push(spawn_write(bin, &peer, &turn, rel, &content)?),
+            }
+        }
+    }
+    for (root, base) in [(&large, cfg.turns), (&small, cfg.small_turns), (&peer, 1)] {
+        let n = turnback::Store::open(root)?.turns().len();
+        if n != base + cfg.runs {
+            return Err(format!(
+                "{}: {n} turns after the calls, {} expected",
+                root.display(),
+                base + cfg.runs
+            )
+            .into());
+        }
+    }
+    Ok((t, work))
 }
 
 // ------------------------------------------------- copied from turnback's store bench
@@ -756,6 +950,8 @@ fn render(
     cfg: &Config,
     m: &Machine,
     per_agent: &[Vec<Vec<Times>>],
+    per_rep_large: &[Vec<Times>],
+    writes: &[WriteTimes],
     n_files: usize,
     tree_bytes: u64,
     bin: &Path,
@@ -833,6 +1029,95 @@ fn render(
         }
         let _ = writeln!(s);
     }
+    let big = thousands(cfg.turns as u64);
+    let _ = writeln!(
+        s,
+        "### `turnback write`: one process into a store of {big} turns and of {} small turns\n\n\
+         Each cell is the median over the repetitions of each repetition's median of {} calls. \
+         The peer is the same call into a store holding one turn, in the same iteration (the \
+         three calls of an iteration back to back, in a rotating order). Target (issue 14): \
+         at most 1.2x the peer, on the ratio of the medians.\n",
+        thousands(cfg.small_turns as u64),
+        cfg.runs,
+    );
+    let _ = writeln!(
+        s,
+        "| Store | `turnback write` | peer: the same into a one-turn store | ratio of the medians | median of the per-repetition ratios | target | result |\n|---|---|---|---|---|---|---|"
+    );
+    let peer: Vec<f64> = writes.iter().map(|w| median(&w.peer)).collect();
+    for (name, side) in [
+        (
+            format!("{big} turns"),
+            writes
+                .iter()
+                .map(|w| median(&w.large))
+                .collect::<Vec<f64>>(),
+        ),
+        (
+            format!("{} small turns", thousands(cfg.small_turns as u64)),
+            writes.iter().map(|w| median(&w.small)).collect(),
+        ),
+    ] {
+        if side.is_empty() {
+            continue;
+        }
+        let r = Ratio::new(&side, &peer);
+        let _ = writeln!(
+            s,
+            "| {name} | {} | {} | {:.2}x | {:.2}x | ≤ 1.2x | {} |",
+            time_cell(&side),
+            time_cell(&peer),
+            r.value,
+            r.paired,
+            if r.value <= 1.2 {
+                "**met**"
+            } else {
+                "**missed**"
+            },
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nThe stores are built once per run by `Store::write` calls (one turn each, \
+         cycling over the project's files, a line added each time; the {big}-turn store's \
+         log is the one a real store of that many single-file turns has), with automatic \
+         gc off and `keep_turns` raised, and copied afresh for every repetition; an untimed \
+         open of each copy writes its index checkpoint, as the first command after any copy \
+         would. Each call writes the same file with the same new bytes in the three stores, \
+         a new turn each.\n"
+    );
+    // The first agent's table again, in a store already holding that many
+    // turns, against the same agent's table in a new project.
+    if let (Some(agent), Some(fresh), false) = (
+        cfg.agents.first(),
+        per_agent.first(),
+        per_rep_large.is_empty(),
+    ) {
+        let _ = writeln!(
+            s,
+            "### {}, in a store already holding {big} turns\n\n\
+             | Event | `turnback hook {}` | peer: `/bin/true`, spawned the same way | added latency | ratio of the medians | against the new project's table (ratio of the medians) |\n|---|---|---|---|---|---|",
+            agent.title, agent.name
+        );
+        for (k, name) in agent.events.iter().enumerate() {
+            let hook: Vec<f64> = per_rep_large.iter().map(|r| median(&r[k].hook)).collect();
+            let peer: Vec<f64> = per_rep_large.iter().map(|r| median(&r[k].peer)).collect();
+            let before: Vec<f64> = fresh.iter().map(|r| median(&r[k].hook)).collect();
+            let r = Ratio::new(&hook, &peer);
+            let g = Ratio::new(&hook, &before);
+            let _ = writeln!(
+                s,
+                "| {name} | {} | {} | {} | {:.1}x | {:.2}x (per repetition {:.2}x) |",
+                time_cell(&hook),
+                time_cell(&peer),
+                ms(median(&hook) - median(&peer)),
+                r.value,
+                g.value,
+                g.paired,
+            );
+        }
+        let _ = writeln!(s);
+    }
     let _ = writeln!(
         s,
         "How it is measured: each prompt sends, as the agent does, its prompt event (a \
@@ -853,13 +1138,19 @@ fn render(
          beyond starting a process. The file writes between events are not timed. After \
          each repetition the store must hold one turn per prompt, each with its written \
          file's pre-image. The store's turn count grows over the run ({} turns at the end of \
-         each repetition).",
-        cfg.runs
+         each repetition; {} more in the prebuilt store, a copy of the {big}-turn store of \
+         the `turnback write` rows, which also wrote into the project's files). Every store \
+         is kept in its project (`TURNBACK_STORE=project`).",
+        cfg.runs, cfg.runs,
     );
     s
 }
 
 fn main() -> Res<()> {
+    // Stores in their projects, so a prebuilt store is copied with its
+    // project (spawned commands inherit it).
+    // SAFETY: set before any thread is started.
+    unsafe { std::env::set_var(turnback::location::STORE_ENV, "project") };
     let cfg = config()?;
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_turnback"));
     if !bin.is_file() {
@@ -874,13 +1165,40 @@ fn main() -> Res<()> {
     eprintln!("loading {} files of {} ...", cfg.files, cfg.tree.display());
     let files = load_tree(&cfg.tree, cfg.files)?;
     let tree_bytes = files.iter().map(|(_, b)| b.len() as u64).sum();
-    let mut per_agent = Vec::new();
+    eprintln!(
+        "building stores of {} and {} turns in {} ...",
+        cfg.turns,
+        cfg.small_turns,
+        cfg.build_dir.display()
+    );
+    let built_large = TempDir::with_prefix_in("turnback-bench-large-", &cfg.build_dir)?;
+    let large = build_store(&files, cfg.turns, built_large.path())?;
+    let built_small = TempDir::with_prefix_in("turnback-bench-small-", &cfg.build_dir)?;
+    let small = build_store(&files, cfg.small_turns, built_small.path())?;
+    let mut writes = Vec::new();
+    let mut per_rep_large = Vec::new();
     let mut keep = Vec::new();
-    for agent in &cfg.agents {
+    for rep in 0..cfg.reps {
+        eprintln!("turnback write: repetition {}/{} ...", rep + 1, cfg.reps);
+        let (w, dir) = write_repetition(&files, &cfg, &bin, rep, &large, &small)?;
+        writes.push(w);
+        keep.push(dir);
+        if cfg.only_write {
+            continue;
+        }
+        if let Some(agent) = cfg.agents.first() {
+            let prebuilt = Some((large.as_path(), cfg.turns));
+            let (times, dir) = repetition(&files, &cfg, &bin, agent, rep, prebuilt)?;
+            per_rep_large.push(times);
+            keep.push(dir);
+        }
+    }
+    let mut per_agent = Vec::new();
+    for agent in cfg.agents.iter().filter(|_| !cfg.only_write) {
         let mut per_rep = Vec::new();
         for rep in 0..cfg.reps {
             eprintln!("{}: repetition {}/{} ...", agent.name, rep + 1, cfg.reps);
-            let (times, dir) = repetition(&files, &cfg, &bin, agent, rep)?;
+            let (times, dir) = repetition(&files, &cfg, &bin, agent, rep, None)?;
             per_rep.push(times);
             keep.push(dir);
         }
@@ -891,6 +1209,8 @@ fn main() -> Res<()> {
         &cfg,
         &m,
         &per_agent,
+        &per_rep_large,
+        &writes,
         files.len(),
         tree_bytes,
         &bin,
@@ -898,8 +1218,8 @@ fn main() -> Res<()> {
         &commit,
     );
     println!("{body}");
-    if !cfg.write {
-        println!("(not written: --no-write)");
+    if !cfg.write || cfg.only_write {
+        println!("(not written: --no-write or TURNBACK_BENCH_ONLY)");
     } else if cfg!(debug_assertions) {
         println!(
             "(not written to {}: a debug build; run `cargo bench`)",

@@ -726,7 +726,8 @@ fn render(
          config turns automatic gc off and sets no other limit, so only `keep_turns` drops \
          turns. Afterwards the store is opened again and must hold {GC_KEEP} turns.\n\
          - Rows 1 and 4 use a new store's default config, so each rewind includes the \
-         automatic gc that follows it (limits: 1,000 turns, 30 days, 2 GB; nothing dropped).\n\
+         automatic gc check that follows it (limits: 1,000 turns, 30 days, 2 GB; none \
+         exceeded, so no gc runs).\n\
          - Row 3: the tree is captured once (`capture_many`, one turn), then `verify_root` and \
          the hashing peer alternate, each after one untimed warm-up pass; verify checks every \
          log line and re-hashes every blob (in parallel over packs), the peer reads and hashes \

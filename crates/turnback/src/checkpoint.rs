@@ -1,40 +1,76 @@
 //! The index checkpoint `<store>/index`: the in-memory index
 //! ([`crate::index`]) as it stood after a prefix of the log, so that opening
-//! a store parses only the log lines appended since, not the whole log.
+//! a store reads only the log lines appended since, not the whole log.
 //!
 //! It is a cache. The log stays the only record: a checkpoint that is
-//! missing, damaged, of another version, or whose log prefix no longer
-//! matches the log byte for byte (the log was compacted by gc, cut, edited
-//! or replaced) is ignored and the whole log is read, as without it.
+//! missing, damaged, of another version, or that does not name the log as
+//! it is now is ignored and the whole log is read, as without it.
 //!
 //! Format, all integers LEB128 varints unless stated, strings and byte runs
 //! a varint length then the bytes:
 //!
 //! ```text
-//! magic     "turnback-index-2\n"       (17 bytes; the 2 is the version:
+//! magic     "turnback-index-3\n"       (17 bytes; the 3 is the version:
 //!                                      version 2 added each capture's
-//!                                      `shared_with` turns)
-//! log_len   bytes of the log covered   (whole lines only)
-//! log_hash  SHA-256 of those bytes     (32 bytes)
+//!                                      `shared_with` turns, version 3
+//!                                      names the log by identity instead
+//!                                      of hashing the prefix it covers)
+//! log_dev   st_dev of the log file it was built from
+//! log_ino   st_ino of that file
+//! log_len   bytes of the log covered   (whole lines only; > 0)
+//! log_head  SHA-256 of the first min(log_len, 4096) bytes (32 bytes)
+//! log_tail  SHA-256 of the last min(log_len, 4096) bytes of the covered
+//!           prefix, which end with its last line (32 bytes)
 //! index     the index's fields in a fixed order; every map written sorted
 //!           by key, so equal indexes give equal bytes; a pre-image is a
 //!           tag (0 file, 1 symlink, 2 absent, 3 dir, 4 skipped, 5 fifo,
 //!           6 file with its hard-link key after the mode) then its fields;
 //!           a reader that does not know a tag ignores the checkpoint
-//! check     SHA-256 of everything before it (32 bytes)
+//! check     CRC-32 (IEEE) of everything before it (4 bytes, little endian)
 //! ```
+//!
+//! When it is trusted: opening reads the checkpoint and `fstat`s the log;
+//! the checkpoint stands for the first `log_len` bytes of the log only if
+//! the log is the same file (`st_dev`, `st_ino`), at least `log_len` long,
+//! and its first and last 4 KiB of that prefix hash as recorded (two small
+//! reads). The log's length is otherwise never read in full, so an open
+//! costs the same for ten records as for ten thousand. Why that is sound:
+//! - the log is append-only: every writer appends whole lines under the
+//!   exclusive lock, and only gc and repair replace it, by rename. Both
+//!   remove the checkpoint before the rename (under the exclusive lock,
+//!   made durable by the directory fsync that makes the rename durable), so
+//!   a checkpoint never outlives the log it was built from, even when a
+//!   later log is given the same inode number;
+//! - a log cut shorter than `log_len` is refused by its length; one cut
+//!   and grown again, or replaced in place by other bytes, is refused
+//!   unless its last 4 KiB before `log_len` are the same bytes: those end
+//!   with the last covered line, its sequence number, its time in
+//!   nanoseconds and its CRC, which no other record of a log shares;
+//! - a torn append (no final newline) is never covered: a checkpoint covers
+//!   whole lines read under the lock, and an unsynced line lost in a power
+//!   cut changes the log's length or its last 4 KiB;
+//! - what it does not catch: bytes changed in place in the middle of the
+//!   covered prefix, the file, its length and both ends kept (a disk
+//!   error, an edit by hand). Opening such a log trusts the checkpoint
+//!   instead of refusing the store; `turnback verify` reads and checks every
+//!   line (it does not use the checkpoint to build its index) and, when a
+//!   checkpoint names the log, compares it with the index those lines give,
+//!   so it reports both the damaged line and the checkpoint to delete.
+//!   Damage at either end is still refused by the open.
 //!
 //! Write order: a temporary file in the store directory, then a rename over
 //! `index`. It is not fsynced: after a power loss a lost or torn checkpoint
 //! fails its check and is ignored. Written by any process that read at
 //! least [`WRITE_AFTER`] bytes of log beyond the checkpoint it found, under
-//! the shared or the exclusive lock (never while gc rewrites the log, which
-//! holds the exclusive lock); two writers at once each rename a complete
-//! file of their own.
+//! the shared or the exclusive lock (never while gc or repair replaces the
+//! log, which hold the exclusive lock); two writers at once each rename a
+//! complete file of their own.
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::io::Write as _;
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::FileExt as _;
 
 use crate::fsx;
 use crate::id::{BlobId, TurnId};
@@ -46,27 +82,71 @@ use crate::path::RelPath;
 /// The file name in the store directory.
 pub const INDEX_FILE: &str = "index";
 
-const MAGIC: &[u8] = b"turnback-index-2\n";
+const MAGIC: &[u8] = b"turnback-index-3\n";
 
 /// A process that parsed at least this many bytes of log past the
 /// checkpoint writes a new one.
-pub(crate) const WRITE_AFTER: u64 = 256 << 10;
+pub(crate) const WRITE_AFTER: u64 = 64 << 10;
+
+/// Bytes at each end of the covered log prefix whose hash the checkpoint
+/// keeps.
+const WINDOW: u64 = 4096;
+
+/// The log a checkpoint covers: which file, how much of it, and what its
+/// first and last [`WINDOW`] bytes of that prefix hash to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Covered {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    head: [u8; 32],
+    tail: [u8; 32],
+}
+
+impl Covered {
+    /// What the first `len` bytes of `log` (the file `(dev, ino)`) are.
+    fn of(log: &File, (dev, ino): (u64, u64), len: u64) -> Option<Covered> {
+        let window = |at: u64| -> Option<[u8; 32]> {
+            let n = usize::try_from(len.min(WINDOW)).ok()?;
+            let mut buf = vec![0; n];
+            log.read_exact_at(&mut buf, at).ok()?;
+            Some(pack::hash_bytes(&buf).0)
+        };
+        Some(Covered {
+            dev,
+            ino,
+            len,
+            head: window(0)?,
+            tail: window(len - len.min(WINDOW))?,
+        })
+    }
+}
 
 /// The index the checkpoint holds, if it is whole and covers a prefix of
-/// `log`: with it, the log from `index.consumed` on remains to be read.
-pub(crate) fn load(store: &OwnedFd, log: &[u8]) -> Option<Index> {
+/// `log`, the file `ident` (`(st_dev, st_ino)`) of `size` bytes: with it,
+/// the log from `index.consumed` on remains to be read. Reads the
+/// checkpoint and at most two small windows of the log, never the whole
+/// log.
+pub(crate) fn load(store: &OwnedFd, log: &File, ident: (u64, u64), size: u64) -> Option<Index> {
     // A cache: one that is not a regular file is ignored (the next write
     // replaces it by rename).
     let bytes = fsx::read_store_file(store, INDEX_FILE).ok()??;
-    decode(&bytes, log)
+    let (covered, index) = decode(&bytes)?;
+    if (covered.dev, covered.ino) != ident || covered.len > size {
+        return None;
+    }
+    (Covered::of(log, ident, covered.len)? == covered).then_some(index)
 }
 
-/// Writes a checkpoint of `index`, which was built from `log` (whole
-/// lines: `index.consumed == log.len()`). Best effort: the checkpoint is a
-/// cache, so an error only means the next open reads more of the log.
-pub(crate) fn write(store: &OwnedFd, index: &Index, log: &[u8]) {
-    debug_assert_eq!(index.consumed, log.len() as u64);
-    let bytes = encode(index, log);
+/// Writes a checkpoint of `index`, which was built from the first
+/// `index.consumed` bytes (whole lines) of `log`, the file `ident`. Best
+/// effort: the checkpoint is a cache, so an error only means the next open
+/// reads more of the log.
+pub(crate) fn write(store: &OwnedFd, index: &Index, log: &File, ident: (u64, u64)) {
+    let Some(covered) = Covered::of(log, ident, index.consumed) else {
+        return;
+    };
+    let bytes = encode(index, &covered);
     let Ok((mut f, tmp)) = fsx::create_temp(store, INDEX_FILE, 0o644) else {
         return;
     };
@@ -75,34 +155,60 @@ pub(crate) fn write(store: &OwnedFd, index: &Index, log: &[u8]) {
     }
 }
 
-/// The checkpoint's bytes for `index` built from `log`.
-pub(crate) fn encode(index: &Index, log: &[u8]) -> Vec<u8> {
-    let mut w = Writer(Vec::with_capacity(64 + index.blobs.len() * 64));
+/// Removes the checkpoint, before the log it may cover is replaced (gc,
+/// repair). A checkpoint that is not there is no error.
+pub(crate) fn remove(store: &OwnedFd) -> std::io::Result<()> {
+    match fsx::unlink(store, INDEX_FILE) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
+/// The checkpoint's bytes for `index`, built from the log prefix `covered`.
+fn encode(index: &Index, covered: &Covered) -> Vec<u8> {
+    let mut w = Writer(Vec::with_capacity(128 + index.blobs.len() * 64));
     w.0.extend_from_slice(MAGIC);
-    w.num(log.len() as u64);
-    w.0.extend_from_slice(&pack::hash_bytes(log).0);
+    w.num(covered.dev);
+    w.num(covered.ino);
+    w.num(covered.len);
+    w.0.extend_from_slice(&covered.head);
+    w.0.extend_from_slice(&covered.tail);
     w.index(index);
-    let check = pack::hash_bytes(&w.0);
-    w.0.extend_from_slice(&check.0);
+    let check = crc32fast::hash(&w.0);
+    w.0.extend_from_slice(&check.to_le_bytes());
     w.0
 }
 
-/// The index in `bytes`, if they are a whole checkpoint of a prefix of
-/// `log`.
-pub(crate) fn decode(bytes: &[u8], log: &[u8]) -> Option<Index> {
+/// The index in `bytes` and the log prefix it covers, if they are a whole
+/// checkpoint.
+fn decode(bytes: &[u8]) -> Option<(Covered, Index)> {
     let body = bytes.strip_prefix(MAGIC)?;
-    let (body, check) = body.split_at_checked(body.len().checked_sub(32)?)?;
-    if pack::hash_bytes(&bytes[..bytes.len() - 32]).0 != check {
+    let (body, check) = body.split_at_checked(body.len().checked_sub(4)?)?;
+    if crc32fast::hash(&bytes[..bytes.len() - 4]).to_le_bytes() != check {
         return None;
     }
     let mut r = Reader(body);
-    let len = usize::try_from(r.num()?).ok()?;
-    let prefix = log.get(..len)?;
-    if r.take(32)? != pack::hash_bytes(prefix).0 {
-        return None;
-    }
+    let covered = Covered {
+        dev: r.num()?,
+        ino: r.num()?,
+        len: r.num()?,
+        head: r.take(32)?.try_into().ok()?,
+        tail: r.take(32)?.try_into().ok()?,
+    };
     let index = r.index()?;
-    (r.0.is_empty() && index.consumed == len as u64).then_some(index)
+    (r.0.is_empty() && covered.len > 0 && index.consumed == covered.len).then_some((covered, index))
+}
+
+/// Whether two indexes are equal (they encode to the same bytes).
+pub(crate) fn same(a: &Index, b: &Index) -> bool {
+    let none = |x: &Index| Covered {
+        dev: 0,
+        ino: 0,
+        len: x.consumed,
+        head: [0; 32],
+        tail: [0; 32],
+    };
+    encode(a, &none(a)) == encode(b, &none(b))
 }
 
 struct Writer(Vec<u8>);
@@ -328,8 +434,13 @@ impl<'a> Reader<'a> {
     }
 
     fn str(&mut self) -> Option<String> {
+        self.str_ref().map(str::to_owned)
+    }
+
+    /// A string borrowed from the checkpoint's bytes (no allocation).
+    fn str_ref(&mut self) -> Option<&'a str> {
         let n = self.len()?;
-        String::from_utf8(self.take(n)?.to_vec()).ok()
+        std::str::from_utf8(self.take(n)?).ok()
     }
 
     fn u32(&mut self) -> Option<u32> {
@@ -448,10 +559,11 @@ impl<'a> Reader<'a> {
         let lines = usize::try_from(self.num()?).ok()?;
         let consumed = self.num()?;
         let turns = self.vec(Self::turn)?;
-        let packs = self.vec(Self::str)?;
+        // Borrowed: each blob's location owns a copy of its pack's name.
+        let packs = self.vec(Self::str_ref)?;
         let blobs = self.map(|r| {
             let id = r.blob()?;
-            let pack = packs.get(usize::try_from(r.num()?).ok()?)?.clone();
+            let pack = (*packs.get(usize::try_from(r.num()?).ok()?)?).to_owned();
             let loc = BlobLoc {
                 pack,
                 offset: r.num()?,
@@ -495,6 +607,12 @@ impl<'a> Reader<'a> {
             lines,
             consumed,
             ident: None,
+            live_count: 0,
+            stored_bytes: 0,
+        })
+        .map(|mut index| {
+            index.recount();
+            index
         })
     }
 }
@@ -504,6 +622,7 @@ mod tests {
     use super::*;
     use crate::log::LOG_FILE;
     use crate::{NoProgress, RevertOptions, RewindOptions, Store};
+    use std::path::{Path, PathBuf};
 
     type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
@@ -550,19 +669,75 @@ mod tests {
         Ok((dir, store))
     }
 
-    fn log_bytes(store: &Store) -> Vec<u8> {
-        std::fs::read(store.store_path.join(LOG_FILE)).expect("read the log")
+    fn log_path(store: &Store) -> PathBuf {
+        store.store_path.join(LOG_FILE)
+    }
+
+    fn index_path(store: &Store) -> PathBuf {
+        store.store_path.join(INDEX_FILE)
+    }
+
+    fn ident_of(path: &Path) -> std::io::Result<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt as _;
+        let m = std::fs::metadata(path)?;
+        Ok((m.dev(), m.ino()))
+    }
+
+    /// The index's bytes, to compare two indexes (equal indexes give equal
+    /// bytes).
+    fn bytes_of(index: &Index) -> Vec<u8> {
+        let none = Covered {
+            dev: 0,
+            ino: 0,
+            len: index.consumed,
+            head: [0; 32],
+            tail: [0; 32],
+        };
+        encode(index, &none)
+    }
+
+    /// The index the whole log gives, with no checkpoint.
+    fn from_log_alone(root: &Path, store: &Store) -> std::result::Result<Index, crate::Error> {
+        let _ = std::fs::remove_file(index_path(store));
+        let fresh = Store::open(root)?;
+        let _ = std::fs::remove_file(index_path(store));
+        Ok(fresh.index)
+    }
+
+    /// Writes a checkpoint of `store`'s whole log as it is now.
+    fn checkpoint_now(store: &Store) -> std::result::Result<Covered, Box<dyn std::error::Error>> {
+        let path = log_path(store);
+        let log = File::open(&path)?;
+        let ident = ident_of(&path)?;
+        let full = Store::open(store.root())?;
+        write(&store.dirs().store, &full.index, &log, ident);
+        Ok(Covered::of(&log, ident, full.index.consumed).ok_or("read the log")?)
+    }
+
+    /// The checkpoint `load` finds for the store's log as it is now.
+    fn load_now(store: &Store) -> std::io::Result<Option<Index>> {
+        let path = log_path(store);
+        let log = File::open(&path)?;
+        let size = log.metadata()?.len();
+        Ok(load(&store.dirs().store, &log, ident_of(&path)?, size))
     }
 
     #[test]
     fn a_checkpoint_gives_back_the_index_the_whole_log_gives() -> TestResult {
         let (_dir, store) = rich_store()?;
-        let log = log_bytes(&store);
         let full = Store::open(store.root())?;
-        let bytes = encode(&full.index, &log);
-        let back = decode(&bytes, &log).ok_or("a fresh checkpoint decodes")?;
+        let covered = Covered {
+            dev: 1,
+            ino: 2,
+            len: full.index.consumed,
+            head: [3; 32],
+            tail: [4; 32],
+        };
+        let bytes = encode(&full.index, &covered);
+        let (back_covered, back) = decode(&bytes).ok_or("a fresh checkpoint decodes")?;
+        assert_eq!(back_covered, covered);
         assert_eq!(
-            encode(&back, &log),
+            encode(&back, &covered),
             bytes,
             "decode is the inverse of encode"
         );
@@ -589,85 +764,299 @@ mod tests {
         // drop and only appends.
         store.gc(&crate::GcOptions::default())?;
         // A checkpoint of the log as it is now, then more records after it.
-        let full = Store::open(dir.path())?;
-        let prefix = log_bytes(&store);
-        write(&store.dirs().store, &full.index, &prefix);
+        let covered = checkpoint_now(&store)?;
         store.write(&t("t5"), None, "d.txt", b"d\n")?;
         store.rewind(&t("t4"), &RewindOptions::default())?;
-        let log = log_bytes(&store);
-        let loaded = load(&store.dirs().store, &log).ok_or("the checkpoint matches")?;
-        assert_eq!(loaded.consumed, prefix.len() as u64);
+        let loaded = load_now(&store)?.ok_or("the checkpoint matches")?;
+        assert_eq!(loaded.consumed, covered.len);
         let from_checkpoint = Store::open(dir.path())?;
-        std::fs::remove_file(crate::location::store_dir_of(dir.path()).join(INDEX_FILE))?;
-        let from_log = Store::open(dir.path())?;
-        assert_eq!(
-            encode(&from_checkpoint.index, &log),
-            encode(&from_log.index, &log)
-        );
+        assert!(index_path(&store).exists());
+        let from_log = from_log_alone(dir.path(), &store)?;
+        assert_eq!(bytes_of(&from_checkpoint.index), bytes_of(&from_log));
+        // The counters automatic gc reads, recounted after the decode.
+        let counters = |x: &Index| (x.live_count, x.stored_bytes);
+        assert_eq!(counters(&from_checkpoint.index), counters(&from_log));
+        assert_eq!(from_log.live_count, from_log.live().count());
         Ok(())
     }
 
     #[test]
-    fn a_damaged_checkpoint_or_a_changed_log_is_ignored() -> TestResult {
+    fn a_damaged_checkpoint_is_ignored() -> TestResult {
         let (_dir, store) = rich_store()?;
-        let log = log_bytes(&store);
-        let bytes = encode(&store.index, &log);
+        checkpoint_now(&store)?;
+        let bytes = std::fs::read(index_path(&store))?;
+        assert!(decode(&bytes).is_some());
         for i in 0..bytes.len() {
             let mut bad = bytes.clone();
             bad[i] ^= 0x01;
-            assert!(decode(&bad, &log).is_none(), "byte {i} flipped");
+            assert!(decode(&bad).is_none(), "byte {i} flipped");
         }
         for cut in [0, 1, MAGIC.len(), bytes.len() / 2, bytes.len() - 1] {
-            assert!(decode(&bytes[..cut], &log).is_none(), "cut at {cut}");
+            assert!(decode(&bytes[..cut]).is_none(), "cut at {cut}");
         }
-        // Any change to the log prefix it covers, even one byte.
-        for i in [0, log.len() / 3, log.len() - 2] {
+        // The version 2 checkpoint, whatever it holds, is ignored.
+        let mut old = bytes.clone();
+        old[MAGIC.len() - 2] = b'2';
+        std::fs::write(index_path(&store), &old)?;
+        assert!(load_now(&store)?.is_none());
+        Ok(())
+    }
+
+    /// A changed log is caught by its identity, its length or the bytes at
+    /// either end of the covered prefix; only a change in the middle that
+    /// keeps the file, its length and both ends is not (`verify` reads
+    /// every line).
+    #[test]
+    fn a_checkpoint_of_another_log_or_prefix_is_ignored() -> TestResult {
+        let (_dir, store) = large_store()?;
+        let path = log_path(&store);
+        let log = std::fs::read(&path)?;
+        assert!(log.len() as u64 > 2 * WINDOW, "both windows apart");
+        let covered = checkpoint_now(&store)?;
+        assert!(load_now(&store)?.is_some());
+        let checkpoint = std::fs::read(index_path(&store))?;
+        let restore = || -> std::io::Result<()> {
+            std::fs::write(&path, &log)?;
+            std::fs::write(index_path(&store), &checkpoint)
+        };
+        // Written in place (same inode), a byte changed at either end.
+        for i in [
+            0,
+            WINDOW as usize - 1,
+            log.len() - WINDOW as usize,
+            log.len() - 2,
+        ] {
             let mut other = log.clone();
             other[i] ^= 0x20;
-            assert!(decode(&bytes, &other).is_none(), "log byte {i} changed");
+            std::fs::write(&path, &other)?;
+            assert!(load_now(&store)?.is_none(), "log byte {i} changed");
         }
+        restore()?;
+        // Cut shorter by one byte, or by a line.
+        let f = std::fs::OpenOptions::new().write(true).open(&path)?;
+        f.set_len(log.len() as u64 - 1)?;
+        assert!(load_now(&store)?.is_none(), "a shorter log");
+        restore()?;
+        // The same bytes in another file (a copy, or a log replaced by
+        // rename): another identity.
+        let copy = path.with_extension("copy");
+        std::fs::write(&copy, &log)?;
+        std::fs::rename(&copy, &path)?;
+        assert!(load_now(&store)?.is_none(), "another inode");
+        // A checkpoint that names this inode but another log's prefix of
+        // the same length (an inode number reused): its ends differ.
+        let ident = ident_of(&path)?;
+        let mut other = log.clone();
+        let at = log.len() - 3;
+        other[at] ^= 0x20;
+        std::fs::write(&path, &other)?;
+        let mut stale = decode(&checkpoint).ok_or("decodes")?;
+        stale.1.ident = None;
+        let reused = Covered {
+            dev: ident.0,
+            ino: ident.1,
+            ..covered
+        };
+        std::fs::write(index_path(&store), encode(&stale.1, &reused))?;
+        assert!(load_now(&store)?.is_none(), "an inode reused");
+        // A change in the middle of the prefix, same file, same length:
+        // the checkpoint still stands.
+        std::fs::write(&path, &log)?;
+        let ident = ident_of(&path)?;
+        std::fs::write(
+            index_path(&store),
+            encode(
+                &stale.1,
+                &Covered {
+                    dev: ident.0,
+                    ino: ident.1,
+                    ..covered
+                },
+            ),
+        )?;
+        let mut middle = log.clone();
+        middle[log.len() / 2] ^= 0x20;
+        std::fs::write(&path, &middle)?;
+        assert!(load_now(&store)?.is_some(), "only the ends are compared");
+        Ok(())
+    }
+
+    /// A store big enough that opening it writes a checkpoint, with gc and
+    /// automatic gc off.
+    fn large_store() -> std::result::Result<(tempfile::TempDir, Store), Box<dyn std::error::Error>>
+    {
+        let dir = tempfile::tempdir()?;
+        let mut store = Store::open(dir.path())?;
+        store.write(&t("t0"), None, "f0.txt", b"0\n")?;
+        std::fs::write(
+            store.store_dir().join(crate::config::CONFIG_FILE),
+            "[retention]\nkeep_turns = 1000000\n[gc]\nauto_every_captures = 0\n",
+        )?;
+        for i in 1..400 {
+            let name = format!("f{}.txt", i % 7);
+            store.write(
+                &t(&format!("t{i}")),
+                Some("a turn"),
+                &name,
+                format!("{i}\n").as_bytes(),
+            )?;
+        }
+        assert!(std::fs::metadata(log_path(&store))?.len() > WRITE_AFTER);
         assert!(
-            decode(&bytes, &log[..log.len() - 1]).is_none(),
-            "a shorter log"
+            !index_path(&store).exists(),
+            "written by a reader, not by appends"
+        );
+        let first = Store::open(dir.path())?;
+        assert!(
+            index_path(&store).exists(),
+            "{} bytes of log read",
+            first.index.consumed
+        );
+        assert!(load_now(&store)?.is_some());
+        Ok((dir, store))
+    }
+
+    #[test]
+    fn a_checkpoint_over_a_log_gc_replaced_is_ignored() -> TestResult {
+        let (dir, mut store) = large_store()?;
+        let checkpoint = std::fs::read(index_path(&store))?;
+        let (covered, _) = decode(&checkpoint).ok_or("decodes")?;
+        let report = store.gc(&crate::GcOptions {
+            keep_turns: Some(300),
+            ..Default::default()
+        })?;
+        assert_eq!(report.dropped_turns.len(), 100);
+        // gc removed the checkpoint before the new log took its place; its
+        // reload may have written one of the new log.
+        if let Ok(now) = std::fs::read(index_path(&store)) {
+            let (c, _) = decode(&now).ok_or("decodes")?;
+            assert_ne!((c.dev, c.ino), (covered.dev, covered.ino));
+        }
+        // The old checkpoint put back, as if gc had not removed it, even
+        // naming the new log's inode (a reused inode number).
+        let (_, old) = decode(&checkpoint).ok_or("decodes")?;
+        let ident = ident_of(&log_path(&store))?;
+        for c in [
+            covered,
+            Covered {
+                dev: ident.0,
+                ino: ident.1,
+                ..covered
+            },
+        ] {
+            std::fs::write(index_path(&store), encode(&old, &c))?;
+            let opened = Store::open(dir.path())?;
+            assert_eq!(opened.turns().len(), 300);
+            let whole = from_log_alone(dir.path(), &store)?;
+            assert_eq!(bytes_of(&opened.index), bytes_of(&whole));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_checkpoint_over_a_log_cut_or_rewritten_at_the_same_length_is_ignored() -> TestResult {
+        let (dir, store) = large_store()?;
+        let path = log_path(&store);
+        let log = std::fs::read(&path)?;
+        let checkpoint = std::fs::read(index_path(&store))?;
+        let lines: Vec<&[u8]> = log.split_inclusive(|&b| b == b'\n').collect();
+        // Cut: the last 50 records gone (the file cut in place).
+        let keep: usize = lines[..lines.len() - 50].iter().map(|l| l.len()).sum();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)?
+            .set_len(keep as u64)?;
+        let opened = Store::open(dir.path())?;
+        assert_eq!(opened.index.lines, lines.len() - 50);
+        assert_eq!(
+            bytes_of(&opened.index),
+            bytes_of(&from_log_alone(dir.path(), &store)?)
+        );
+        // Rewritten in place at the same length: the last record's time
+        // changed by one nanosecond (a valid log of other records).
+        std::fs::write(&path, &log)?;
+        std::fs::write(index_path(&store), &checkpoint)?;
+        assert!(load_now(&store)?.is_some());
+        let last = lines[lines.len() - 1];
+        let mut rec = crate::log::decode(&last[..last.len() - 1])?;
+        rec.at ^= 1;
+        let new_last = crate::log::encode(&rec);
+        assert_eq!(new_last.len(), last.len());
+        let mut other = log[..log.len() - last.len()].to_vec();
+        other.extend_from_slice(&new_last);
+        std::fs::write(&path, &other)?;
+        let opened = Store::open(dir.path())?;
+        let whole = from_log_alone(dir.path(), &store)?;
+        assert_eq!(bytes_of(&opened.index), bytes_of(&whole));
+        assert_eq!(
+            opened.index.turns.last().map(|t| t.started_at),
+            Some(rec.at),
+            "the new record's time, not the checkpoint's"
         );
         Ok(())
     }
 
     #[test]
-    fn a_large_log_leaves_a_checkpoint_and_damage_before_it_is_still_refused() -> TestResult {
-        let dir = tempfile::tempdir()?;
-        let names: Vec<String> = (0..3000).map(|i| format!("f{i:04}.txt")).collect();
-        for n in &names {
-            std::fs::write(dir.path().join(n), n)?;
-        }
-        let mut store = Store::open(dir.path())?;
-        store.capture_many(&t("t1"), None, &names)?;
-        let index_file = crate::location::store_dir_of(dir.path()).join(INDEX_FILE);
+    fn verify_names_a_checkpoint_that_names_the_log_but_holds_another_index() -> TestResult {
+        let (dir, store) = large_store()?;
+        assert!(crate::verify_root(dir.path())?.whole);
+        let path = log_path(&store);
+        let log = File::open(&path)?;
+        let mut index = Store::open(dir.path())?.index;
+        // Another index for the same prefix: the newest turn's label.
+        index.turns.last_mut().ok_or("a turn")?.label = Some("not what the log says".into());
+        write(&store.dirs().store, &index, &log, ident_of(&path)?);
+        assert!(load_now(&store)?.is_some(), "an open trusts it");
+        let report = crate::verify_root(dir.path())?;
+        assert!(!report.whole);
         assert!(
-            !index_file.exists(),
-            "written by a reader of a long log, not by appends"
+            report.damage.iter().any(|d| matches!(
+                d,
+                crate::verify::Damage::Store { path, .. } if path.ends_with(INDEX_FILE)
+            )),
+            "{:?}",
+            report.damage
         );
-        let first = Store::open(dir.path())?;
-        assert!(
-            index_file.exists(),
-            "{} bytes of log read",
-            first.index.consumed
-        );
-        let second = Store::open(dir.path())?;
-        let log = log_bytes(&second);
-        assert_eq!(encode(&second.index, &log), encode(&first.index, &log));
+        // Deleted, as the message says: whole again.
+        std::fs::remove_file(index_path(&store))?;
+        assert!(crate::verify_root(dir.path())?.whole);
+        Ok(())
+    }
+
+    #[test]
+    fn damage_at_the_start_of_the_log_is_still_refused_and_verify_finds_any() -> TestResult {
+        let (dir, store) = large_store()?;
+        let path = log_path(&store);
+        let log = std::fs::read(&path)?;
+        let checkpoint = std::fs::read(index_path(&store))?;
         // A byte changed in the first line: the checkpoint no longer
         // matches, the whole log is read and the damage reported.
         let mut damaged = log.clone();
         damaged[10] ^= 0x01;
-        std::fs::write(
-            crate::location::store_dir_of(dir.path()).join(LOG_FILE),
-            &damaged,
-        )?;
+        std::fs::write(&path, &damaged)?;
         match Store::open(dir.path()) {
             Err(crate::Error::LogDamaged { line, .. }) => assert_eq!(line, 1),
             other => return Err(format!("expected LogDamaged, got {:?}", other.err()).into()),
         }
+        // In the middle, the file and its ends unchanged: the open trusts
+        // the checkpoint; verify reads every line and names it.
+        let mut damaged = log.clone();
+        let mid = log.len() / 2;
+        damaged[mid] ^= 0x01;
+        std::fs::write(&path, &damaged)?;
+        std::fs::write(index_path(&store), &checkpoint)?;
+        Store::open(dir.path())?;
+        let line = 1 + log[..mid].iter().filter(|&&b| b == b'\n').count();
+        let report = crate::verify_root(dir.path())?;
+        assert!(!report.whole);
+        assert!(
+            report
+                .damage
+                .iter()
+                .any(|d| matches!(d, crate::verify::Damage::LogLine { line: l, .. } if *l == line)),
+            "{:?}",
+            report.damage
+        );
         Ok(())
     }
 }

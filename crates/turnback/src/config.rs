@@ -10,7 +10,7 @@
 //! max_size = "2G"      # oldest turns dropped until the packs fit: 1M to 1024P
 //!
 //! [gc]
-//! auto_every_captures = 500   # gc after every N captures (0: never): 0 to 1000000000
+//! auto_every_captures = 500   # check the limits after every N captures (0: never): 0 to 1000000000
 //! ```
 //!
 //! Every value is checked when the file is read; one outside its range is
@@ -22,8 +22,10 @@
 //!   years) is the way to say "no age limit".
 //! - `max_size` below 1M would drop every turn but the newest on each gc;
 //!   0 is refused for the same reason as `keep_days`.
-//! - `auto_every_captures = 0` means "never" (gc then runs only when asked
-//!   and after rewinds).
+//! - `auto_every_captures = 0` means "never" (gc then runs only when
+//!   asked). Otherwise the limits are checked after every N captures and
+//!   after each rewind, at no cost, and gc runs when one is exceeded by a
+//!   tenth (see [`crate::gc`]).
 //! - Negative numbers and values past the upper bounds are typos.
 //!
 //! Whatever the file says, gc never drops the newest live turn.
@@ -51,8 +53,9 @@ keep_days = 30
 max_size = \"2G\"
 
 [gc]
-# run gc after every N capture records, and after each rewind
-# (0: never; at most 1000000000)
+# check the limits above after every N capture records and after each
+# rewind; gc runs when one is exceeded by a tenth (0: never; at most
+# 1000000000)
 auto_every_captures = 500
 ";
 
@@ -85,7 +88,8 @@ impl Default for Retention {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AutoGc {
-    /// Run gc after every N capture records (0: never), and after rewinds.
+    /// Check the limits after every N capture records (0: never), and after
+    /// rewinds; gc runs when one is exceeded by a tenth.
     #[serde(deserialize_with = "de_count")]
     pub auto_every_captures: u64,
 }

@@ -14,6 +14,8 @@
 //!    dropped one now introduces it itself, with that blob's own pack (so no
 //!    blob data is copied). The new log is written to a temporary file,
 //!    fsynced, renamed over `log.jsonl`, and the store directory fsynced.
+//!    The index checkpoint is removed just before the rename: it names the
+//!    old log (see [`crate::checkpoint`]).
 //!    A snapshot record (see [`crate::snapshot`]) keeps only the blobs the
 //!    tree state names (the current bytes of the covered files, which the
 //!    next scan needs as pre-images) and is dropped when it keeps none; a
@@ -25,12 +27,40 @@
 //!
 //! A crash before the rename leaves the old log; after it, at worst
 //! unreferenced packs, which the next gc deletes.
+//!
+//! Automatic gc (`[gc] auto_every_captures` in `config.toml`), and why it
+//! stays off the latency of the call that triggers it:
+//! - The decision costs constant time. After every N-th capture record and
+//!   after each rewind, revert, undo or redo, the limits are compared with
+//!   counters the index keeps as it applies records (live turns, the bytes
+//!   of every blob stored, the number of operations) and with the oldest
+//!   live turn and the oldest operation in effect (the first entries of
+//!   their lists). No file is read and nothing is listed: a capture in a
+//!   store within its limits pays nothing for gc.
+//! - gc runs only when a limit is exceeded by a margin of a tenth
+//!   ([`AUTO_MARGIN`]): more than `keep_turns` + 10% live turns (or
+//!   operations), a live turn older than `keep_days` + 10%, or more than
+//!   `max_size` + 10% of blobs. That run drops everything beyond the limit
+//!   itself, so the next one is due only after another tenth: the log is
+//!   rewritten once per `keep_turns / 10` turns, not after every capture.
+//!   gc with work to do reads and rewrites the whole log and lists `packs/`
+//!   (about a second for a store of 10,000 turns on the benchmark machine,
+//!   `docs/BENCHMARKS.md`, safety row 2), so it is amortised this way
+//!   instead of being paid a little on every call; the one call that runs it
+//!   pays it whole. Keeping even that call fast would need gc in a process of
+//!   its own, which turnback does not start (a hook must not leave work
+//!   behind that outlives it).
+//! - A store between its limit and the margin keeps a tenth more than the
+//!   limit until then; `turnback gc` applies the limits exactly at any time.
+//!   Unreferenced packs (left by a crash) and snapshot blobs no longer
+//!   named are cleaned by any gc run, automatic or not.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::checkpoint;
 use crate::config::Config;
 use crate::error::{Error, IoResultExt, Result};
 use crate::fsx;
@@ -41,6 +71,11 @@ use crate::log::{self, FileEntry, LOG_FILE, Op, Pre, Record, StoredBlob};
 use crate::pack;
 use crate::store::{PACKS_DIR, Store};
 use crate::tree::{self, Loaded};
+
+/// Automatic gc waits until a limit is exceeded by 1/`AUTO_MARGIN` of it
+/// (10%): then one run drops that many turns at once, so the rewrite of
+/// the log happens once per that many captures, not on each.
+pub(crate) const AUTO_MARGIN: u64 = 10;
 
 /// Limits for one gc run; `None` takes the config file's value.
 #[derive(Debug, Clone, Default)]
@@ -81,16 +116,52 @@ impl Store {
         self.gc_locked(options)
     }
 
-    /// Runs gc when the config says so (every N captures; after rewinds).
-    /// Runs gc when `config` says it is due. The caller read `config`
-    /// before changing anything, so a config file in error fails the
-    /// operation before it starts, never after it is done.
+    /// Runs gc when `config` says it is due (see the module doc: checked
+    /// after every N captures and after each rewind, from counters the
+    /// index keeps, and run only when a limit is exceeded by its margin).
+    /// The caller read `config` before changing anything, so a config file
+    /// in error fails the operation before it starts, never after it is
+    /// done.
     pub(crate) fn maybe_auto_gc(&mut self, after_rewind: bool, config: &Config) -> Result<()> {
         let n = config.gc.auto_every_captures;
         if n == 0 || (!after_rewind && !self.index.captures.is_multiple_of(n)) {
             return Ok(());
         }
+        if !self.gc_due(config, now_ns()) {
+            return Ok(());
+        }
         self.gc_with(&GcOptions::default(), config).map(|_| ())
+    }
+
+    /// Whether a limit of `config` is exceeded by its margin
+    /// ([`AUTO_MARGIN`]), from what the index keeps in memory: the number
+    /// of live turns and of operations, the oldest of each, and the bytes
+    /// of the blobs. Constant time: no file is read, no list walked.
+    pub(crate) fn gc_due(&self, config: &Config, now: u64) -> bool {
+        let r = &config.retention;
+        let over = |n: u64, limit: u64| n > limit.saturating_add((limit / AUTO_MARGIN).max(1));
+        let keep_ns = u64::try_from(
+            Duration::from_secs(r.keep_days.saturating_mul(86_400)).as_nanos()
+                * u128::from(AUTO_MARGIN + 1)
+                / u128::from(AUTO_MARGIN),
+        )
+        .unwrap_or(u64::MAX);
+        let too_old = |at: u64| now.saturating_sub(at) > keep_ns;
+        // The oldest live turn is the first one that is live: turns are
+        // kept in the order they began, and the ended ones are few (a
+        // rewind's, until gc drops its operation).
+        let oldest_live = self.index.live().next().map(|t| t.started_at);
+        let live = self.index.live_count as u64;
+        over(live, r.keep_turns as u64)
+            || (live > 1 && oldest_live.is_some_and(too_old))
+            || over(self.index.ops.len() as u64, r.keep_turns as u64)
+            || self.index.done.first().is_some_and(|a| {
+                self.index
+                    .ops
+                    .get(&a.op)
+                    .is_some_and(|o| too_old(o.at) && self.index.ops.len() > 1)
+            })
+            || over(self.index.stored_bytes, r.max_size)
     }
 
     fn pack_sizes(&self) -> Result<HashMap<String, u64>> {
@@ -305,6 +376,11 @@ impl Store {
         report.records_after = parsed.lines.len();
         let dirs = self.dirs();
         if !unchanged {
+            // The index checkpoint names the old log; once the new one is in
+            // place its inode number may be reused by a later log, so the
+            // checkpoint goes first (see [`crate::checkpoint`]).
+            checkpoint::remove(&dirs.store)
+                .ctx("remove", self.store_path.join(checkpoint::INDEX_FILE))?;
             self.write_store_file(&dirs.store, LOG_FILE, &out)?;
             fsx::fsync(&dirs.store).ctx("fsync", &self.store_path)?;
         }

@@ -113,6 +113,12 @@ pub(crate) struct Index {
     pub(crate) lines: usize,
     pub(crate) consumed: u64,
     pub(crate) ident: Option<(u64, u64)>,
+    /// Live turns (kept as records are applied, so automatic gc decides
+    /// without a scan).
+    pub(crate) live_count: usize,
+    /// Compressed bytes of every blob known (the packs' size, headers
+    /// aside), kept the same way.
+    pub(crate) stored_bytes: u64,
 }
 
 impl Index {
@@ -213,7 +219,10 @@ impl Index {
             }
         }
         for (id, loc) in fresh {
-            self.blobs.entry(id).or_insert(loc);
+            if let std::collections::hash_map::Entry::Vacant(v) = self.blobs.entry(id) {
+                self.stored_bytes += loc.len;
+                v.insert(loc);
+            }
         }
         for f in files {
             if let Pre::File { blob, .. } = &f.pre {
@@ -226,9 +235,21 @@ impl Index {
     fn end_turns(&mut self, first_seqs: &[u64], by: Option<u64>) {
         for t in &mut self.turns {
             if first_seqs.contains(&t.first_seq) {
+                match (t.ended_by.is_some(), by.is_some()) {
+                    (false, true) => self.live_count -= 1,
+                    (true, false) => self.live_count += 1,
+                    _ => {}
+                }
                 t.ended_by = by;
             }
         }
+    }
+
+    /// Recomputes the counters kept while applying records (after a
+    /// checkpoint is decoded).
+    pub(crate) fn recount(&mut self) {
+        self.live_count = self.live().count();
+        self.stored_bytes = self.blobs.values().map(|l| l.len).sum();
     }
 
     /// Moves operation `op` from the top of one stack to the other: an undo
@@ -300,6 +321,7 @@ impl Index {
                         ended_by: None,
                         paths: HashMap::new(),
                     });
+                    self.live_count += 1;
                 }
                 let t = self.turn_mut(turn).expect("just ensured");
                 let first = t.first_seq;
@@ -333,7 +355,16 @@ impl Index {
                 self.record_turn.insert(rec.seq, first);
             }
             Op::Snapshot { pack, blobs, .. } => {
+                let before = self.blobs.len();
+                let fresh: u64 = blobs
+                    .iter()
+                    .filter(|b| !self.blobs.contains_key(&b.id))
+                    .map(|b| b.len)
+                    .sum();
                 apply_snapshot(&mut self.blobs, pack, blobs)?;
+                if self.blobs.len() > before {
+                    self.stored_bytes += fresh;
+                }
             }
             Op::Saved { pack, blobs, files } => {
                 self.register_blobs(pack, blobs, files)?;

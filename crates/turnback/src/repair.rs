@@ -19,10 +19,11 @@
 //! 3. writes the kept lines as the new `log.jsonl` the same way.
 //!
 //! A crash before the rename of step 3 leaves the original log (and perhaps
-//! its copy); after it, the repaired one. Repair never touches the project,
-//! packs, the tree state or the index checkpoint (which the next open uses
-//! only if the log still begins with the bytes it covers, as always). A log
-//! with no damaged line is left as it is.
+//! its copy); after it, the repaired one. Just before that rename the index
+//! checkpoint is removed, as gc does, since it names the old log (see
+//! [`crate::checkpoint`]); the next open reads the whole repaired log.
+//! Repair never touches the project, packs or the tree state. A log with no
+//! damaged line is left as it is.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -157,6 +158,9 @@ pub fn repair_root(root: impl AsRef<Path>, dry_run: bool) -> Result<RepairReport
     let name = next_damaged_name(&store_path)?;
     fsx::replace_file(&store_fd, &name, &bytes).ctx("write", store_path.join(&name))?;
     fsx::fsync(&store_fd).ctx("fsync", &store_path)?;
+    // The index checkpoint names the old log (see [`crate::checkpoint`]).
+    crate::checkpoint::remove(&store_fd)
+        .ctx("remove", store_path.join(crate::checkpoint::INDEX_FILE))?;
     fsx::replace_file(&store_fd, LOG_FILE, &kept).ctx("replace", &log_path)?;
     fsx::fsync(&store_fd).ctx("fsync", &store_path)?;
     drop(guard);

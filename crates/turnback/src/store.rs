@@ -465,6 +465,11 @@ impl Store {
 
     /// Reads lines appended since the last read (or the whole log if it was
     /// replaced). Returns the offset of a torn final line, if any.
+    ///
+    /// Reading from the start, an index checkpoint that names this very log
+    /// file and prefix (see [`crate::checkpoint`]) stands for that prefix:
+    /// only the lines past it are read, so an open costs the same however
+    /// long the log is.
     fn refresh(&mut self) -> Result<Option<u64>> {
         let path = self.store_path.join(LOG_FILE);
         let f = self.open_log(OFlags::RDONLY)?;
@@ -477,22 +482,18 @@ impl Store {
                 ..Index::default()
             };
         }
+        let from_start = self.index.consumed == 0;
+        if from_start && let Some(mut index) = checkpoint::load(&self.dirs().store, &f, ident, size)
+        {
+            index.ident = Some(ident);
+            self.index = index;
+        }
         let start = self.index.consumed;
         let mut bytes = Vec::with_capacity(size.saturating_sub(start) as usize);
         let mut f = f;
         io::Seek::seek(&mut f, io::SeekFrom::Start(start)).ctx("read", &path)?;
         f.read_to_end(&mut bytes).ctx("read", &path)?;
-        // Reading from the start: a checkpoint of a prefix of these very
-        // bytes saves parsing that prefix.
-        let mut from = 0;
-        if start == 0
-            && let Some(mut index) = checkpoint::load(&self.dirs().store, &bytes)
-        {
-            index.ident = Some(ident);
-            from = index.consumed as usize;
-            self.index = index;
-        }
-        let parsed = log::parse(&bytes[from..], self.index.lines + 1);
+        let parsed = log::parse(&bytes, self.index.lines + 1);
         for (line, rec) in &parsed.lines {
             let applied = rec
                 .as_ref()
@@ -508,9 +509,8 @@ impl Store {
         }
         self.index.lines += parsed.lines.len();
         self.index.consumed += parsed.consumed as u64;
-        if start == 0 && parsed.consumed as u64 >= checkpoint::WRITE_AFTER {
-            let covered = &bytes[..self.index.consumed as usize];
-            checkpoint::write(&self.dirs().store, &self.index, covered);
+        if from_start && parsed.consumed as u64 >= checkpoint::WRITE_AFTER {
+            checkpoint::write(&self.dirs().store, &self.index, &f, ident);
         }
         Ok(parsed.torn.map(|(line, len)| {
             self.warnings.push(format!(

@@ -9,6 +9,10 @@
 //!   a line decodes, so a line naming `../x` or `/etc/passwd` is a damaged
 //!   line. A damaged line is named by its number, with the turn it appears
 //!   to belong to (read from its unverified bytes, so only a hint).
+//! - The index checkpoint, when one names the log (which every open then
+//!   trusts without reading the lines it covers; see [`crate::checkpoint`]):
+//!   it must hold exactly the index those lines give. One that does not is
+//!   damage to delete (it is a cache).
 //! - Every blob the log stores: its pack is a regular file (not a symlink,
 //!   even one pointing at identical bytes elsewhere; not a directory, FIFO,
 //!   socket or device), and its frame decompresses to the recorded size and
@@ -69,6 +73,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::checkpoint;
 use crate::error::{Error, IoResultExt, Result};
 use crate::fsx::{self, Node};
 use crate::id::{BlobId, TurnId};
@@ -430,6 +435,47 @@ pub(crate) fn apply_leniently(bytes: &[u8]) -> Lenient {
     }
 }
 
+/// The index checkpoint, when an open would trust it (it names this log
+/// file and the ends of its prefix; see [`crate::checkpoint`]), must hold
+/// the index the lines it covers give. The open checks only its identity,
+/// so verify compares the whole of it: a checkpoint that names the log but
+/// differs (a line of that prefix changed in place, damaged or rewritten)
+/// would make every open see another store than the log records.
+fn check_checkpoint(
+    report: &mut VerifyReport,
+    store_fd: &OwnedFd,
+    store_path: &Path,
+    log: &File,
+    st: &rustix::fs::Stat,
+    bytes: &[u8],
+) {
+    let ident = (st.st_dev, st.st_ino);
+    let Some(trusted) = checkpoint::load(store_fd, log, ident, bytes.len() as u64) else {
+        return;
+    };
+    let covered = &bytes[..trusted.consumed as usize];
+    let parsed = log::parse(covered, 1);
+    let mut from_log = Index::default();
+    let whole = parsed.torn.is_none()
+        && parsed
+            .lines
+            .iter()
+            .all(|(_, r)| r.as_ref().is_ok_and(|rec| from_log.apply(rec).is_ok()));
+    from_log.lines = parsed.lines.len();
+    from_log.consumed = parsed.consumed as u64;
+    if whole && checkpoint::same(&trusted, &from_log) {
+        return;
+    }
+    report.damage.push(Damage::Store {
+        path: store_path.join(checkpoint::INDEX_FILE),
+        reason: format!(
+            "the index checkpoint names this log but does not hold what its first {} bytes record{}; every open would trust it, so delete it (it is a cache: the next open reads the whole log and writes a new one)",
+            trusted.consumed,
+            if whole { "" } else { " (they hold a damaged line)" },
+        ),
+    });
+}
+
 fn check_store(report: &mut VerifyReport, store_fd: &OwnedFd, store_path: &Path) -> Result<()> {
     let lock_path = store_path.join(lock::LOCK_FILE);
     let _guard = match lock::acquire_shared_if_present(
@@ -461,15 +507,17 @@ fn check_store(report: &mut VerifyReport, store_fd: &OwnedFd, store_path: &Path)
     Ok(())
 }
 
-/// The log's bytes; a missing log or one that is not a regular file is
-/// reported and read as empty.
+/// The log's bytes, with the index checkpoint that covers them checked;
+/// a missing log or one that is not a regular file is reported and read
+/// as empty.
 fn read_log(report: &mut VerifyReport, store_fd: &OwnedFd, store_path: &Path) -> Result<Vec<u8>> {
     let log_path = store_path.join(LOG_FILE);
     Ok(
         match open_regular(store_fd, LOG_FILE).ctx("open", &log_path)? {
-            Opened::File(mut f, _) => {
+            Opened::File(mut f, st) => {
                 let mut bytes = Vec::new();
                 f.read_to_end(&mut bytes).ctx("read", &log_path)?;
+                check_checkpoint(report, store_fd, store_path, &f, &st, &bytes);
                 bytes
             }
             Opened::Missing => {

@@ -277,6 +277,49 @@ fn gc_drops_oldest_turns_compacts_the_log_and_keeps_the_rest_rewindable() -> Tes
     Ok(())
 }
 
+/// Automatic gc compares counters after every capture here
+/// (`auto_every_captures = 1`) and runs only once `keep_turns` is exceeded
+/// by a tenth: the log is rewritten once per 10 turns, not on each.
+#[test]
+fn automatic_gc_runs_only_past_its_margin_and_then_keeps_the_limit() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    write(root, "f.txt", b"0\n");
+    let mut store = Store::open(root)?;
+    store.write(&t("t0"), None, "f.txt", b"1\n")?;
+    std::fs::write(
+        store.store_dir().join("config.toml"),
+        "[retention]\nkeep_turns = 100\n[gc]\nauto_every_captures = 1\n",
+    )?;
+    let log = store.store_dir().join("log.jsonl");
+    let mut rewrites = 0;
+    let mut ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&log)?);
+    let mut most = 0;
+    for i in 1..=250 {
+        store.write(
+            &t(&format!("t{i}")),
+            None,
+            "f.txt",
+            format!("{i}\n").as_bytes(),
+        )?;
+        let now = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&log)?);
+        let live = store.turns().len();
+        most = most.max(live);
+        if now != ino {
+            rewrites += 1;
+            assert_eq!(live, 100, "gc keeps exactly the limit, after turn {i}");
+            ino = now;
+        }
+    }
+    assert_eq!(most, 110, "never more than the limit and its margin");
+    // 251 turns: the 111th live turn starts a gc that leaves 100, so one
+    // runs every 11 turns from the 111th on (13 up to 251).
+    assert_eq!(rewrites, 13, "one rewrite per tenth of the limit");
+    // A fresh process sees what the last gc left plus the turns since.
+    assert_eq!(Store::open(root)?.turns().len(), store.turns().len());
+    Ok(())
+}
+
 #[test]
 fn gc_keeps_blobs_that_later_turns_share_with_dropped_ones() -> TestResult {
     let dir = tempfile::tempdir()?;
