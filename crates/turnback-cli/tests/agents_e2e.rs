@@ -346,10 +346,11 @@ fn codex_patch(ops: &str) -> String {
 /// Where `turnback init codex` puts its skill.
 const CODEX_SKILL: &str = ".agents/skills/turnback/SKILL.md";
 
-/// The shell command the skill tells the model to run for `text` (`$turnback
-/// rewind TURN`, …): the skill's line `` - `$turnback rewind TURN`: run
-/// `CMD`. … `` for the action `text` names, with the user's TURN.
-fn codex_skill_command(skill: &str, text: &str) -> Result<String, Error> {
+/// The shell command a turnback skill tells the model to run for `text`
+/// (`$turnback rewind TURN`, `/turnback rewind TURN`, …): the skill's line
+/// `` - `$turnback rewind TURN`: run `CMD`. … `` for the action `text`
+/// names, with the user's TURN.
+fn skill_command(skill: &str, text: &str) -> Result<String, Error> {
     let words: Vec<&str> = text.split(' ').collect();
     for line in skill.lines() {
         let Some(rest) = line.strip_prefix("- `") else {
@@ -439,7 +440,7 @@ fn codex_real_binary() -> TestResult {
             ));
             json!([{"name": "apply_patch", "custom": urgent}])
         } else {
-            json!([{"name": "exec_command", "input": {"cmd": codex_skill_command(&skill, text)?}}])
+            json!([{"name": "exec_command", "input": {"cmd": skill_command(&skill, text)?}}])
         };
         let dir = work.path().join(format!("run-{runs}"));
         std::fs::create_dir_all(&dir)?;
@@ -609,6 +610,134 @@ fn opencode_real_binary() -> TestResult {
     )
 }
 
+/// Where `turnback init copilot` puts its skill.
+const COPILOT_SKILL: &str = ".github/skills/turnback/SKILL.md";
+
+/// One prompt in a session of Copilot's Agent Client Protocol server
+/// (`copilot --acp`, JSON-RPC on stdin and stdout, as an editor drives
+/// it): `initialize`, `session/new`, `session/prompt`; a permission
+/// request is answered with its first "allow" option. Returns the
+/// prompt's result. The server runs in its own process group, killed
+/// afterwards.
+fn copilot_acp_prompt(mut cmd: Command, root: &Path, text: &str) -> Result<Value, Error> {
+    use std::io::Write;
+    use std::sync::mpsc;
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start copilot --acp: {e}"))?;
+    let pgid = child.id() as i32;
+    let mut stdin = child.stdin.take().ok_or("stdin")?;
+    let stdout = child.stdout.take().ok_or("stdout")?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if line.is_err() || tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let mut seen = Vec::new();
+    let mut call = |id: u64, method: &str, params: Value| -> Result<Value, Error> {
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{msg}")?;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .map_err(|_| format!("no answer to {method} from copilot --acp: {seen:?}"))??;
+            let msg: Value = serde_json::from_str(&line)?;
+            if msg["id"] == id && msg.get("method").is_none() {
+                if let Some(e) = msg.get("error") {
+                    return Err(format!("copilot --acp {method}: {e}").into());
+                }
+                return Ok(msg["result"].clone());
+            }
+            if msg["method"] == "session/request_permission" {
+                let options = msg["params"]["options"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let allow = options
+                    .iter()
+                    .find(|o| o["kind"].as_str().is_some_and(|k| k.starts_with("allow")))
+                    .ok_or_else(|| format!("no allow option: {msg}"))?;
+                let answer = json!({"jsonrpc": "2.0", "id": msg["id"], "result": {"outcome": {"outcome": "selected", "optionId": allow["optionId"]}}});
+                writeln!(stdin, "{answer}")?;
+            } else if msg.get("id").is_some() && msg.get("method").is_some() {
+                let answer = json!({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "not supported"}});
+                writeln!(stdin, "{answer}")?;
+            }
+            seen.push(line);
+        }
+    };
+    let result = (|| {
+        call(
+            1,
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false}}),
+        )?;
+        let session = call(2, "session/new", json!({"cwd": root, "mcpServers": []}))?;
+        let id = session["sessionId"].clone();
+        call(
+            3,
+            "session/prompt",
+            json!({"sessionId": id, "prompt": [{"type": "text", "text": text}]}),
+        )
+    })();
+    drop(call);
+    // SAFETY: kill(2) with a negative pid signals that process group only;
+    // the group was created for this server.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+    let _ = child.wait();
+    result
+}
+
+/// Whether a request Copilot sent carried the installed skill's text (all
+/// but its front matter), as Copilot adds a skill the user invokes
+/// (`<skill-context name="turnback">` in the user's message).
+fn copilot_request_carries_skill(log: &Path, skill: &str) -> Result<bool, Error> {
+    let body = skill
+        .splitn(3, "---\n")
+        .nth(2)
+        .ok_or("the skill has no front matter")?
+        .trim();
+    for line in std::fs::read_to_string(log)?.lines() {
+        let req: Value = serde_json::from_str(line)?;
+        for m in req["request"]["messages"].as_array().into_iter().flatten() {
+            if m["role"] != "user" {
+                continue;
+            }
+            let text = match &m["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                _ => String::new(),
+            };
+            if text.contains("<skill-context name=\"turnback\">") && text.contains(body) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Rewind from the chat runs the skill `init` installed: the user's prompt
+/// invokes it (`/turnback rewind TURN`, `/turnback undo`) in a session of
+/// Copilot's ACP server (`copilot -p` passes a skill's slash command on to
+/// the model as text; the interactive UI and ACP clients expand it), the
+/// request Copilot sends must carry the skill's text (a skill Copilot did
+/// not load fails here), and the scripted model, which answers only a
+/// request that carries it, runs the command the skill names.
 #[test]
 fn copilot_real_binary() -> TestResult {
     let agents = agents_dir()?;
@@ -620,7 +749,47 @@ fn copilot_real_binary() -> TestResult {
     let home = work.path().join("home");
     std::fs::create_dir_all(&home)?;
     let mut server: Option<FakeModel> = None;
-    scenario_with("copilot", "copilot", &[], None, |root, text| {
+    let chat = Chat {
+        rewind: "/turnback rewind",
+        undo: "/turnback undo",
+    };
+    let mut chats = 0;
+    scenario_with("copilot", "copilot", &[], Some(chat), |root, text| {
+        let vars = |port: u16| {
+            [
+                (
+                    "COPILOT_PROVIDER_BASE_URL",
+                    format!("http://127.0.0.1:{port}/v1"),
+                ),
+                ("COPILOT_PROVIDER_TYPE", "openai".into()),
+                ("COPILOT_PROVIDER_API_KEY", "test-key".into()),
+                ("COPILOT_MODEL", "gpt-4.1".into()),
+                ("COPILOT_OFFLINE", "true".into()),
+                ("COPILOT_AUTO_UPDATE", "false".into()),
+            ]
+        };
+        if text.starts_with("/turnback") {
+            // A model server for this prompt alone, which answers with the
+            // skill's command only a request that carries the skill.
+            chats += 1;
+            let skill = std::fs::read_to_string(root.join(COPILOT_SKILL))?;
+            let steps = json!([{"name": "bash", "input": {"command": skill_command(&skill, text)?, "description": "Run turnback"}}]);
+            let dir = work.path().join(format!("chat-{chats}"));
+            std::fs::create_dir_all(&dir)?;
+            let script = json!({"prompts": [{"match": "<skill-context name=\"turnback\">", "steps": steps}]});
+            let s = FakeModel::start(&dir, &script)?;
+            let vars = vars(s.port);
+            let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let mut cmd = agent_command(&copilot, root, &home, &vars);
+            cmd.args(["--acp", "--allow-all"]);
+            let result = copilot_acp_prompt(cmd, root, text)?;
+            assert_eq!(result["stopReason"], "end_turn", "{text:?}: {result}");
+            assert!(
+                copilot_request_carries_skill(&s.log, &skill)?,
+                "Copilot sent the model the skill `turnback init copilot` installed, for {text:?}"
+            );
+            return Ok(());
+        }
         if server.is_none() {
             // Copilot's `create` needs the directory to exist: the model
             // makes it first, as it would.
@@ -638,15 +807,8 @@ fn copilot_real_binary() -> TestResult {
             server = Some(FakeModel::start(work.path(), &script)?);
         }
         let s = server.as_ref().ok_or("server")?;
-        let url = format!("http://127.0.0.1:{}/v1", s.port);
-        let vars = [
-            ("COPILOT_PROVIDER_BASE_URL", url.as_str()),
-            ("COPILOT_PROVIDER_TYPE", "openai"),
-            ("COPILOT_PROVIDER_API_KEY", "test-key"),
-            ("COPILOT_MODEL", "gpt-4.1"),
-            ("COPILOT_OFFLINE", "true"),
-            ("COPILOT_AUTO_UPDATE", "false"),
-        ];
+        let vars = vars(s.port);
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let mut cmd = agent_command(&copilot, root, &home, &vars);
         // Repository hooks load only in a trusted folder.
         cmd.args(["-p", text, "--allow-all", "--trust-folder"]);
