@@ -10,8 +10,9 @@
 //! creates another; (2) edits the first turn's new file. Then `turnback
 //! list` must show two turns labelled with the prompts, and rewind / undo
 //! must give each state back byte for byte. Where `init` installs chat
-//! commands (Claude Code, Gemini CLI, opencode; Codex's skill), a rewind of
-//! the first turn and an undo asked for from the chat must do the same.
+//! commands (Claude Code, Gemini CLI, opencode; Codex's and Copilot's
+//! skill; Cline's workflows), a rewind of the first turn and an undo asked
+//! for from the chat must do the same.
 //!
 //! An agent that is not installed, or whose hooks did not run, fails the
 //! test. Every process an agent leaves behind is killed with its process
@@ -888,6 +889,63 @@ impl Drop for ClineHome {
     }
 }
 
+/// Points Cline (its provider, in `$HOME/.cline`) at the model server on
+/// `port`: OpenAI Chat Completions, by IP (the server listens on 127.0.0.1
+/// only).
+fn cline_auth(cline: &Path, root: &Path, home: &Path, port: u16) -> TestResult {
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let mut cmd = agent_command(cline, root, home, &[]);
+    cmd.args(["auth", "-p", "openai-compatible", "-k", "test-key"])
+        .args(["-m", "fake-model", "-b", &url]);
+    run_agent(cmd, "cline auth")?;
+    stop_cline_leftovers(home)
+}
+
+/// The shell command a turnback workflow tells the model to run
+/// (`` Run `CMD` ``), with the user's turn for `TURN`.
+fn cline_workflow_command(workflow: &str, turn: &str) -> Result<String, Error> {
+    let command = workflow
+        .split_once("Run `")
+        .and_then(|(_, c)| c.split_once('`'))
+        .map(|(c, _)| c)
+        .ok_or_else(|| format!("no command in the workflow:\n{workflow}"))?;
+    Ok(match command.strip_suffix(" TURN") {
+        Some(c) => format!("{c} {turn}"),
+        None => command.to_owned(),
+    })
+}
+
+/// Whether a Chat Completions request in `log` has a user message holding
+/// `text`.
+fn chat_request_carries(log: &Path, text: &str) -> Result<bool, Error> {
+    for line in std::fs::read_to_string(log)?.lines() {
+        let req: Value = serde_json::from_str(line)?;
+        for m in req["request"]["messages"].as_array().into_iter().flatten() {
+            if m["role"] != "user" {
+                continue;
+            }
+            let sent = match &m["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                _ => String::new(),
+            };
+            if sent.contains(text) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Rewind from the chat runs the workflows `init` installed: the user's
+/// prompts `/turnback-rewind TURN` and `/turnback-undo` (headless, each a
+/// task of its own), the request Cline sends must carry the workflow's
+/// text and the user's turn (a workflow Cline did not load fails here),
+/// and the scripted model runs the command the workflow names.
 #[test]
 fn cline_real_binary() -> TestResult {
     let agents = agents_dir()?;
@@ -900,7 +958,77 @@ fn cline_real_binary() -> TestResult {
     std::fs::create_dir_all(&home.0)?;
     let mut server: Option<FakeModel> = None;
     let mut turns = 0;
-    scenario_with("cline", "cline", &[], None, |root, text| {
+    let chat = Chat {
+        rewind: "/turnback-rewind",
+        undo: "/turnback-undo",
+    };
+    let mut chats = 0;
+    scenario_with("cline", "cline", &[], Some(chat), |root, text| {
+        // Cline checkpoints the project with `git stash create` at each
+        // run (objects no ref names, its own state, not the agent's
+        // edits): they go to an object directory outside the project,
+        // which reads the project's objects as alternates. Its git also
+        // refreshes the index's file times (after a rewind from the chat
+        // put a tracked file's bytes back under a new mtime): it works on
+        // a copy of the index, taken before each run.
+        let objects = work.path().join("cline-git-objects");
+        std::fs::create_dir_all(&objects)?;
+        let objects = objects.to_string_lossy().into_owned();
+        let alternates = root.join(".git/objects").to_string_lossy().into_owned();
+        let index = work.path().join("cline-git-index");
+        std::fs::copy(root.join(".git/index"), &index)?;
+        let index = index.to_string_lossy().into_owned();
+        let vars = [
+            ("CLINE_NO_AUTO_UPDATE", "1"),
+            ("GIT_OBJECT_DIRECTORY", objects.as_str()),
+            ("GIT_ALTERNATE_OBJECT_DIRECTORIES", alternates.as_str()),
+            ("GIT_INDEX_FILE", index.as_str()),
+        ];
+        if let Some((name, rest)) = text
+            .strip_prefix('/')
+            .map(|c| c.split_once(' ').unwrap_or((c, "")))
+        {
+            // A workflow: Cline sends its text, trimmed, and the rest of
+            // the line. A model server for this prompt alone answers with
+            // the workflow's command only a request that carries it.
+            chats += 1;
+            let workflow =
+                std::fs::read_to_string(root.join(format!(".clinerules/workflows/{name}.md")))?;
+            let command = cline_workflow_command(&workflow, rest)?;
+            let sent = if rest.is_empty() {
+                workflow.trim().to_owned()
+            } else {
+                format!("{} {rest}", workflow.trim())
+            };
+            let dir = work.path().join(format!("chat-{chats}"));
+            std::fs::create_dir_all(&dir)?;
+            let script = json!({"prompts": [{"match": workflow.trim(), "steps": [
+                {"name": "run_commands", "input": {"commands": [command]}},
+            ]}]});
+            let s = FakeModel::start(&dir, &script)?;
+            cline_auth(&cline, root, &home.0, s.port)?;
+            let mut cmd = agent_command(&cline, root, &home.0, &vars);
+            // Cline's CLI takes a lone word for a subcommand it does not
+            // know ("Unknown command or unquoted prompt: /turnback-undo"):
+            // headless, a command without arguments gets a space after it.
+            let prompt = if rest.is_empty() {
+                format!("{text} ")
+            } else {
+                text.to_owned()
+            };
+            cmd.arg("-c")
+                .arg(root)
+                .args(["-t", "300", "--json", &prompt]);
+            let out = run_agent(cmd, "cline");
+            stop_cline_leftovers(&home.0)?;
+            let out = out?;
+            assert!(
+                chat_request_carries(&s.log, &sent)?,
+                "Cline sent the model the workflow `turnback init cline` installed, for {text:?}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            return Ok(());
+        }
         if server.is_none() {
             // Cline's `editor` creates missing parent directories itself.
             let script = json!({"prompts": [
@@ -914,33 +1042,13 @@ fn cline_real_binary() -> TestResult {
                 ]},
             ]});
             let s = FakeModel::start(work.path(), &script)?;
-            // The provider, in $HOME/.cline: OpenAI Chat Completions at our
-            // server (by IP: the server listens on 127.0.0.1 only).
-            let url = format!("http://127.0.0.1:{}/v1", s.port);
-            let mut cmd = agent_command(&cline, root, &home.0, &[]);
-            cmd.args(["auth", "-p", "openai-compatible", "-k", "test-key"])
-                .args(["-m", "fake-model", "-b", &url]);
-            run_agent(cmd, "cline auth")?;
-            stop_cline_leftovers(&home.0)?;
+            cline_auth(&cline, root, &home.0, s.port)?;
             server = Some(s);
         }
         let s = server.as_ref().ok_or("server")?;
         let before = s.requests();
         // Each prompt is a task of its own, as `cline "prompt"` runs it:
-        // its TaskStart hook begins the turn. Cline checkpoints the
-        // project with `git stash create` at each run (objects no ref
-        // names, its own state, not the agent's edits): they go to an
-        // object directory outside the project, which reads the
-        // project's objects as alternates.
-        let objects = work.path().join("cline-git-objects");
-        std::fs::create_dir_all(&objects)?;
-        let objects = objects.to_string_lossy().into_owned();
-        let alternates = root.join(".git/objects").to_string_lossy().into_owned();
-        let vars = [
-            ("CLINE_NO_AUTO_UPDATE", "1"),
-            ("GIT_OBJECT_DIRECTORY", objects.as_str()),
-            ("GIT_ALTERNATE_OBJECT_DIRECTORIES", alternates.as_str()),
-        ];
+        // its TaskStart hook begins the turn.
         let mut cmd = agent_command(&cline, root, &home.0, &vars);
         // A model it cannot reach makes Cline retry without end: `-t`
         // bounds the run.
