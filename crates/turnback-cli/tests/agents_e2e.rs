@@ -690,7 +690,6 @@ fn copilot_acp_prompt(mut cmd: Command, root: &Path, text: &str) -> Result<Value
             json!({"sessionId": id, "prompt": [{"type": "text", "text": text}]}),
         )
     })();
-    drop(call);
     // SAFETY: kill(2) with a negative pid signals that process group only;
     // the group was created for this server.
     unsafe {
@@ -709,27 +708,9 @@ fn copilot_request_carries_skill(log: &Path, skill: &str) -> Result<bool, Error>
         .nth(2)
         .ok_or("the skill has no front matter")?
         .trim();
-    for line in std::fs::read_to_string(log)?.lines() {
-        let req: Value = serde_json::from_str(line)?;
-        for m in req["request"]["messages"].as_array().into_iter().flatten() {
-            if m["role"] != "user" {
-                continue;
-            }
-            let text = match &m["content"] {
-                Value::String(s) => s.clone(),
-                Value::Array(parts) => parts
-                    .iter()
-                    .filter_map(|p| p["text"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                _ => String::new(),
-            };
-            if text.contains("<skill-context name=\"turnback\">") && text.contains(body) {
-                return Ok(true);
-            }
-        }
-    }
-    Ok(false)
+    Ok(chat_user_messages(log)?
+        .iter()
+        .any(|m| m.contains("<skill-context name=\"turnback\">") && m.contains(body)))
 }
 
 /// Rewind from the chat runs the skill `init` installed: the user's prompt
@@ -918,13 +899,19 @@ fn cline_workflow_command(workflow: &str, turn: &str) -> Result<String, Error> {
 /// Whether a Chat Completions request in `log` has a user message holding
 /// `text`.
 fn chat_request_carries(log: &Path, text: &str) -> Result<bool, Error> {
+    Ok(chat_user_messages(log)?.iter().any(|m| m.contains(text)))
+}
+
+/// The text of every user message in the Chat Completions requests in `log`.
+fn chat_user_messages(log: &Path) -> Result<Vec<String>, Error> {
+    let mut found = Vec::new();
     for line in std::fs::read_to_string(log)?.lines() {
         let req: Value = serde_json::from_str(line)?;
         for m in req["request"]["messages"].as_array().into_iter().flatten() {
             if m["role"] != "user" {
                 continue;
             }
-            let sent = match &m["content"] {
+            found.push(match &m["content"] {
                 Value::String(s) => s.clone(),
                 Value::Array(parts) => parts
                     .iter()
@@ -932,13 +919,10 @@ fn chat_request_carries(log: &Path, text: &str) -> Result<bool, Error> {
                     .collect::<Vec<_>>()
                     .join("\n"),
                 _ => String::new(),
-            };
-            if sent.contains(text) {
-                return Ok(true);
-            }
+            });
         }
     }
-    Ok(false)
+    Ok(found)
 }
 
 /// Rewind from the chat runs the workflows `init` installed: the user's
