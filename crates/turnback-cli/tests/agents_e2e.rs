@@ -10,8 +10,9 @@
 //! creates another; (2) edits the first turn's new file. Then `turnback
 //! list` must show two turns labelled with the prompts, and rewind / undo
 //! must give each state back byte for byte. Where `init` installs chat
-//! commands (Claude Code, Gemini CLI, opencode; Codex's skill), a rewind of
-//! the first turn and an undo asked for from the chat must do the same.
+//! commands (Claude Code, Gemini CLI, opencode; Codex's and Copilot's
+//! skill; Cline's workflows), a rewind of the first turn and an undo asked
+//! for from the chat must do the same.
 //!
 //! An agent that is not installed, or whose hooks did not run, fails the
 //! test. Every process an agent leaves behind is killed with its process
@@ -346,10 +347,11 @@ fn codex_patch(ops: &str) -> String {
 /// Where `turnback init codex` puts its skill.
 const CODEX_SKILL: &str = ".agents/skills/turnback/SKILL.md";
 
-/// The shell command the skill tells the model to run for `text` (`$turnback
-/// rewind TURN`, …): the skill's line `` - `$turnback rewind TURN`: run
-/// `CMD`. … `` for the action `text` names, with the user's TURN.
-fn codex_skill_command(skill: &str, text: &str) -> Result<String, Error> {
+/// The shell command a turnback skill tells the model to run for `text`
+/// (`$turnback rewind TURN`, `/turnback rewind TURN`, …): the skill's line
+/// `` - `$turnback rewind TURN`: run `CMD`. … `` for the action `text`
+/// names, with the user's TURN.
+fn skill_command(skill: &str, text: &str) -> Result<String, Error> {
     let words: Vec<&str> = text.split(' ').collect();
     for line in skill.lines() {
         let Some(rest) = line.strip_prefix("- `") else {
@@ -439,7 +441,7 @@ fn codex_real_binary() -> TestResult {
             ));
             json!([{"name": "apply_patch", "custom": urgent}])
         } else {
-            json!([{"name": "exec_command", "input": {"cmd": codex_skill_command(&skill, text)?}}])
+            json!([{"name": "exec_command", "input": {"cmd": skill_command(&skill, text)?}}])
         };
         let dir = work.path().join(format!("run-{runs}"));
         std::fs::create_dir_all(&dir)?;
@@ -609,6 +611,115 @@ fn opencode_real_binary() -> TestResult {
     )
 }
 
+/// Where `turnback init copilot` puts its skill.
+const COPILOT_SKILL: &str = ".github/skills/turnback/SKILL.md";
+
+/// One prompt in a session of Copilot's Agent Client Protocol server
+/// (`copilot --acp`, JSON-RPC on stdin and stdout, as an editor drives
+/// it): `initialize`, `session/new`, `session/prompt`; a permission
+/// request is answered with its first "allow" option. Returns the
+/// prompt's result. The server runs in its own process group, killed
+/// afterwards.
+fn copilot_acp_prompt(mut cmd: Command, root: &Path, text: &str) -> Result<Value, Error> {
+    use std::io::Write;
+    use std::sync::mpsc;
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start copilot --acp: {e}"))?;
+    let pgid = child.id() as i32;
+    let mut stdin = child.stdin.take().ok_or("stdin")?;
+    let stdout = child.stdout.take().ok_or("stdout")?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if line.is_err() || tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let mut seen = Vec::new();
+    let mut call = |id: u64, method: &str, params: Value| -> Result<Value, Error> {
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{msg}")?;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .map_err(|_| format!("no answer to {method} from copilot --acp: {seen:?}"))??;
+            let msg: Value = serde_json::from_str(&line)?;
+            if msg["id"] == id && msg.get("method").is_none() {
+                if let Some(e) = msg.get("error") {
+                    return Err(format!("copilot --acp {method}: {e}").into());
+                }
+                return Ok(msg["result"].clone());
+            }
+            if msg["method"] == "session/request_permission" {
+                let options = msg["params"]["options"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let allow = options
+                    .iter()
+                    .find(|o| o["kind"].as_str().is_some_and(|k| k.starts_with("allow")))
+                    .ok_or_else(|| format!("no allow option: {msg}"))?;
+                let answer = json!({"jsonrpc": "2.0", "id": msg["id"], "result": {"outcome": {"outcome": "selected", "optionId": allow["optionId"]}}});
+                writeln!(stdin, "{answer}")?;
+            } else if msg.get("id").is_some() && msg.get("method").is_some() {
+                let answer = json!({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "not supported"}});
+                writeln!(stdin, "{answer}")?;
+            }
+            seen.push(line);
+        }
+    };
+    let result = (|| {
+        call(
+            1,
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false}}),
+        )?;
+        let session = call(2, "session/new", json!({"cwd": root, "mcpServers": []}))?;
+        let id = session["sessionId"].clone();
+        call(
+            3,
+            "session/prompt",
+            json!({"sessionId": id, "prompt": [{"type": "text", "text": text}]}),
+        )
+    })();
+    // SAFETY: kill(2) with a negative pid signals that process group only;
+    // the group was created for this server.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+    let _ = child.wait();
+    result
+}
+
+/// Whether a request Copilot sent carried the installed skill's text (all
+/// but its front matter), as Copilot adds a skill the user invokes
+/// (`<skill-context name="turnback">` in the user's message).
+fn copilot_request_carries_skill(log: &Path, skill: &str) -> Result<bool, Error> {
+    let body = skill
+        .splitn(3, "---\n")
+        .nth(2)
+        .ok_or("the skill has no front matter")?
+        .trim();
+    Ok(chat_user_messages(log)?
+        .iter()
+        .any(|m| m.contains("<skill-context name=\"turnback\">") && m.contains(body)))
+}
+
+/// Rewind from the chat runs the skill `init` installed: the user's prompt
+/// invokes it (`/turnback rewind TURN`, `/turnback undo`) in a session of
+/// Copilot's ACP server (`copilot -p` passes a skill's slash command on to
+/// the model as text; the interactive UI and ACP clients expand it), the
+/// request Copilot sends must carry the skill's text (a skill Copilot did
+/// not load fails here), and the scripted model, which answers only a
+/// request that carries it, runs the command the skill names.
 #[test]
 fn copilot_real_binary() -> TestResult {
     let agents = agents_dir()?;
@@ -620,7 +731,47 @@ fn copilot_real_binary() -> TestResult {
     let home = work.path().join("home");
     std::fs::create_dir_all(&home)?;
     let mut server: Option<FakeModel> = None;
-    scenario_with("copilot", "copilot", &[], None, |root, text| {
+    let chat = Chat {
+        rewind: "/turnback rewind",
+        undo: "/turnback undo",
+    };
+    let mut chats = 0;
+    scenario_with("copilot", "copilot", &[], Some(chat), |root, text| {
+        let vars = |port: u16| {
+            [
+                (
+                    "COPILOT_PROVIDER_BASE_URL",
+                    format!("http://127.0.0.1:{port}/v1"),
+                ),
+                ("COPILOT_PROVIDER_TYPE", "openai".into()),
+                ("COPILOT_PROVIDER_API_KEY", "test-key".into()),
+                ("COPILOT_MODEL", "gpt-4.1".into()),
+                ("COPILOT_OFFLINE", "true".into()),
+                ("COPILOT_AUTO_UPDATE", "false".into()),
+            ]
+        };
+        if text.starts_with("/turnback") {
+            // A model server for this prompt alone, which answers with the
+            // skill's command only a request that carries the skill.
+            chats += 1;
+            let skill = std::fs::read_to_string(root.join(COPILOT_SKILL))?;
+            let steps = json!([{"name": "bash", "input": {"command": skill_command(&skill, text)?, "description": "Run turnback"}}]);
+            let dir = work.path().join(format!("chat-{chats}"));
+            std::fs::create_dir_all(&dir)?;
+            let script = json!({"prompts": [{"match": "<skill-context name=\"turnback\">", "steps": steps}]});
+            let s = FakeModel::start(&dir, &script)?;
+            let vars = vars(s.port);
+            let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let mut cmd = agent_command(&copilot, root, &home, &vars);
+            cmd.args(["--acp", "--allow-all"]);
+            let result = copilot_acp_prompt(cmd, root, text)?;
+            assert_eq!(result["stopReason"], "end_turn", "{text:?}: {result}");
+            assert!(
+                copilot_request_carries_skill(&s.log, &skill)?,
+                "Copilot sent the model the skill `turnback init copilot` installed, for {text:?}"
+            );
+            return Ok(());
+        }
         if server.is_none() {
             // Copilot's `create` needs the directory to exist: the model
             // makes it first, as it would.
@@ -638,15 +789,8 @@ fn copilot_real_binary() -> TestResult {
             server = Some(FakeModel::start(work.path(), &script)?);
         }
         let s = server.as_ref().ok_or("server")?;
-        let url = format!("http://127.0.0.1:{}/v1", s.port);
-        let vars = [
-            ("COPILOT_PROVIDER_BASE_URL", url.as_str()),
-            ("COPILOT_PROVIDER_TYPE", "openai"),
-            ("COPILOT_PROVIDER_API_KEY", "test-key"),
-            ("COPILOT_MODEL", "gpt-4.1"),
-            ("COPILOT_OFFLINE", "true"),
-            ("COPILOT_AUTO_UPDATE", "false"),
-        ];
+        let vars = vars(s.port);
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let mut cmd = agent_command(&copilot, root, &home, &vars);
         // Repository hooks load only in a trusted folder.
         cmd.args(["-p", text, "--allow-all", "--trust-folder"]);
@@ -726,6 +870,66 @@ impl Drop for ClineHome {
     }
 }
 
+/// Points Cline (its provider, in `$HOME/.cline`) at the model server on
+/// `port`: OpenAI Chat Completions, by IP (the server listens on 127.0.0.1
+/// only).
+fn cline_auth(cline: &Path, root: &Path, home: &Path, port: u16) -> TestResult {
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let mut cmd = agent_command(cline, root, home, &[]);
+    cmd.args(["auth", "-p", "openai-compatible", "-k", "test-key"])
+        .args(["-m", "fake-model", "-b", &url]);
+    run_agent(cmd, "cline auth")?;
+    stop_cline_leftovers(home)
+}
+
+/// The shell command a turnback workflow tells the model to run
+/// (`` Run `CMD` ``), with the user's turn for `TURN`.
+fn cline_workflow_command(workflow: &str, turn: &str) -> Result<String, Error> {
+    let command = workflow
+        .split_once("Run `")
+        .and_then(|(_, c)| c.split_once('`'))
+        .map(|(c, _)| c)
+        .ok_or_else(|| format!("no command in the workflow:\n{workflow}"))?;
+    Ok(match command.strip_suffix(" TURN") {
+        Some(c) => format!("{c} {turn}"),
+        None => command.to_owned(),
+    })
+}
+
+/// Whether a Chat Completions request in `log` has a user message holding
+/// `text`.
+fn chat_request_carries(log: &Path, text: &str) -> Result<bool, Error> {
+    Ok(chat_user_messages(log)?.iter().any(|m| m.contains(text)))
+}
+
+/// The text of every user message in the Chat Completions requests in `log`.
+fn chat_user_messages(log: &Path) -> Result<Vec<String>, Error> {
+    let mut found = Vec::new();
+    for line in std::fs::read_to_string(log)?.lines() {
+        let req: Value = serde_json::from_str(line)?;
+        for m in req["request"]["messages"].as_array().into_iter().flatten() {
+            if m["role"] != "user" {
+                continue;
+            }
+            found.push(match &m["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                _ => String::new(),
+            });
+        }
+    }
+    Ok(found)
+}
+
+/// Rewind from the chat runs the workflows `init` installed: the user's
+/// prompts `/turnback-rewind TURN` and `/turnback-undo` (headless, each a
+/// task of its own), the request Cline sends must carry the workflow's
+/// text and the user's turn (a workflow Cline did not load fails here),
+/// and the scripted model runs the command the workflow names.
 #[test]
 fn cline_real_binary() -> TestResult {
     let agents = agents_dir()?;
@@ -738,7 +942,77 @@ fn cline_real_binary() -> TestResult {
     std::fs::create_dir_all(&home.0)?;
     let mut server: Option<FakeModel> = None;
     let mut turns = 0;
-    scenario_with("cline", "cline", &[], None, |root, text| {
+    let chat = Chat {
+        rewind: "/turnback-rewind",
+        undo: "/turnback-undo",
+    };
+    let mut chats = 0;
+    scenario_with("cline", "cline", &[], Some(chat), |root, text| {
+        // Cline checkpoints the project with `git stash create` at each
+        // run (objects no ref names, its own state, not the agent's
+        // edits): they go to an object directory outside the project,
+        // which reads the project's objects as alternates. Its git also
+        // refreshes the index's file times (after a rewind from the chat
+        // put a tracked file's bytes back under a new mtime): it works on
+        // a copy of the index, taken before each run.
+        let objects = work.path().join("cline-git-objects");
+        std::fs::create_dir_all(&objects)?;
+        let objects = objects.to_string_lossy().into_owned();
+        let alternates = root.join(".git/objects").to_string_lossy().into_owned();
+        let index = work.path().join("cline-git-index");
+        std::fs::copy(root.join(".git/index"), &index)?;
+        let index = index.to_string_lossy().into_owned();
+        let vars = [
+            ("CLINE_NO_AUTO_UPDATE", "1"),
+            ("GIT_OBJECT_DIRECTORY", objects.as_str()),
+            ("GIT_ALTERNATE_OBJECT_DIRECTORIES", alternates.as_str()),
+            ("GIT_INDEX_FILE", index.as_str()),
+        ];
+        if let Some((name, rest)) = text
+            .strip_prefix('/')
+            .map(|c| c.split_once(' ').unwrap_or((c, "")))
+        {
+            // A workflow: Cline sends its text, trimmed, and the rest of
+            // the line. A model server for this prompt alone answers with
+            // the workflow's command only a request that carries it.
+            chats += 1;
+            let workflow =
+                std::fs::read_to_string(root.join(format!(".clinerules/workflows/{name}.md")))?;
+            let command = cline_workflow_command(&workflow, rest)?;
+            let sent = if rest.is_empty() {
+                workflow.trim().to_owned()
+            } else {
+                format!("{} {rest}", workflow.trim())
+            };
+            let dir = work.path().join(format!("chat-{chats}"));
+            std::fs::create_dir_all(&dir)?;
+            let script = json!({"prompts": [{"match": workflow.trim(), "steps": [
+                {"name": "run_commands", "input": {"commands": [command]}},
+            ]}]});
+            let s = FakeModel::start(&dir, &script)?;
+            cline_auth(&cline, root, &home.0, s.port)?;
+            let mut cmd = agent_command(&cline, root, &home.0, &vars);
+            // Cline's CLI takes a lone word for a subcommand it does not
+            // know ("Unknown command or unquoted prompt: /turnback-undo"):
+            // headless, a command without arguments gets a space after it.
+            let prompt = if rest.is_empty() {
+                format!("{text} ")
+            } else {
+                text.to_owned()
+            };
+            cmd.arg("-c")
+                .arg(root)
+                .args(["-t", "300", "--json", &prompt]);
+            let out = run_agent(cmd, "cline");
+            stop_cline_leftovers(&home.0)?;
+            let out = out?;
+            assert!(
+                chat_request_carries(&s.log, &sent)?,
+                "Cline sent the model the workflow `turnback init cline` installed, for {text:?}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            return Ok(());
+        }
         if server.is_none() {
             // Cline's `editor` creates missing parent directories itself.
             let script = json!({"prompts": [
@@ -752,33 +1026,13 @@ fn cline_real_binary() -> TestResult {
                 ]},
             ]});
             let s = FakeModel::start(work.path(), &script)?;
-            // The provider, in $HOME/.cline: OpenAI Chat Completions at our
-            // server (by IP: the server listens on 127.0.0.1 only).
-            let url = format!("http://127.0.0.1:{}/v1", s.port);
-            let mut cmd = agent_command(&cline, root, &home.0, &[]);
-            cmd.args(["auth", "-p", "openai-compatible", "-k", "test-key"])
-                .args(["-m", "fake-model", "-b", &url]);
-            run_agent(cmd, "cline auth")?;
-            stop_cline_leftovers(&home.0)?;
+            cline_auth(&cline, root, &home.0, s.port)?;
             server = Some(s);
         }
         let s = server.as_ref().ok_or("server")?;
         let before = s.requests();
         // Each prompt is a task of its own, as `cline "prompt"` runs it:
-        // its TaskStart hook begins the turn. Cline checkpoints the
-        // project with `git stash create` at each run (objects no ref
-        // names, its own state, not the agent's edits): they go to an
-        // object directory outside the project, which reads the
-        // project's objects as alternates.
-        let objects = work.path().join("cline-git-objects");
-        std::fs::create_dir_all(&objects)?;
-        let objects = objects.to_string_lossy().into_owned();
-        let alternates = root.join(".git/objects").to_string_lossy().into_owned();
-        let vars = [
-            ("CLINE_NO_AUTO_UPDATE", "1"),
-            ("GIT_OBJECT_DIRECTORY", objects.as_str()),
-            ("GIT_ALTERNATE_OBJECT_DIRECTORIES", alternates.as_str()),
-        ];
+        // its TaskStart hook begins the turn.
         let mut cmd = agent_command(&cline, root, &home.0, &vars);
         // A model it cannot reach makes Cline retry without end: `-t`
         // bounds the run.

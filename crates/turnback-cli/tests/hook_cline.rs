@@ -192,3 +192,54 @@ fn cline_cli_event_names_and_the_label_from_its_session_record() -> TestResult {
     scenario::assert_same(&tree(root)?, &before, "rewind of the task's turn");
     Ok(())
 }
+
+#[test]
+fn cline_init_installs_the_workflows_and_keeps_a_users() -> TestResult {
+    let tmp = scenario::git_project()?;
+    let root = tmp.path();
+
+    let print = ["init", "cline", "--print", "--program", "turnback"];
+    let out = common::turnback(root, &print)?;
+    assert!(out.status.success());
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("# .clinerules/workflows/turnback-rewind.md\n"),
+        "{shown}"
+    );
+    assert!(shown.contains("Run `turnback rewind TURN`"), "{shown}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("~/Documents/Cline/Workflows/"), "{err}");
+    assert!(!root.join(".clinerules").exists(), "--print writes nothing");
+
+    // A workflow of the user's by that name stops init before anything.
+    let flows = root.join(".clinerules/workflows");
+    std::fs::create_dir_all(&flows)?;
+    std::fs::write(flows.join("turnback-undo.md"), "git stash\n")?;
+    let out = common::turnback(root, &["init", "cline"])?;
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("was not written by turnback"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(flows.join("turnback-undo.md"))?,
+        "git stash\n"
+    );
+    assert!(
+        !root.join(".clinerules/hooks").exists(),
+        "nothing was written"
+    );
+
+    std::fs::remove_file(flows.join("turnback-undo.md"))?;
+    scenario::init(root, "cline", &[])?;
+    for name in ["list", "rewind", "undo"] {
+        let text = std::fs::read_to_string(flows.join(format!("turnback-{name}.md")))?;
+        assert!(
+            text.contains("Installed by `turnback init cline`"),
+            "{text}"
+        );
+        assert!(text.contains(&format!(" {name}")), "{text}");
+    }
+    let out = common::turnback(root, &["--json", "init", "cline"])?;
+    let report: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["changed"], false, "idempotent: {report}");
+    Ok(())
+}

@@ -132,3 +132,51 @@ fn copilot_hooks_deny_only_a_write_that_cannot_be_saved() -> TestResult {
     assert!(err.contains("turnback blocked this create"), "{err}");
     Ok(())
 }
+
+/// Where `turnback init copilot` puts its skill.
+const SKILL: &str = ".github/skills/turnback/SKILL.md";
+
+#[test]
+fn copilot_init_installs_the_skill_and_keeps_a_users() -> TestResult {
+    let tmp = scenario::git_project()?;
+    let root = tmp.path();
+
+    let print = ["init", "copilot", "--print", "--program", "turnback"];
+    let out = common::turnback(root, &print)?;
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout)?;
+    assert!(v["hooks"]["userPromptSubmitted"].is_array(), "{v}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(SKILL), "{err}");
+    assert!(err.contains("~/.copilot/skills/turnback/SKILL.md"), "{err}");
+    assert!(!root.join(".github").exists(), "--print writes nothing");
+
+    // A skill of the user's by that name stops init before anything.
+    let skill = root.join(SKILL);
+    std::fs::create_dir_all(skill.parent().ok_or("parent")?)?;
+    std::fs::write(&skill, "---\nname: turnback\ndescription: mine\n---\n")?;
+    let out = common::turnback(root, &["init", "copilot"])?;
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("was not written by turnback"), "{err}");
+    assert!(
+        std::fs::read_to_string(&skill)?.ends_with("mine\n---\n"),
+        "the user's skill is kept"
+    );
+    assert!(!root.join(SETTINGS).exists(), "nothing was written");
+
+    std::fs::remove_file(&skill)?;
+    scenario::init(root, "copilot", &[])?;
+    let text = std::fs::read_to_string(&skill)?;
+    assert!(text.starts_with("---\nname: turnback\n"), "{text}");
+    assert!(text.contains("- `/turnback rewind TURN`: run `"), "{text}");
+    assert!(text.contains(" rewind TURN`."), "{text}");
+    assert!(
+        text.contains("Installed by `turnback init copilot`"),
+        "{text}"
+    );
+    let out = common::turnback(root, &["--json", "init", "copilot"])?;
+    let report: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["changed"], false, "idempotent: {report}");
+    Ok(())
+}

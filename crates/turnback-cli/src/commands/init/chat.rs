@@ -1,14 +1,17 @@
 //! Chat commands that let the user list turns, rewind and undo without
 //! leaving the agent: `/turnback-list`, `/turnback-rewind TURN`,
 //! `/turnback-undo` (Gemini CLI: `/turnback:list`, `/turnback:rewind TURN`,
-//! `/turnback:undo`), each in the agent's own custom-command format; Codex,
-//! which has no custom commands any more, gets a skill (`$turnback list`,
-//! `$turnback rewind TURN`, `$turnback undo`). Where the format can run a
-//! shell command itself (Claude Code and opencode `` !`cmd` ``, Gemini CLI
+//! `/turnback:undo`), each in the agent's own custom-command format (Cline:
+//! its workflows). Codex, which has no custom commands any more, and
+//! Copilot CLI, whose custom commands are skills, get a skill named
+//! `turnback` (Codex `$turnback list`, `$turnback rewind TURN`, `$turnback
+//! undo`; Copilot `/turnback list`, …). Where the format can run a shell
+//! command itself (Claude Code and opencode `` !`cmd` ``, Gemini CLI
 //! `!{cmd}`), the command runs turnback and the model only relays the
-//! output; a Codex skill cannot, so it tells the model the one command to
-//! run (the hook leaves a command that only runs turnback alone). A turn's label is the
-//! prompt that began it, so the list reads as the user's own words.
+//! output; a skill or a Cline workflow cannot, so it tells the model the
+//! one command to run (the hook leaves a command that only runs turnback
+//! alone). A turn's label is the prompt that began it, so the list reads as
+//! the user's own words.
 
 use std::path::PathBuf;
 
@@ -107,28 +110,106 @@ pub fn opencode(program: &str) -> Vec<OwnedFile> {
 /// A skill cannot run a command itself, so it tells the model the one
 /// command to run for each action.
 pub fn codex(program: &str) -> OwnedFile {
+    let text = skill(
+        program,
+        ("codex", "Codex"),
+        "$turnback",
+        "The user names an action after `$turnback`",
+        "",
+    );
+    OwnedFile::project(CODEX_SKILL.to_owned(), text)
+}
+
+/// The skill `.github/skills/turnback/SKILL.md` for Copilot CLI
+/// (`/turnback list`, `/turnback rewind TURN`, `/turnback undo`). Copilot
+/// 1.0.102 reads skills from `.github/skills/`, `.agents/skills/` and
+/// `.claude/skills/` in the project and `~/.copilot/skills/`; a skill is a
+/// slash command, and invoking it puts the skill's text (without its front
+/// matter) in the user's message, followed by `ARGUMENTS: <the rest of the
+/// line>`. `.github/skills/` comes first, so this skill, not the Codex one
+/// in `.agents/skills/`, is the one Copilot uses where both are installed.
+pub fn copilot(program: &str) -> OwnedFile {
+    let text = skill(
+        program,
+        ("copilot", "Copilot"),
+        "/turnback",
+        "The user names an action after `/turnback` (Copilot passes it on as `ARGUMENTS:`)",
+        "argument-hint: \"list | rewind TURN | undo\"\n",
+    );
+    OwnedFile::project(COPILOT_SKILL.to_owned(), text)
+}
+
+/// A `SKILL.md` named `turnback` for `agent` (`init` name, display name),
+/// whose user types `usage` before an action, said as `named`; `front`
+/// holds more front matter lines.
+fn skill(
+    program: &str,
+    (agent, display): (&str, &str),
+    usage: &str,
+    named: &str,
+    front: &str,
+) -> String {
     let mut actions = String::new();
     for a in &ACTIONS {
         let args = a.args.replace("ARGS", "TURN");
         let words = a.hint.map(|h| format!(" {h}")).unwrap_or_default();
         actions.push_str(&format!(
-            "- `$turnback {}{words}`: run `{program} {args}`. {}.\n",
+            "- `{usage} {}{words}`: run `{program} {args}`. {}.\n",
             a.name, a.description
         ));
     }
-    let text = format!(
-        "---\nname: turnback\ndescription: {}\n---\n<!-- {} -->\n# turnback\n\nThe user names an action after `$turnback`; TURN is a turn id as `turnback list` shows it. Run the action's one shell command in the project folder, exactly as written with the user's TURN, and nothing else:\n\n{actions}\nWith no action named, run the list command. {}\n",
-        toml_string(CODEX_DESCRIPTION),
-        marker("codex"),
+    format!(
+        "---\nname: turnback\ndescription: {}\n{front}---\n<!-- {} -->\n# turnback\n\n{named}; TURN is a turn id as `turnback list` shows it. Run the action's one shell command in the project folder, exactly as written with the user's TURN, and nothing else:\n\n{actions}\nWith no action named, run the list command. {}\n",
+        toml_string(
+            &SKILL_DESCRIPTION
+                .replace("AGENT", display)
+                .replace("USAGE", usage)
+        ),
+        marker(agent),
         RELAY.replace("above", "of the command"),
-    );
-    OwnedFile::project(CODEX_SKILL.to_owned(), text)
+    )
+}
+
+/// Where `init copilot` puts the skill, relative to the project root.
+pub const COPILOT_SKILL: &str = ".github/skills/turnback/SKILL.md";
+
+/// Cline's workflows `.clinerules/workflows/turnback-{list,rewind,undo}.md`.
+/// Cline (CLI 3.x, on its SDK) reads workflows from `.clinerules/workflows/`
+/// and `.cline/workflows/` in the project, `~/Documents/Cline/Workflows/`
+/// and `~/.cline/workflows/`; `/turnback-rewind abc-1` (the file's name
+/// without `.md`) replaces the user's message with the workflow's text,
+/// trimmed, followed by the rest of the line (` abc-1`). A workflow cannot
+/// run a command itself, so it names the one command for the model to run;
+/// the rewind's ends with `Turn:`, which the user's turn id follows.
+pub fn cline(program: &str) -> Vec<OwnedFile> {
+    ACTIONS
+        .iter()
+        .map(|a| {
+            let words = a.hint.map(|h| format!(" {h}")).unwrap_or_default();
+            let cmd = format!("{program} {}", a.args.replace("ARGS", "TURN"));
+            let (which, ending) = match a.hint {
+                Some(h) => (
+                    format!(", with {h} replaced by the turn id after `Turn:` below (as `turnback list` shows it)"),
+                    "\n\nTurn:".to_owned(),
+                ),
+                None => (String::new(), String::new()),
+            };
+            let text = format!(
+                "<!-- {} -->\n# /turnback-{}{words}\n\nturnback: {}. Run `{cmd}` in the project folder{which}, and nothing else. {}{ending}\n",
+                marker("cline"),
+                a.name,
+                a.description,
+                RELAY.replace("above", "of the command"),
+            );
+            OwnedFile::project(format!(".clinerules/workflows/turnback-{}.md", a.name), text)
+        })
+        .collect()
 }
 
 /// Where `init codex` puts the skill, relative to the project root.
 pub const CODEX_SKILL: &str = ".agents/skills/turnback/SKILL.md";
 
-const CODEX_DESCRIPTION: &str = "Rewind the project with turnback without leaving Codex. List the turns turnback recorded (each labelled with the prompt that began it), put the project back as it was before a turn, or undo the last rewind. Use when the user asks to list turns, rewind or undo a turn, or names $turnback.";
+const SKILL_DESCRIPTION: &str = "Rewind the project with turnback without leaving AGENT. List the turns turnback recorded (each labelled with the prompt that began it), put the project back as it was before a turn, or undo the last rewind. Use when the user asks to list turns, rewind or undo a turn, or names USAGE.";
 
 /// The custom prompts earlier releases of `init codex` wrote into
 /// `$CODEX_HOME/prompts/`: Codex 0.171 no longer reads custom prompts, so
@@ -178,7 +259,36 @@ mod tests {
             codex_stale_prompts(std::path::Path::new("/h"))[2],
             PathBuf::from("/h/prompts/turnback-undo.md")
         );
-        for f in claude_code("t").iter().chain(&opencode("t")) {
+        let skill = copilot("turnback");
+        assert_eq!(
+            skill.path,
+            PathBuf::from(".github/skills/turnback/SKILL.md")
+        );
+        assert!(
+            skill
+                .text
+                .contains("argument-hint: \"list | rewind TURN | undo\"\n---\n")
+        );
+        assert!(
+            skill
+                .text
+                .contains("- `/turnback rewind TURN`: run `turnback rewind TURN`.")
+        );
+        assert!(skill.text.contains("turnback init copilot`"));
+        assert!(skill.text.contains("without leaving Copilot."));
+        let flows = cline("turnback");
+        assert_eq!(
+            flows[1].path,
+            PathBuf::from(".clinerules/workflows/turnback-rewind.md")
+        );
+        assert!(flows[1].text.contains("Run `turnback rewind TURN`"));
+        assert!(flows[1].text.ends_with("\n\nTurn:\n"));
+        assert!(
+            flows[2]
+                .text
+                .contains("Run `turnback undo` in the project folder, and")
+        );
+        for f in claude_code("t").iter().chain(&opencode("t")).chain(&flows) {
             assert!(f.text.contains("turnback init"), "{}", f.text);
         }
     }

@@ -60,9 +60,11 @@ enum Agent {
     /// Merge turnback's hooks into .codex/hooks.json; add the skill
     /// .agents/skills/turnback/SKILL.md ($turnback list, rewind TURN, undo)
     Codex(AgentArgs),
-    /// Write .github/hooks/turnback.json
+    /// Write .github/hooks/turnback.json; add the skill
+    /// .github/skills/turnback/SKILL.md (/turnback list, rewind TURN, undo)
     Copilot(AgentArgs),
-    /// Write one hook script per event in .clinerules/hooks/
+    /// Write one hook script per event in .clinerules/hooks/; add the
+    /// workflows .clinerules/workflows/turnback-{list,rewind,undo}.md
     Cline(AgentArgs),
     /// Write the plugin .opencode/plugin/turnback.js; add
     /// .opencode/command/turnback-{list,rewind,undo}.md
@@ -114,7 +116,8 @@ struct Plan {
     /// (absolute): removed if they still carry turnback's marker; a file of
     /// that name without it is the user's and stays.
     stale: Vec<PathBuf>,
-    /// For `--print`: where the files go in a user-level install.
+    /// For `--print`: where the files go in a user-level install (named on
+    /// stderr).
     user_level: Option<&'static str>,
 }
 
@@ -202,9 +205,9 @@ fn plan_copilot(p: &Program) -> anyhow::Result<Plan> {
     Ok(Plan {
         dialect: d,
         settings: Some((d.settings_file, copilot::hooks_file(&p.shell))),
-        files: Vec::new(),
+        files: vec![chat::copilot(&p.shell)],
         stale: Vec::new(),
-        user_level: None,
+        user_level: Some("~/.copilot/skills/turnback/SKILL.md"),
     })
 }
 
@@ -221,7 +224,7 @@ fn plan_cursor(p: &Program) -> anyhow::Result<Plan> {
 }
 
 fn plan_cline(p: &Program) -> anyhow::Result<Plan> {
-    let files = cline::EVENTS
+    let mut files: Vec<OwnedFile> = cline::EVENTS
         .iter()
         .map(|e| OwnedFile {
             path: PathBuf::from(format!("{}{e}", cline::DIALECT.settings_file)),
@@ -229,12 +232,15 @@ fn plan_cline(p: &Program) -> anyhow::Result<Plan> {
             executable: true,
         })
         .collect();
+    files.extend(chat::cline(&p.shell));
     Ok(Plan {
         dialect: &cline::DIALECT,
         settings: None,
         files,
         stale: Vec::new(),
-        user_level: None,
+        user_level: Some(
+            "~/Documents/Cline/Hooks/ (the hook scripts) and ~/Documents/Cline/Workflows/ (the workflows)",
+        ),
     })
 }
 
@@ -286,6 +292,9 @@ fn print_plan(plan: &Plan) {
     }
     for f in &plan.files {
         println!("# {}\n{}", f.path.display(), f.text);
+    }
+    if let Some(user) = plan.user_level {
+        eprintln!("turnback: for every project, put them in {user}");
     }
 }
 
