@@ -374,6 +374,13 @@ pub(crate) struct Group {
     followers: Vec<RelPath>,
 }
 
+impl Group {
+    /// Every name of the group, the leader first.
+    pub(crate) fn paths(&self) -> impl Iterator<Item = &RelPath> {
+        std::iter::once(&self.leader).chain(&self.followers)
+    }
+}
+
 /// A path restored as a separate file although it was a hard link.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LinkSplit {

@@ -42,9 +42,10 @@
 use std::collections::{HashMap, HashSet};
 use std::os::fd::OwnedFd;
 
-use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::dirstack::{DirStack, Reach};
+use crate::durable::{DirsToSync, Durability};
 use crate::error::{Error, IoResultExt, Result};
 use crate::fsx::{self, Node};
 use crate::id::{BlobId, TurnId};
@@ -53,7 +54,7 @@ use crate::lift::Lifts;
 use crate::links::{self, LinkSplit};
 use crate::log::{FailedPath, FileEntry, Op, Post, Pre};
 use crate::path::RelPath;
-use crate::sparse::SparseWriter;
+use crate::restore;
 use crate::store::{Store, post_of};
 
 /// Options of a rewind.
@@ -667,7 +668,7 @@ impl Store {
     fn execute(&self, steps: &[Step], report: &mut Report) -> Result<()> {
         let mut dirs = DirCache::new(self)?;
         let mut lifts = Lifts::default();
-        let steps = writable_steps(&mut dirs, &mut lifts, steps, report);
+        let steps = writable_steps(self, &mut lifts, steps, report)?;
         let fail = |failed: &mut Vec<FailedPath>, path: &RelPath, reason: String| {
             failed.push(FailedPath {
                 path: path.clone(),
@@ -691,6 +692,7 @@ impl Store {
                 }
             }
         }
+        let durability = Durability::for_files(restores.len() + links.len() + fifos.len());
         // A path recorded as absent that must now hold restored paths (a
         // file that replaced a directory): a file or symlink standing there
         // goes first, so the directory can be made; a directory stays.
@@ -725,62 +727,40 @@ impl Store {
                 Err(reason) => fail(&mut report.failed, &step.path, reason),
             }
         }
-        // Temporary files, verified: directories and packs are opened
-        // first, then the blobs are decompressed on every core.
+        // Temporary files, verified: packs are opened first, then the
+        // blobs are decompressed on every core, directory by directory in
+        // path order (see `restore.rs`).
         let mut packs: HashMap<String, std::fs::File> = HashMap::new();
-        let mut jobs: Vec<(&RelPath, &BlobId, u32)> = Vec::new();
+        let mut jobs: Vec<restore::Job> = Vec::with_capacity(restores.len());
         for step in &restores {
             let Action::Restore { blob, mode, .. } = &step.action else {
                 continue;
             };
-            let ready = dirs
-                .parent(&step.path, true)
-                .map_err(|e| e.to_string())
-                .and_then(|d| {
-                    d.map(|_| ())
-                        .ok_or_else(|| "its directory cannot be created".to_string())
+            let ready = self
+                .index
+                .blobs
+                .get(blob)
+                .ok_or_else(|| "its blob is not in the store".to_string())
+                .and_then(|loc| {
+                    if !packs.contains_key(&loc.pack) {
+                        let f = self.open_pack(&loc.pack).map_err(|e| e.to_string())?;
+                        packs.insert(loc.pack.clone(), f);
+                    }
+                    Ok(())
                 });
-            let ready = ready.and_then(|()| {
-                let loc = self
-                    .index
-                    .blobs
-                    .get(blob)
-                    .ok_or("its blob is not in the store")?;
-                if !packs.contains_key(&loc.pack) {
-                    let f = self.open_pack(&loc.pack).map_err(|e| e.to_string())?;
-                    packs.insert(loc.pack.clone(), f);
-                }
-                Ok(())
-            });
             match ready {
                 Ok(()) => jobs.push((&step.path, blob, *mode)),
                 Err(reason) => fail(&mut report.failed, &step.path, reason),
             }
         }
-        let staged_or_failed: Vec<PathResult<String>> = {
-            let (dirs, packs) = (&dirs, &packs);
-            jobs.par_iter()
-                .map(|&(path, blob, mode)| {
-                    self.stage(dirs, packs, path, blob, mode)
-                        .map(|tmp| (path, tmp))
-                        .map_err(|reason| (path, reason))
-                })
-                .collect()
-        };
-        let mut staged: Vec<(&RelPath, String)> = Vec::new();
-        for r in staged_or_failed {
-            match r {
-                Ok(done) => staged.push(done),
-                Err((path, reason)) => fail(&mut report.failed, path, reason),
-            }
-        }
+        let per_file = durability == Durability::PerFile;
+        let staged = self.stage_all(&packs, &jobs, per_file, &mut report.failed)?;
+        drop(packs);
         // Their bytes are durable before any of them replaces a file.
-        if let Err(e) = fsx::syncfs(&self.root_fd).ctx("sync the file system of", &self.root) {
-            for (path, tmp) in &staged {
-                if let Ok(Some(d)) = dirs.parent(path, false) {
-                    let _ = fsx::unlink(d, tmp);
-                }
-            }
+        if !per_file
+            && let Err(e) = fsx::syncfs(&self.root_fd).ctx("sync the file system of", &self.root)
+        {
+            self.unlink_staged(&staged);
             return Err(e);
         }
         // Removals, deepest first.
@@ -794,38 +774,19 @@ impl Store {
         }
         // Renames (in parallel: each waits on the disk on its own); then
         // symlinks and FIFOs, last.
-        let renamed: Vec<PathResult<()>> = {
-            let dirs = &dirs;
-            staged
-                .par_iter()
-                .map(|(path, tmp)| {
-                    let Some(d) = dirs.get(path) else {
-                        return Err((*path, "its directory is gone".to_string()));
-                    };
-                    let name = path.file_name();
-                    let res = match fsx::node_at(d, name) {
-                        Ok(Node::Dir) => fsx::rmdir(d, name).map_err(|e| {
-                            format!("a directory stands in its place and cannot be removed: {e}")
-                        }),
-                        Ok(_) => Ok(()),
-                        Err(e) => Err(e.to_string()),
-                    }
-                    .and_then(|()| fsx::rename(d, tmp, name).map_err(|e| e.to_string()));
-                    res.map(|()| (*path, ())).map_err(|reason| {
-                        let _ = fsx::unlink(d, tmp);
-                        (*path, reason)
-                    })
-                })
-                .collect()
-        };
-        for r in renamed {
-            match r {
-                Ok((path, ())) => report.restored.push(path.clone()),
-                Err((path, reason)) => fail(&mut report.failed, path, reason),
+        for (path, res) in self.rename_all(&staged)? {
+            match res {
+                Ok(()) => report.restored.push(path.clone()),
+                Err(reason) => fail(&mut report.failed, path, reason),
             }
         }
         // Paths that were one file are one file again.
         let (groups, mut splits) = links::plan(steps.iter().copied());
+        for g in &groups {
+            for p in g.paths() {
+                let _ = dirs.parent(p, false);
+            }
+        }
         let restored: HashSet<&RelPath> = report.restored.iter().collect();
         links::relink_groups(&groups, |p| dirs.get(p), &restored, &mut splits);
         report.links_split = splits;
@@ -840,8 +801,25 @@ impl Store {
             }
         }
         self.finish_modes(&mut dirs, &mut lifts, &mkdirs, report);
-        // The new directory entries are durable before the record.
-        fsx::syncfs(&self.root_fd).ctx("sync the file system of", &self.root)?;
+        drop(dirs);
+        // The new directory entries and modes are durable before the record.
+        match durability {
+            Durability::WholeFs => {
+                fsx::syncfs(&self.root_fd).ctx("sync the file system of", &self.root)?
+            }
+            Durability::PerFile => {
+                let mut to_sync = DirsToSync::default();
+                for step in &steps {
+                    to_sync.entry_of(&step.path);
+                    if matches!(step.action, Action::MakeDir { .. }) {
+                        to_sync.dir(&step.path);
+                    }
+                }
+                to_sync
+                    .sync(&self.root_fd)
+                    .ctx("flush the directories of", &self.root)?;
+            }
+        }
         report.restored.sort();
         report.restored.dedup();
         report.failed.sort_by(|a, b| a.path.cmp(&b.path));
@@ -889,43 +867,6 @@ impl Store {
                     path: step.path.clone(),
                     reason,
                 }),
-            }
-        }
-    }
-
-    /// Decompresses and verifies a blob into a temporary file beside `path`.
-    fn stage(
-        &self,
-        dirs: &DirCache,
-        packs: &HashMap<String, std::fs::File>,
-        path: &RelPath,
-        blob: &BlobId,
-        mode: u32,
-    ) -> Result<String, String> {
-        let loc = self
-            .index
-            .blobs
-            .get(blob)
-            .ok_or("its blob is not in the store")?;
-        let pack = packs.get(&loc.pack).ok_or("its pack is not open")?;
-        let dir = dirs.get(path).ok_or("its directory cannot be created")?;
-        let (file, tmp) = fsx::create_temp(dir, path.file_name(), mode)
-            .map_err(|e| format!("cannot create a temporary file: {e}"))?;
-        // All-zero blocks become holes: a sparse pre-image comes back sparse.
-        let mut w = SparseWriter::new(file);
-        let res = self
-            .copy_blob_from(pack, blob, loc, &mut w)
-            .map_err(|e| e.to_string())
-            .and_then(|()| {
-                w.finish()
-                    .map(drop)
-                    .map_err(|e| format!("cannot write: {e}"))
-            });
-        match res {
-            Ok(()) => Ok(tmp),
-            Err(reason) => {
-                let _ = fsx::unlink(dir, &tmp);
-                Err(reason)
             }
         }
     }
@@ -1046,20 +987,22 @@ fn set_dir_mode(dirs: &mut DirCache, path: &RelPath, mode: u32) -> Result<bool, 
 
 /// The steps whose directory this process may write to, each read-only
 /// directory it owns made writable for the operation (see
-/// [`crate::lift`]); every other step fails with the reason.
+/// [`crate::lift`]); every other step fails with the reason. The steps
+/// come sorted by path, so each directory is opened once.
 fn writable_steps<'s>(
-    dirs: &mut DirCache,
+    store: &Store,
     lifts: &mut Lifts,
     steps: &'s [Step],
     report: &mut Report,
-) -> Vec<&'s Step> {
+) -> Result<Vec<&'s Step>> {
+    let mut walk = DirStack::new(&store.root_fd).ctx("open", &store.root)?;
     let mut out = Vec::with_capacity(steps.len());
     for step in steps {
         if matches!(step.action, Action::CannotRestore { .. }) {
             out.push(step);
             continue;
         }
-        match writable_dir_of(dirs, lifts, &step.path) {
+        match writable_dir_of(&mut walk, lifts, &step.path) {
             Ok(()) => out.push(step),
             Err(reason) => report.failed.push(FailedPath {
                 path: step.path.clone(),
@@ -1067,41 +1010,42 @@ fn writable_steps<'s>(
             }),
         }
     }
-    out
+    Ok(out)
 }
 
 /// Makes the deepest existing directory on the way to `path` (the one
 /// whose entries a step changes; directories made below it are writable)
-/// writable, if it is not and this process owns it.
-fn writable_dir_of(dirs: &mut DirCache, lifts: &mut Lifts, path: &RelPath) -> Result<(), String> {
-    let mut at = path.parent();
-    loop {
-        match dirs.open_dir(at.as_ref(), false) {
-            Ok(Some(d)) => {
-                let shown = at.as_ref().map_or(".", |p| p.as_str());
-                return lifts.ensure(shown, d);
-            }
-            Err(e) if !not_a_directory(&e) => return Err(e.to_string()),
-            // Missing, or a file or symlink the plan replaces: what changes
-            // is an entry of the directory above.
-            Ok(None) | Err(_) => {}
+/// writable, if it is not and this process owns it. A file or symlink on
+/// the way (which the plan replaces) counts as missing: what changes is an
+/// entry of the directory below it.
+fn writable_dir_of(walk: &mut DirStack, lifts: &mut Lifts, path: &RelPath) -> Result<(), String> {
+    let parent = crate::dirstack::parent_bytes(path);
+    let at = match walk.reach(parent, false).map_err(|e| e.to_string())? {
+        Reach::Open(d) => {
+            let shown = path
+                .parent()
+                .map_or(".".to_string(), |p| p.as_str().to_string());
+            return lifts.ensure(&shown, d);
         }
-        match at {
-            Some(p) => at = p.parent(),
-            None => return Ok(()),
+        Reach::Missing { at } | Reach::NotDir { at } => at,
+    };
+    let existing: Vec<&[u8]> = parent.split(|&c| c == b'/').take(at).collect();
+    let existing = existing.join(&b'/');
+    match walk.reach(&existing, false).map_err(|e| e.to_string())? {
+        Reach::Open(d) => {
+            let shown = if existing.is_empty() {
+                ".".to_string()
+            } else {
+                RelPath::from_bytes(&existing)
+                    .map(|p| p.as_str().to_string())
+                    .unwrap_or_else(|_| String::from_utf8_lossy(&existing).into_owned())
+            };
+            lifts.ensure(&shown, d)
         }
+        // Changed while being looked at: the write itself reports it.
+        _ => Ok(()),
     }
 }
-
-/// Whether `e` says a path component is not a directory (a file, or a
-/// symlink, which is never followed).
-fn not_a_directory(e: &Error) -> bool {
-    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotADirectory)
-}
-
-/// The outcome of one path's step: the path with a value, or with the
-/// reason it failed.
-type PathResult<'a, T> = Result<(&'a RelPath, T), (&'a RelPath, String)>;
 
 /// Directory handles reached from the root without following symlinks,
 /// cached by path for the length of one operation.
@@ -1144,8 +1088,24 @@ impl DirCache {
         };
         let key = parent.as_bytes().to_owned();
         if !self.open.contains_key(&key) {
-            let mut cur = rustix::io::dup(&self.root).ctx("open", parent.as_path())?;
-            for (i, comp) in parent.components().enumerate() {
+            // From the deepest directory already open, one component at a
+            // time.
+            let ancestors = parent.ancestors();
+            let held = ancestors
+                .iter()
+                .rposition(|a| self.open.contains_key(a.as_bytes()));
+            let (mut cur, skip) = match held {
+                Some(k) => (
+                    rustix::io::dup(&self.open[ancestors[k].as_bytes()])
+                        .ctx("open", parent.as_path())?,
+                    k + 1,
+                ),
+                None => (
+                    rustix::io::dup(&self.root).ctx("open", parent.as_path())?,
+                    0,
+                ),
+            };
+            for (i, comp) in parent.components().enumerate().skip(skip) {
                 let shown = || {
                     parent
                         .components()
