@@ -56,8 +56,8 @@ pub(crate) enum Reach<'a> {
 
 /// The root and the open chain of directories above it (see the module
 /// doc).
-pub(crate) struct DirStack {
-    root: OwnedFd,
+pub(crate) struct DirStack<'r> {
+    root: &'r OwnedFd,
     /// (component name, handle), shallowest first.
     stack: Vec<(Vec<u8>, OwnedFd)>,
     /// Directories opened so far (for tests and measurements).
@@ -67,24 +67,24 @@ pub(crate) struct DirStack {
     sweep: bool,
 }
 
-impl DirStack {
-    /// A walk from `root` (the handle is duplicated).
-    pub(crate) fn new(root: &OwnedFd) -> io::Result<DirStack> {
-        Ok(DirStack {
-            root: rustix::io::dup(root)?,
+impl<'r> DirStack<'r> {
+    /// A walk from `root`.
+    pub(crate) fn new(root: &'r OwnedFd) -> DirStack<'r> {
+        DirStack {
+            root,
             stack: Vec::new(),
             opened: 0,
             sweep: false,
-        })
+        }
     }
 
     /// A walk that sweeps every directory it opens of the temporary files
     /// an interrupted turnback process left there (the root included).
-    pub(crate) fn sweeping(root: &OwnedFd) -> io::Result<DirStack> {
-        let mut s = DirStack::new(root)?;
+    pub(crate) fn sweeping(root: &'r OwnedFd) -> DirStack<'r> {
+        let mut s = DirStack::new(root);
         s.sweep = true;
-        fsx::sweep_stale_temps(&s.root);
-        Ok(s)
+        fsx::sweep_stale_temps(root);
+        s
     }
 
     /// How many directories were opened (the root not counted).
@@ -117,7 +117,7 @@ impl DirStack {
             .count();
         self.stack.truncate(common);
         for (at, comp) in comps.iter().enumerate().skip(common) {
-            let below = self.stack.last().map_or(&self.root, |(_, fd)| fd);
+            let below = self.stack.last().map_or(self.root, |(_, fd)| fd);
             let name: &std::ffi::OsStr = std::os::unix::ffi::OsStrExt::from_bytes(*comp);
             let open = || {
                 rustix::fs::openat(
@@ -150,7 +150,7 @@ impl DirStack {
             }
         }
         Ok(Reach::Open(
-            self.stack.last().map_or(&self.root, |(_, fd)| fd),
+            self.stack.last().map_or(self.root, |(_, fd)| fd),
         ))
     }
 }
@@ -169,7 +169,7 @@ mod tests {
         std::fs::write(root.join("f"), b"x")?;
         std::os::unix::fs::symlink("a", root.join("link"))?;
         let fd = fsx::open_dir_path(root)?;
-        let mut s = DirStack::new(&fd)?;
+        let mut s = DirStack::new(&fd);
         let mut paths: Vec<RelPath> = [
             "a/b/c/1", "a/b/c/2", "a/b/3", "a/d/4", "a/5", "e/6", "top", "a/b/c/7",
         ]
