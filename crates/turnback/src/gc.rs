@@ -275,10 +275,55 @@ impl Store {
                 })
             });
 
+        // Nothing dropped (the usual case after a rewind): the log stays as
+        // it is and the index already says which packs it refers to, so the
+        // whole log is neither encoded again nor parsed again (at 100,000
+        // paths that was most of a rewind's memory).
+        let referenced: HashSet<String> = if unchanged {
+            report.records_after = report.records_before;
+            self.index.blobs.values().map(|l| l.pack.clone()).collect()
+        } else {
+            self.compact(chosen, tree_blobs.as_ref(), &log_path, &mut report)?
+        };
+
+        // 3. Packs nothing refers to.
+        let dirs = self.dirs();
+        let packs_path = self.store_path.join(PACKS_DIR);
+        let mut removed_bytes = 0;
+        for (name, size) in &packs_before {
+            if !referenced.contains(name) {
+                fsx::unlink(&dirs.packs, name).ctx("remove", packs_path.join(name))?;
+                report.packs_removed += 1;
+                removed_bytes += size;
+            }
+        }
+        if report.packs_removed > 0 {
+            fsx::fsync(&dirs.packs).ctx("fsync", &packs_path)?;
+        }
+        if !unchanged {
+            // Re-read the compacted log (its inode changed).
+            self.reload()?;
+        }
+        let log_after = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
+        report.bytes_after = report.bytes_before - log_before - removed_bytes + log_after;
+        Ok(report)
+    }
+
+    /// Writes the log of the `chosen` records (blobs the tree state no
+    /// longer names dropped from snapshot records, every blob introduced
+    /// by the first record that needs it), after checking that it parses
+    /// into an index. Returns the packs it refers to.
+    fn compact(
+        &self,
+        chosen: Vec<Record>,
+        tree_blobs: Option<&HashSet<BlobId>>,
+        log_path: &std::path::Path,
+        report: &mut GcReport,
+    ) -> Result<HashSet<String>> {
         let mut introduced: HashSet<BlobId> = HashSet::new();
         let mut out = Vec::new();
         for mut rec in chosen {
-            if let (Op::Snapshot { blobs, .. }, Some(named)) = (&mut rec.op, &tree_blobs) {
+            if let (Op::Snapshot { blobs, .. }, Some(named)) = (&mut rec.op, tree_blobs) {
                 blobs.retain(|b| named.contains(&b.id));
                 introduced.extend(blobs.iter().map(|b| b.id));
             }
@@ -303,32 +348,9 @@ impl Store {
         }
         report.records_after = parsed.lines.len();
         let dirs = self.dirs();
-        if !unchanged {
-            self.write_store_file(&dirs.store, LOG_FILE, &out)?;
-            fsx::fsync(&dirs.store).ctx("fsync", &self.store_path)?;
-        }
-
-        // 3. Packs nothing refers to.
-        let referenced: HashSet<&str> = check.blobs.values().map(|l| l.pack.as_str()).collect();
-        let packs_path = self.store_path.join(PACKS_DIR);
-        let mut removed_bytes = 0;
-        for (name, size) in &packs_before {
-            if !referenced.contains(name.as_str()) {
-                fsx::unlink(&dirs.packs, name).ctx("remove", packs_path.join(name))?;
-                report.packs_removed += 1;
-                removed_bytes += size;
-            }
-        }
-        if report.packs_removed > 0 {
-            fsx::fsync(&dirs.packs).ctx("fsync", &packs_path)?;
-        }
-        if !unchanged {
-            // Re-read the compacted log (its inode changed).
-            self.reload()?;
-        }
-        let log_after = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
-        report.bytes_after = report.bytes_before - log_before - removed_bytes + log_after;
-        Ok(report)
+        self.write_store_file(&dirs.store, LOG_FILE, &out)?;
+        fsx::fsync(&dirs.store).ctx("fsync", &self.store_path)?;
+        Ok(check.blobs.into_values().map(|l| l.pack).collect())
     }
 
     /// Every record of the log (already validated by the index).
