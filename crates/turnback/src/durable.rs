@@ -36,7 +36,7 @@ use crate::path::RelPath;
 
 /// Up to this many files written, each is flushed on its own; above it,
 /// the whole file system is (see the module doc).
-pub(crate) const PER_FILE_AT_MOST: usize = 64;
+pub(crate) const PER_FILE_AT_MOST: usize = 4;
 
 /// How an operation makes its writes durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,7 +97,7 @@ impl DirsToSync {
     /// A directory that no longer exists (the operation removed it, or it
     /// is not a directory now) is passed over: its parent holds the change.
     pub(crate) fn sync(&self, root: &OwnedFd) -> io::Result<()> {
-        let mut walk = DirStack::new(root)?;
+        let mut walk = DirStack::new(root);
         for dir in &self.dirs {
             if let Reach::Open(fd) = walk.reach(dir, false)? {
                 fsx::fsync(fd)?;

@@ -301,6 +301,16 @@ pub(crate) fn rmdir(dir: &OwnedFd, name: impl Name) -> io::Result<()> {
     Ok(rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?)
 }
 
+/// Removes the empty directory `name` in `dir`; with `flush`, it is
+/// `fsync`ed first, so the removals of its entries are durable before it
+/// goes (for an operation that flushes only what it changed).
+pub(crate) fn rmdir_flushed(dir: &OwnedFd, name: impl Name, flush: bool) -> io::Result<()> {
+    if flush && let Some(d) = open_subdir(dir, name)? {
+        fsync(&d)?;
+    }
+    rmdir(dir, name)
+}
+
 /// Creates a symlink `name` in `dir` pointing to `target`.
 pub(crate) fn symlink(dir: &OwnedFd, target: &str, name: impl Name) -> io::Result<()> {
     Ok(rustix::fs::symlinkat(target, dir, name)?)

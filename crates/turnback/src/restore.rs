@@ -27,7 +27,7 @@ use rayon::prelude::*;
 use rustix::io::Errno;
 
 use crate::dirstack::{DirStack, Reach, parent_bytes};
-use crate::error::{IoResultExt, Result};
+use crate::error::Result;
 use crate::fsx;
 use crate::id::BlobId;
 use crate::log::FailedPath;
@@ -46,8 +46,9 @@ pub(crate) type Staged<'a> = (&'a RelPath, String);
 
 /// Runs `work` on every item of `items` (sorted by path) with the handle
 /// of the directory holding it, chunk by chunk on every core. Items whose
-/// directory cannot be reached get `unreachable`'s reason. Results come
-/// back in the order of `items`.
+/// directory cannot be reached (or made, with `make`) get `unreachable`
+/// with the reason. Results come back chunk by chunk, in path order within
+/// each directory.
 fn in_dirs<'a, T: Sync, R: Send>(
     walk: &mut DirStack,
     items: &'a [T],
@@ -55,31 +56,32 @@ fn in_dirs<'a, T: Sync, R: Send>(
     make: bool,
     unreachable: &str,
     work: impl Fn(&OwnedFd, &'a T) -> Result<R, String> + Sync,
-) -> std::io::Result<Vec<(&'a T, Result<R, String>)>> {
+) -> Vec<(&'a T, Result<R, String>)> {
     let mut out = Vec::with_capacity(items.len());
     for chunk in items.chunks(CHUNK) {
         let mut handles: Vec<OwnedFd> = Vec::new();
         let mut todo: Vec<(usize, &'a T)> = Vec::with_capacity(chunk.len());
-        let mut failed: Vec<(&'a T, Result<R, String>)> = Vec::new();
         let mut last: Option<&[u8]> = None;
         for item in chunk {
             let dir = parent_bytes(path(item));
             if last != Some(dir) {
                 last = None;
-                match walk.reach(dir, make) {
+                let held = match walk.reach(dir, make) {
                     Ok(Reach::Open(fd)) => {
-                        handles.push(rustix::io::dup(fd)?);
-                        last = Some(dir);
+                        rustix::io::dup(fd).map_err(|e| format!("{unreachable}: {e}"))
                     }
                     Ok(Reach::Missing { .. } | Reach::NotDir { .. }) => {
-                        failed.push((item, Err(unreachable.to_string())));
-                        continue;
+                        Err(unreachable.to_string())
                     }
-                    Err(e) if e.raw_os_error() == Some(Errno::MFILE.raw_os_error()) => {
-                        return Err(e);
+                    Err(e) => Err(format!("{unreachable}: {e}")),
+                };
+                match held {
+                    Ok(fd) => {
+                        handles.push(fd);
+                        last = Some(dir);
                     }
-                    Err(e) => {
-                        failed.push((item, Err(format!("{unreachable}: {e}"))));
+                    Err(reason) => {
+                        out.push((item, Err(reason)));
                         continue;
                     }
                 }
@@ -90,10 +92,9 @@ fn in_dirs<'a, T: Sync, R: Send>(
             .par_iter()
             .map(|&(h, item)| (item, work(&handles[h], item)))
             .collect();
-        out.extend(failed);
         out.extend(done);
     }
-    Ok(out)
+    out
 }
 
 impl Store {
@@ -108,7 +109,7 @@ impl Store {
         per_file: bool,
         failed: &mut Vec<FailedPath>,
     ) -> Result<Vec<Staged<'a>>> {
-        let mut walk = DirStack::sweeping(&self.root_fd).ctx("open", &self.root)?;
+        let mut walk = DirStack::sweeping(&self.root_fd);
         let done = in_dirs(
             &mut walk,
             jobs,
@@ -116,8 +117,7 @@ impl Store {
             true,
             "its directory cannot be created",
             |dir, &(path, blob, mode)| self.stage(dir, packs, path, blob, mode, per_file),
-        )
-        .ctx("open a directory in", &self.root)?;
+        );
         let mut staged = Vec::with_capacity(jobs.len());
         for (&(path, _, _), res) in done {
             match res {
@@ -175,14 +175,15 @@ impl Store {
     }
 
     /// Renames every staged file over its path (an empty directory standing
-    /// there is removed first). Returns, per staged file in order, whether
-    /// it is in place or why not; a file not renamed leaves no temporary
-    /// file.
+    /// there is removed first, flushed first when `per_file`: removals in it
+    /// are durable before it goes). Returns, per staged file, whether it is
+    /// in place or why not; a file not renamed leaves no temporary file.
     pub(crate) fn rename_all<'a>(
         &self,
         staged: &'a [Staged<'a>],
-    ) -> Result<Vec<(&'a RelPath, Result<(), String>)>> {
-        let mut walk = DirStack::new(&self.root_fd).ctx("open", &self.root)?;
+        per_file: bool,
+    ) -> Vec<(&'a RelPath, Result<(), String>)> {
+        let mut walk = DirStack::new(&self.root_fd);
         let done = in_dirs(
             &mut walk,
             staged,
@@ -195,7 +196,7 @@ impl Store {
                     Ok(()) => Ok(()),
                     // A directory stands there: only an empty one goes.
                     Err(e) if e.raw_os_error() == Some(Errno::ISDIR.raw_os_error()) => {
-                        fsx::rmdir(dir, name)
+                        fsx::rmdir_flushed(dir, name, per_file)
                             .map_err(|e| {
                                 format!(
                                     "a directory stands in its place and cannot be removed: {e}"
@@ -210,16 +211,21 @@ impl Store {
                 }
                 res
             },
-        )
-        .ctx("open a directory in", &self.root)?;
-        Ok(done.into_iter().map(|(s, r)| (s.0, r)).collect())
+        );
+        // A file whose directory could not be reached still has its
+        // temporary file: another try to remove it.
+        let left: Vec<Staged> = done
+            .iter()
+            .filter(|(_, r)| r.is_err())
+            .map(|(s, _)| (s.0, s.1.clone()))
+            .collect();
+        self.unlink_staged(&left);
+        done.into_iter().map(|(s, r)| (s.0, r)).collect()
     }
 
     /// Removes staged temporary files (best effort: the operation failed).
     pub(crate) fn unlink_staged(&self, staged: &[Staged<'_>]) {
-        let Ok(mut walk) = DirStack::new(&self.root_fd) else {
-            return;
-        };
+        let mut walk = DirStack::new(&self.root_fd);
         for (path, tmp) in staged {
             if let Ok(Reach::Open(d)) = walk.parent_of(path, false) {
                 let _ = fsx::unlink(d, tmp.as_str());

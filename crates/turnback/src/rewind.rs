@@ -766,7 +766,7 @@ impl Store {
         // Removals, deepest first.
         deletes.sort_by_key(|s| std::cmp::Reverse(s.path.depth()));
         for step in deletes {
-            match self.remove(&mut dirs, &step.path) {
+            match self.remove(&mut dirs, &step.path, per_file) {
                 Ok(true) => report.deleted.push(step.path.clone()),
                 Ok(false) => report.already_absent.push(step.path.clone()),
                 Err(reason) => fail(&mut report.failed, &step.path, reason),
@@ -774,7 +774,7 @@ impl Store {
         }
         // Renames (in parallel: each waits on the disk on its own); then
         // symlinks and FIFOs, last.
-        for (path, res) in self.rename_all(&staged)? {
+        for (path, res) in self.rename_all(&staged, per_file) {
             match res {
                 Ok(()) => report.restored.push(path.clone()),
                 Err(reason) => fail(&mut report.failed, path, reason),
@@ -873,14 +873,16 @@ impl Store {
 
     /// Removes `path` (a file, symlink, or empty directory). `Ok(false)` when
     /// it was already absent.
-    fn remove(&self, dirs: &mut DirCache, path: &RelPath) -> Result<bool, String> {
+    /// With `flush`, a directory is `fsync`ed before it is removed (see
+    /// [`fsx::rmdir_flushed`]).
+    fn remove(&self, dirs: &mut DirCache, path: &RelPath, flush: bool) -> Result<bool, String> {
         let Some(dir) = dirs.parent(path, false).map_err(|e| e.to_string())? else {
             return Ok(false);
         };
         let name = path.file_name();
         match fsx::node_at(dir, name).map_err(|e| e.to_string())? {
             Node::Missing => Ok(false),
-            Node::Dir => match fsx::rmdir(dir, name) {
+            Node::Dir => match fsx::rmdir_flushed(dir, name, flush) {
                 Ok(()) => Ok(true),
                 Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOTEMPTY.raw_os_error()) => Err(
                     "this directory did not exist before, but it now holds files no rewound turn captured; left in place"
@@ -995,7 +997,7 @@ fn writable_steps<'s>(
     steps: &'s [Step],
     report: &mut Report,
 ) -> Result<Vec<&'s Step>> {
-    let mut walk = DirStack::new(&store.root_fd).ctx("open", &store.root)?;
+    let mut walk = DirStack::new(&store.root_fd);
     let mut out = Vec::with_capacity(steps.len());
     for step in steps {
         if matches!(step.action, Action::CannotRestore { .. }) {
