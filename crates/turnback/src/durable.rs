@@ -36,7 +36,7 @@ use crate::path::RelPath;
 
 /// Up to this many files written, each is flushed on its own; above it,
 /// the whole file system is (see the module doc).
-pub(crate) const PER_FILE_AT_MOST: usize = 4;
+pub(crate) const PER_FILE_AT_MOST: usize = 3;
 
 /// How an operation makes its writes durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1135,21 +1135,30 @@ impl Store {
         for chunk in chunks {
             let opened = self.open_files(&mut walk, entries, chunk)?;
             for (i, _) in &opened {
-                let Some(loc) = self
-                    .index
-                    .path_blob
-                    .get(&entries[*i].path)
-                    .and_then(|b| self.index.blobs.get(b))
-                else {
+                let size = match &entries[*i].pre {
+                    Pre::File { size, .. } => *size,
+                    _ => continue,
+                };
+                let Some((_, loc)) = self.delta_base_loc(&entries[*i].path, size) else {
                     continue;
                 };
                 if !base_packs.contains_key(&loc.pack) {
                     if base_packs.len() >= 16 {
                         base_packs.clear();
                     }
-                    // A pack that cannot be opened only means no delta.
-                    if let Ok(f) = self.open_pack(&loc.pack) {
-                        base_packs.insert(loc.pack.clone(), f);
+                    // A pack that is missing or not a regular file only
+                    // means no delta (as a damaged base does); any other
+                    // error (out of descriptors, I/O) fails the command.
+                    match self.open_pack(&loc.pack) {
+                        Ok(f) => {
+                            base_packs.insert(loc.pack.clone(), f);
+                        }
+                        Err(Error::Io { source, .. })
+                            if matches!(
+                                source.kind(),
+                                io::ErrorKind::NotFound | io::ErrorKind::Other
+                            ) => {}
+                        Err(e) => return Err(e),
                     }
                 }
             }
@@ -1424,14 +1433,7 @@ impl Store {
         size: u64,
         packs: &HashMap<String, File>,
     ) -> Option<(BlobId, Vec<u8>)> {
-        let base = *self.index.path_blob.get(path)?;
-        let loc = self.index.blobs.get(&base)?;
-        if loc.size < 1024
-            || loc.size + size > pack::DELTA_LIMIT
-            || self.index.delta_depth(&base) + 1 >= pack::MAX_DELTA_DEPTH
-        {
-            return None;
-        }
+        let (base, loc) = self.delta_base_loc(path, size)?;
         // A damaged base only means no delta; the new blob is stored whole.
         let bytes = match packs.get(&loc.pack) {
             Some(pack) => {
@@ -1443,6 +1445,21 @@ impl Store {
             None => self.read_blob(&base).ok(),
         };
         bytes.map(|b| (base, b))
+    }
+
+    /// The previous version of `path` a new version of `size` bytes is
+    /// compressed against, and where it is stored, when a delta is worth
+    /// making.
+    fn delta_base_loc(&self, path: &RelPath, size: u64) -> Option<(BlobId, &BlobLoc)> {
+        let base = *self.index.path_blob.get(path)?;
+        let loc = self.index.blobs.get(&base)?;
+        if loc.size < 1024
+            || loc.size + size > pack::DELTA_LIMIT
+            || self.index.delta_depth(&base) + 1 >= pack::MAX_DELTA_DEPTH
+        {
+            return None;
+        }
+        Some((base, loc))
     }
 
     pub(crate) fn open_pack(&self, name: &str) -> Result<File> {
