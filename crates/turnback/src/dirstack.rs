@@ -118,7 +118,7 @@ impl<'r> DirStack<'r> {
         self.stack.truncate(common);
         for (at, comp) in comps.iter().enumerate().skip(common) {
             let below = self.stack.last().map_or(self.root, |(_, fd)| fd);
-            let name: &std::ffi::OsStr = std::os::unix::ffi::OsStrExt::from_bytes(*comp);
+            let name: &std::ffi::OsStr = std::os::unix::ffi::OsStrExt::from_bytes(comp);
             let open = || {
                 rustix::fs::openat(
                     below,

@@ -951,7 +951,7 @@ impl Store {
             };
             let shown = self.root.join(rel.as_path());
             let name = rel.file_name();
-            let pre = match fsx::node_at(&dir, name).ctx("look at", &shown)? {
+            let pre = match fsx::node_at(dir, name).ctx("look at", &shown)? {
                 Node::Missing => Pre::Absent,
                 Node::Dir if mode == Collect::Capture => {
                     return Err(Error::IsDirectory {
@@ -959,18 +959,18 @@ impl Store {
                     });
                 }
                 Node::Dir => {
-                    let st = rustix::fs::statat(&dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                    let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
                         .ctx("look at", &shown)?;
                     Pre::Dir {
                         mode: st.st_mode & 0o7777,
                     }
                 }
                 Node::Other => {
-                    let (st_mode, _) = fsx::mode_owner_at(&dir, name).ctx("look at", &shown)?;
+                    let (st_mode, _) = fsx::mode_owner_at(dir, name).ctx("look at", &shown)?;
                     crate::special::pre_of_special(st_mode)
                 }
                 Node::Symlink => {
-                    let target = fsx::read_link(&dir, name).ctx("read symlink", &shown)?;
+                    let target = fsx::read_link(dir, name).ctx("read symlink", &shown)?;
                     match target.into_string() {
                         Ok(target) => {
                             if mode == Collect::Capture {
