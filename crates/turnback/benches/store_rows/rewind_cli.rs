@@ -157,6 +157,9 @@ pub(crate) fn syscalls(tree: &Tree, cfg: &Config, cli: &Path, fig: &mut CliFigur
             continue;
         }
         let name = cols[cols.len() - 1];
+        if name == "total" {
+            continue;
+        }
         if let Ok(calls) = cols[3].parse::<f64>() {
             per_file.push((name.to_string(), calls / n));
         }
