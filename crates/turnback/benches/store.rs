@@ -17,6 +17,10 @@
 //!    store against 100 into a store already holding 10,000 records.
 //! 3. a small turn (4 edited files, 1 new): capture+write, store growth,
 //!    rewind.
+//! 4. to 6. rewinds through the release binary: system calls per restored
+//!    file (`strace -c -f`), a rewind of 100,000 generated small files with
+//!    its peak RSS against plain writes, and a one-file rewind against
+//!    `git checkout HEAD -- FILE` (see `store_rows/rewind_cli.rs`).
 //!
 //! Settings (a flag wins over the environment):
 //! - `--reps N` / `TURNBACK_BENCH_REPS`: repetitions (default 5; with fewer
@@ -30,6 +34,9 @@
 //!   before being copied next to the measured tree (default `/dev/shm` when
 //!   it is a tmpfs, else the temp dir);
 //! - `TURNBACK_BENCH_RECORDS`: records in the large store (default 10000);
+//! - `TURNBACK_BENCH_MANY`: files in row 5 (default 100000);
+//!   `TURNBACK_BENCH_MANY_REPS`: its repetitions (default: as the others);
+//! - `TURNBACK_BENCH_ONLY=cli`: rows 4 to 6 only (printed, never written);
 //! - `TURNBACK_BENCH_OUT`: the Markdown file (default `docs/BENCHMARKS.md`
 //!   of the workspace); `--no-write` / `TURNBACK_BENCH_NO_WRITE=1` only
 //!   prints.
@@ -49,6 +56,9 @@ use turnback::{RewindOptions, Store, TurnId};
 #[path = "common/mod.rs"]
 mod common;
 use common::*;
+
+#[path = "store_rows/rewind_cli.rs"]
+mod rewind_cli;
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
@@ -79,6 +89,9 @@ struct Config {
     records: usize,
     out: PathBuf,
     write: bool,
+    many: usize,
+    many_reps: usize,
+    only_cli: bool,
 }
 
 fn env_usize(name: &str, default: usize) -> Res<usize> {
@@ -149,6 +162,9 @@ fn config() -> Res<Config> {
             .map(PathBuf::from)
             .unwrap_or_else(|| workspace.join("docs/BENCHMARKS.md")),
         write,
+        many: env_usize("TURNBACK_BENCH_MANY", 100_000)?,
+        many_reps: env_usize("TURNBACK_BENCH_MANY_REPS", reps)?,
+        only_cli: std::env::var("TURNBACK_BENCH_ONLY").is_ok_and(|v| v == "cli"),
     })
 }
 
@@ -796,7 +812,11 @@ fn render(
     large_built: f64,
     load_end: &str,
     commit: &str,
+    cli_fig: &rewind_cli::CliFigures,
 ) -> (String, Vec<(String, bool)>) {
+    let mut cli_results = Vec::new();
+    let mut cli_rows = String::new();
+    rewind_cli::render_rows(cli_fig, &mut cli_rows, &mut cli_results);
     let r_cw = Ratio::new(&fig.full_cw, &fig.full_bare, Some(1.5));
     let r_size = Ratio::new(&fig.store_kib, &[git_kib as f64], Some(1.0));
     let r_rw = Ratio::new(&fig.full_rewind, &fig.full_bare, Some(1.0));
@@ -916,6 +936,7 @@ fn render(
         time_cell(&fig.small_bare),
         r_small_rw.cells("none"),
     );
+    s.push_str(&cli_rows);
     let _ = writeln!(s);
     let _ = writeln!(s, "Also measured (no target):\n");
     let _ = writeln!(
@@ -965,8 +986,9 @@ fn render(
          - Row 3 runs on the row-1 store (after the full-tree turn, before its rewind): 4 files \
          spread over the tree get a second line and 1 new file is created; growth is `du -sk` \
          of `.turnback` after minus before. The rewind restores the 4 and deletes the new file, \
-         which is checked.",
-        thousands(cfg.records as u64)
+         which is checked.\n{}",
+        thousands(cfg.records as u64),
+        rewind_cli::HOW,
     );
     let results = vec![
         (
@@ -989,6 +1011,8 @@ fn render(
             r_single.met() == Some(true),
         ),
     ];
+    let mut results = results;
+    results.extend(cli_results);
     (s, results)
 }
 
@@ -1004,12 +1028,45 @@ fn main() -> Res<()> {
     eprintln!("loading {} files of {} ...", cfg.files, cfg.tree.display());
     let tree = load_tree(&cfg.tree, cfg.files)?;
     let mut fig = Figures::default();
+    let cli = rewind_cli::cli_binary()?;
+    let mut cli_fig = rewind_cli::CliFigures::default();
+    let mut keep: Vec<TempDir> = Vec::new();
+    eprintln!("system calls of a full-tree rewind ...");
+    rewind_cli::syscalls(&tree, &cfg, &cli, &mut cli_fig)?;
+    eprintln!("one-file rewinds ...");
+    keep.push(rewind_cli::one_file(&tree, &cfg, &cli, &mut cli_fig)?);
+    let many = rewind_cli::generated(cfg.many);
+    for rep in 0..cfg.many_reps {
+        eprintln!(
+            "rewind of {} generated files, repetition {}/{} ...",
+            cfg.many,
+            rep + 1,
+            cfg.many_reps
+        );
+        keep.push(rewind_cli::many_files(
+            &cfg,
+            &cli,
+            &many,
+            rep,
+            &mut cli_fig,
+        )?);
+    }
+    drop(many);
+    if cfg.only_cli {
+        let mut rows = String::new();
+        let mut results = Vec::new();
+        rewind_cli::render_rows(&cli_fig, &mut rows, &mut results);
+        println!("{rows}");
+        for (what, met) in &results {
+            println!("target {}: {what}", if *met { "met" } else { "MISSED" });
+        }
+        return Ok(());
+    }
 
     eprintln!("git object store ...");
     // Every copy is kept until the end of the run: deleting thousands of
     // files between repetitions would make the next ones pay for it (ext4
     // without a journal skips recently freed inodes when allocating).
-    let mut keep: Vec<TempDir> = Vec::new();
     let (git_kib, git_secs, git_dir) = git_objects(&tree, &cfg)?;
     keep.push(git_dir);
     eprintln!(
@@ -1037,6 +1094,7 @@ fn main() -> Res<()> {
         large_built,
         &load_end,
         &commit,
+        &cli_fig,
     );
     println!("{body}");
     for (what, met) in &results {

@@ -182,6 +182,12 @@ pub(crate) fn read_link(dir: &OwnedFd, name: impl Name) -> io::Result<OsString> 
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// This process's id, asked of the kernel once.
+fn own_pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
+}
+
 /// Marker in the names of temporary files turnback creates.
 pub(crate) const TEMP_MARK: &str = ".turnback-tmp-";
 
@@ -189,7 +195,7 @@ pub(crate) const TEMP_MARK: &str = ".turnback-tmp-";
 pub(crate) fn temp_name(name: impl Name) -> String {
     let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
     let short: String = name.to_string_lossy().chars().take(40).collect();
-    format!(".{short}{TEMP_MARK}{}-{n}", std::process::id())
+    format!(".{short}{TEMP_MARK}{}-{n}", own_pid())
 }
 
 /// Creates a new temporary file beside `name` in `dir` (`O_EXCL`), with
@@ -240,7 +246,7 @@ pub(crate) fn sweep_stale_temps(dir: &OwnedFd) {
     let Ok(mut entries) = rustix::fs::Dir::read_from(dir) else {
         return;
     };
-    let own = std::process::id();
+    let own = own_pid();
     while let Some(Ok(entry)) = entries.read() {
         let Ok(name) = entry.file_name().to_str() else {
             continue;
@@ -293,6 +299,16 @@ pub(crate) fn unlink(dir: &OwnedFd, name: impl Name) -> io::Result<()> {
 /// Removes the empty directory `name` in `dir`.
 pub(crate) fn rmdir(dir: &OwnedFd, name: impl Name) -> io::Result<()> {
     Ok(rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?)
+}
+
+/// Removes the empty directory `name` in `dir`; with `flush`, it is
+/// `fsync`ed first, so the removals of its entries are durable before it
+/// goes (for an operation that flushes only what it changed).
+pub(crate) fn rmdir_flushed(dir: &OwnedFd, name: impl Name, flush: bool) -> io::Result<()> {
+    if flush && let Some(d) = open_subdir(dir, name)? {
+        fsync(&d)?;
+    }
+    rmdir(dir, name)
 }
 
 /// Creates a symlink `name` in `dir` pointing to `target`.

@@ -43,6 +43,8 @@
 pub mod checkpoint;
 pub mod config;
 mod conflicts;
+mod dirstack;
+mod durable;
 mod entry_pre;
 mod error;
 mod exclude;
@@ -62,6 +64,7 @@ mod ops;
 pub mod pack;
 pub mod path;
 pub mod repair;
+mod restore;
 mod rewind;
 pub mod session;
 mod snapshot;

@@ -32,6 +32,7 @@ use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 use serde::Serialize;
 
+use crate::dirstack::{DirStack, Reach};
 use crate::error::{IoResultExt, Result};
 use crate::fsx;
 use crate::id::BlobId;
@@ -84,10 +85,9 @@ struct Inode {
 pub(crate) fn other_names(store: &Store, rels: &[RelPath]) -> Result<Names> {
     // inode -> (names it has, names known: in rels or found)
     let mut wanted: BTreeMap<Inode, (u64, Vec<RelPath>)> = BTreeMap::new();
-    let mut parents: HashMap<Option<RelPath>, Option<OwnedFd>> = HashMap::new();
+    let mut walk = DirStack::new(&store.root_fd);
     for rel in rels {
-        let found = stat_rel(&store.root_fd, &mut parents, rel)
-            .ctx("look at", store.root.join(rel.as_str()))?;
+        let found = stat_rel(&mut walk, rel).ctx("look at", store.root.join(rel.as_str()))?;
         if let Some((inode, nlink)) = found {
             let e = wanted.entry(inode).or_insert((nlink, Vec::new()));
             if !e.1.contains(rel) {
@@ -95,7 +95,7 @@ pub(crate) fn other_names(store: &Store, rels: &[RelPath]) -> Result<Names> {
             }
         }
     }
-    drop(parents);
+    drop(walk);
     let mut names = Names::default();
     if wanted.values().all(|(n, known)| known.len() as u64 >= *n) {
         return Ok(names);
@@ -148,31 +148,14 @@ fn passed_over(e: &io::Error) -> bool {
 }
 
 /// The inode and link count of `rel` when it is a regular file with more
-/// than one name (symlinks not followed). `parents` caches the directories
-/// opened (`None`: not a reachable directory), at most 32 at a time.
-fn stat_rel(
-    root: &OwnedFd,
-    parents: &mut HashMap<Option<RelPath>, Option<OwnedFd>>,
-    rel: &RelPath,
-) -> io::Result<Option<(Inode, u64)>> {
-    let parent = rel.parent();
-    if !parents.contains_key(&parent) {
-        if parents.len() >= 32 {
-            parents.clear();
-        }
-        let mut dir = Some(rustix::io::dup(root)?);
-        for anc in rel.ancestors() {
-            let Some(d) = &dir else { break };
-            dir = match fsx::open_subdir(d, anc.file_name()) {
-                Ok(next) => next,
-                Err(e) if passed_over(&e) => None,
-                Err(e) => return Err(e),
-            };
-        }
-        parents.insert(parent.clone(), dir);
-    }
-    let Some(Some(dir)) = parents.get(&parent) else {
-        return Ok(None);
+/// than one name (symlinks not followed). `walk` holds the directories on
+/// the way (paths in order open each once).
+fn stat_rel(walk: &mut DirStack, rel: &RelPath) -> io::Result<Option<(Inode, u64)>> {
+    let dir = match walk.parent_of(rel, false) {
+        Ok(Reach::Open(dir)) => dir,
+        Ok(Reach::Missing { .. } | Reach::NotDir { .. }) => return Ok(None),
+        Err(e) if passed_over(&e) => return Ok(None),
+        Err(e) => return Err(e),
     };
     let st = match rustix::fs::statat(dir, rel.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => st,
@@ -372,6 +355,13 @@ fn link_over(
 pub(crate) struct Group {
     leader: RelPath,
     followers: Vec<RelPath>,
+}
+
+impl Group {
+    /// Every name of the group, the leader first.
+    pub(crate) fn paths(&self) -> impl Iterator<Item = &RelPath> {
+        std::iter::once(&self.leader).chain(&self.followers)
+    }
 }
 
 /// A path restored as a separate file although it was a hard link.

@@ -30,6 +30,9 @@ pub(crate) struct SparseWriter {
     /// Non-zero blocks waiting to be written at `pending_at`.
     pending: Vec<u8>,
     pending_at: u64,
+    /// The end of the last bytes written (the file's length without
+    /// [`SparseWriter::finish`]'s `set_len`).
+    written_to: u64,
 }
 
 impl SparseWriter {
@@ -41,16 +44,19 @@ impl SparseWriter {
             block: Vec::with_capacity(BLOCK),
             pending: Vec::with_capacity(BATCH),
             pending_at: 0,
+            written_to: 0,
         }
     }
 
-    /// Writes what is pending and sets the file's length (trailing zeros
-    /// become a hole). Returns the file.
+    /// Writes what is pending and sets the file's length when it ends in
+    /// a hole (trailing zeros). Returns the file.
     pub(crate) fn finish(mut self) -> io::Result<File> {
         let block = std::mem::take(&mut self.block);
         self.push_block(&block)?;
         self.flush_pending()?;
-        self.file.set_len(self.len)?;
+        if self.written_to != self.len {
+            self.file.set_len(self.len)?;
+        }
         Ok(self.file)
     }
 
@@ -77,6 +83,7 @@ impl SparseWriter {
     fn flush_pending(&mut self) -> io::Result<()> {
         if !self.pending.is_empty() {
             self.file.write_all_at(&self.pending, self.pending_at)?;
+            self.written_to = self.pending_at + self.pending.len() as u64;
             self.pending.clear();
         }
         Ok(())

@@ -8,7 +8,7 @@
 //! the lock, reads only the lines appended since, so one capture costs the
 //! same in a store of ten records as in one of ten thousand.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::os::fd::OwnedFd;
@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use crate::checkpoint;
 use crate::config::{CONFIG_FILE, Config, DEFAULT_CONFIG};
+use crate::dirstack::{DirStack, Reach};
 use crate::error::{Error, IoResultExt, PathProblem, Result};
 use crate::fsx::{self, Node};
 use crate::id::{BlobId, TurnId, cut_label};
@@ -818,8 +819,9 @@ impl Store {
     pub(crate) fn hash_states(&self, rels: &[RelPath]) -> Result<Vec<PostEntry>> {
         let collected = self.collect(rels, &HashSet::new(), Collect::State)?;
         let mut entries = collected.entries;
+        let mut walk = DirStack::new(&self.root_fd);
         for chunk in collected.files.chunks(OPEN_CHUNK) {
-            let opened = self.open_files(&mut entries, chunk)?;
+            let opened = self.open_files(&mut walk, &mut entries, chunk)?;
             let hashed: Vec<Result<(usize, BlobId)>> = opened
                 .par_iter()
                 .map(|(i, file)| {
@@ -876,9 +878,9 @@ impl Store {
     ) -> Result<Collected> {
         let mut out = Collected::default();
         let mut seen: HashSet<RelPath> = HashSet::new();
-        // Directory handles by path, reached without following symlinks.
-        let mut dirs: std::collections::HashMap<RelPath, OwnedFd> =
-            std::collections::HashMap::new();
+        // Directory handles on the way to the current path, reached
+        // without following symlinks.
+        let mut walk = DirStack::new(&self.root_fd);
         let mut queue: Vec<RelPath> = rels.to_vec();
         let mut qi = 0;
         while qi < queue.len() {
@@ -901,68 +903,48 @@ impl Store {
             if !seen.insert(rel.clone()) {
                 continue;
             }
-            // Walk to the parent, from the deepest directory already open.
-            // On capture, directories the write would have to create are
-            // recorded as absent, so a rewind removes them.
+            // Walk to the parent, from the directories held for the path
+            // before (paths in order open each directory once). On capture,
+            // directories the write would have to create are recorded as
+            // absent, so a rewind removes them.
             let ancestors = rel.ancestors();
-            let start = ancestors.iter().rposition(|a| dirs.contains_key(a));
-            let mut dir = match start {
-                Some(k) => rustix::io::dup(&dirs[&ancestors[k]])
-                    .ctx("open", self.root.join(ancestors[k].as_path()))?,
-                None => rustix::io::dup(&self.root_fd).ctx("open", &self.root)?,
-            };
-            let skip = start.map_or(0, |k| k + 1);
-            let mut blocked = false;
-            for (k, anc) in ancestors.iter().enumerate().skip(skip) {
-                let shown = self.root.join(anc.as_path());
-                match fsx::node_at(&dir, anc.file_name()).ctx("look at", &shown)? {
-                    Node::Dir => {
-                        dir = fsx::open_subdir(&dir, anc.file_name())
-                            .ctx("open directory", &shown)?
-                            .ok_or_else(|| Error::Io {
-                                op: "open directory",
-                                path: shown,
-                                source: io::Error::from(io::ErrorKind::NotFound),
-                            })?;
-                        if dirs.len() < OPEN_CHUNK {
-                            dirs.insert(
-                                anc.clone(),
-                                rustix::io::dup(&dir).ctx("open", self.root.join(anc.as_path()))?,
-                            );
-                        }
-                    }
-                    Node::Missing => {
-                        if mode == Collect::Capture {
-                            for a in &ancestors[k..] {
-                                if !already.contains(a) && seen.insert(a.clone()) {
-                                    out.entries.push(FileEntry {
-                                        path: a.clone(),
-                                        pre: Pre::Absent,
-                                    });
-                                }
+            let reach = walk.parent_of(&rel, false).ctx(
+                "open directory",
+                self.root.join(
+                    rel.parent()
+                        .map(|p| p.as_path().to_owned())
+                        .unwrap_or_default(),
+                ),
+            )?;
+            let dir = match reach {
+                Reach::Open(d) => Some(d),
+                Reach::Missing { at } => {
+                    if mode == Collect::Capture {
+                        for a in &ancestors[at..] {
+                            if !already.contains(a) && seen.insert(a.clone()) {
+                                out.entries.push(FileEntry {
+                                    path: a.clone(),
+                                    pre: Pre::Absent,
+                                });
                             }
                         }
-                        blocked = true;
-                        break;
                     }
-                    // A file or symlink where a directory would go: nothing
-                    // can be at the path.
-                    _ => {
-                        blocked = true;
-                        break;
-                    }
+                    None
                 }
-            }
-            if blocked {
+                // A file or symlink where a directory would go: nothing can
+                // be at the path.
+                Reach::NotDir { .. } => None,
+            };
+            let Some(dir) = dir else {
                 out.entries.push(FileEntry {
                     path: rel,
                     pre: Pre::Absent,
                 });
                 continue;
-            }
+            };
             let shown = self.root.join(rel.as_path());
             let name = rel.file_name();
-            let pre = match fsx::node_at(&dir, name).ctx("look at", &shown)? {
+            let pre = match fsx::node_at(dir, name).ctx("look at", &shown)? {
                 Node::Missing => Pre::Absent,
                 Node::Dir if mode == Collect::Capture => {
                     return Err(Error::IsDirectory {
@@ -970,18 +952,18 @@ impl Store {
                     });
                 }
                 Node::Dir => {
-                    let st = rustix::fs::statat(&dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                    let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
                         .ctx("look at", &shown)?;
                     Pre::Dir {
                         mode: st.st_mode & 0o7777,
                     }
                 }
                 Node::Other => {
-                    let (st_mode, _) = fsx::mode_owner_at(&dir, name).ctx("look at", &shown)?;
+                    let (st_mode, _) = fsx::mode_owner_at(dir, name).ctx("look at", &shown)?;
                     crate::special::pre_of_special(st_mode)
                 }
                 Node::Symlink => {
-                    let target = fsx::read_link(&dir, name).ctx("read symlink", &shown)?;
+                    let target = fsx::read_link(dir, name).ctx("read symlink", &shown)?;
                     match target.into_string() {
                         Ok(target) => {
                             if mode == Collect::Capture {
@@ -1066,11 +1048,10 @@ impl Store {
     /// symlink, and updates their entries' size and mode from `fstat`.
     fn open_files(
         &self,
+        walk: &mut DirStack,
         entries: &mut [FileEntry],
         chunk: &[(usize, u64)],
     ) -> Result<Vec<(usize, File)>> {
-        let mut dirs: std::collections::HashMap<Option<RelPath>, OwnedFd> =
-            std::collections::HashMap::new();
         let mut out = Vec::with_capacity(chunk.len());
         let changed = |shown: PathBuf| Error::Io {
             op: "capture",
@@ -1078,20 +1059,13 @@ impl Store {
             source: io::Error::other("it changed while being captured; try again"),
         };
         for &(i, _) in chunk {
-            let rel = entries[i].path.clone();
+            let rel = &entries[i].path;
             let shown = self.root.join(rel.as_path());
-            let parent = rel.parent();
-            if !dirs.contains_key(&parent) {
-                let mut dir = rustix::io::dup(&self.root_fd).ctx("open", &self.root)?;
-                for comp in parent.iter().flat_map(|p| p.components()) {
-                    dir = fsx::open_subdir(&dir, comp)
-                        .ctx("open directory", &shown)?
-                        .ok_or_else(|| changed(shown.clone()))?;
-                }
-                dirs.insert(parent.clone(), dir);
-            }
-            let (file, node) =
-                fsx::open_file(&dirs[&parent], rel.file_name()).ctx("open", &shown)?;
+            let dir = match walk.parent_of(rel, false).ctx("open directory", &shown)? {
+                Reach::Open(d) => d,
+                _ => return Err(changed(shown)),
+            };
+            let (file, node) = fsx::open_file(dir, rel.file_name()).ctx("open", &shown)?;
             match (node, &mut entries[i].pre) {
                 (
                     Node::File { size, mode },
@@ -1146,8 +1120,42 @@ impl Store {
         if start < small.len() {
             chunks.push(&small[start..]);
         }
+        // Directories on the way to the files, each opened once.
+        let mut walk = DirStack::new(&self.root_fd);
+        // Packs holding the previous versions deltas are made against, each
+        // opened once (a handful: the turns' packs).
+        let mut base_packs: HashMap<String, File> = HashMap::new();
         for chunk in chunks {
-            let opened = self.open_files(entries, chunk)?;
+            let opened = self.open_files(&mut walk, entries, chunk)?;
+            for (i, _) in &opened {
+                let size = match &entries[*i].pre {
+                    Pre::File { size, .. } => *size,
+                    _ => continue,
+                };
+                let Some((_, loc)) = self.delta_base_loc(&entries[*i].path, size) else {
+                    continue;
+                };
+                if !base_packs.contains_key(&loc.pack) {
+                    if base_packs.len() >= 16 {
+                        base_packs.clear();
+                    }
+                    // A pack that is missing or not a regular file only
+                    // means no delta (as a damaged base does); any other
+                    // error (out of descriptors, I/O) fails the command.
+                    match self.open_pack(&loc.pack) {
+                        Ok(f) => {
+                            base_packs.insert(loc.pack.clone(), f);
+                        }
+                        Err(Error::Io { source, .. })
+                            if matches!(
+                                source.kind(),
+                                io::ErrorKind::NotFound | io::ErrorKind::Other
+                            ) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            let base_packs = &base_packs;
             let known = &self.index.blobs;
             let entries_ro: &[FileEntry] = entries;
             let done: Vec<Result<Hashed, (usize, io::Error)>> = opened
@@ -1171,9 +1179,11 @@ impl Store {
                             base: None,
                         });
                     }
-                    let (frame, base) = match self
-                        .delta_base(&entries_ro[*i].path, data.len() as u64)
-                    {
+                    let (frame, base) = match self.delta_base(
+                        &entries_ro[*i].path,
+                        data.len() as u64,
+                        base_packs,
+                    ) {
                         Some((base, base_bytes)) => (
                             pack::compress_delta(&data, &base_bytes, level).map_err(|e| (*i, e))?,
                             Some(base),
@@ -1222,7 +1232,7 @@ impl Store {
             }
         }
         for one in large.chunks(1) {
-            let Some((i, file)) = self.open_files(entries, one)?.pop() else {
+            let Some((i, file)) = self.open_files(&mut walk, entries, one)?.pop() else {
                 continue;
             };
             let known = &self.index.blobs;
@@ -1410,7 +1420,30 @@ impl Store {
 
     /// The previous version of `path` to compress a new version against,
     /// with its bytes, when a delta is worth making.
-    fn delta_base(&self, path: &RelPath, size: u64) -> Option<(BlobId, Vec<u8>)> {
+    fn delta_base(
+        &self,
+        path: &RelPath,
+        size: u64,
+        packs: &HashMap<String, File>,
+    ) -> Option<(BlobId, Vec<u8>)> {
+        let (base, loc) = self.delta_base_loc(path, size)?;
+        // A damaged base only means no delta; the new blob is stored whole.
+        let bytes = match packs.get(&loc.pack) {
+            Some(pack) => {
+                let mut out = Vec::with_capacity(loc.size as usize);
+                self.copy_blob_from(pack, &base, loc, &mut out)
+                    .ok()
+                    .map(|()| out)
+            }
+            None => self.read_blob(&base).ok(),
+        };
+        bytes.map(|b| (base, b))
+    }
+
+    /// The previous version of `path` a new version of `size` bytes is
+    /// compressed against, and where it is stored, when a delta is worth
+    /// making.
+    fn delta_base_loc(&self, path: &RelPath, size: u64) -> Option<(BlobId, &BlobLoc)> {
         let base = *self.index.path_blob.get(path)?;
         let loc = self.index.blobs.get(&base)?;
         if loc.size < 1024
@@ -1419,8 +1452,7 @@ impl Store {
         {
             return None;
         }
-        // A damaged base only means no delta; the new blob is stored whole.
-        self.read_blob(&base).ok().map(|b| (base, b))
+        Some((base, loc))
     }
 
     pub(crate) fn open_pack(&self, name: &str) -> Result<File> {

@@ -1,0 +1,424 @@
+//! Rows 4 to 6 of the store benchmark: rewinds through the release
+//! `turnback` binary, as a user runs them, each against a peer measured in
+//! the same run.
+//!
+//! 4. system calls per restored file of a full-tree rewind (`strace -c -f`
+//!    of one run; skipped when strace is missing);
+//! 5. a rewind of a capture turn of many generated small files (default
+//!    100,000), with the peak RSS of the process (`/usr/bin/time -f %M`,
+//!    the child's `getrusage`), against plain writes of the same files;
+//! 6. a rewind of a one-file turn in the tree whose store already holds a
+//!    full-tree turn, against `git checkout HEAD -- FILE` of the same file.
+
+use super::*;
+
+/// The release `turnback` binary of this workspace, built if needed.
+pub(crate) fn cli_binary() -> Res<PathBuf> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "-q", "-p", "turnback-cli"])
+        .current_dir(&workspace)
+        .status()
+        .map_err(|e| format!("cannot run cargo to build the CLI: {e}"))?;
+    if !status.success() {
+        return Err("cargo build --release -p turnback-cli failed".into());
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace.join("target"));
+    let exe = target.join("release/turnback");
+    if !exe.is_file() {
+        return Err(format!("{} was not built", exe.display()).into());
+    }
+    Ok(exe)
+}
+
+/// A finished CLI run: wall time and the peak RSS in KiB (when
+/// `/usr/bin/time` is there to ask the kernel for it).
+struct Run {
+    secs: f64,
+    rss_kib: Option<u64>,
+}
+
+/// Runs `turnback ARGS` in `root` (store in the project), under
+/// `/usr/bin/time` when present; it must exit 0.
+fn run_cli(cli: &Path, root: &Path, args: &[&str]) -> Res<Run> {
+    let rss_file = root.with_extension("rss");
+    let time = Path::new("/usr/bin/time");
+    let mut cmd = if time.is_file() {
+        let mut c = Command::new(time);
+        c.arg("-f").arg("%M").arg("-o").arg(&rss_file).arg(cli);
+        c
+    } else {
+        Command::new(cli)
+    };
+    cmd.args(args)
+        .current_dir(root)
+        .env(turnback::location::STORE_ENV, "project")
+        .stdout(std::process::Stdio::null());
+    let t0 = Instant::now();
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", cli.display()))?;
+    let secs = t0.elapsed().as_secs_f64();
+    if !out.status.success() {
+        return Err(format!(
+            "turnback {} in {}: {}\n{}",
+            args.join(" "),
+            root.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    let rss_kib = fs::read_to_string(&rss_file)
+        .ok()
+        .and_then(|t| t.lines().last().and_then(|l| l.trim().parse().ok()));
+    let _ = fs::remove_file(&rss_file);
+    Ok(Run { secs, rss_kib })
+}
+
+/// Figures of rows 4 to 6.
+#[derive(Default)]
+pub(crate) struct CliFigures {
+    /// (syscall, calls per restored file) of one strace run, or why none.
+    pub(crate) syscalls: Option<Result<Vec<(String, f64)>, String>>,
+    pub(crate) many_files: usize,
+    pub(crate) many_rewind: Vec<f64>,
+    pub(crate) many_bare: Vec<f64>,
+    pub(crate) many_rss_kib: Vec<f64>,
+    pub(crate) one_rewind: Vec<f64>,
+    pub(crate) one_git: Vec<f64>,
+}
+
+/// A tree copy with a full-tree capture turn `turn` made through the
+/// library and every file then written with a line added. Returns the
+/// original bytes to check the rewind against.
+fn full_turn(tree: &Tree, root: &Path, turn: &str) -> Res<()> {
+    copy_tree(tree, root)?;
+    let rels: Vec<&str> = tree.files.iter().map(|f| f.rel.as_str()).collect();
+    let mut store = Store::open(root)?;
+    store.capture_many(&TurnId::new(turn)?, Some("full-tree turn"), &rels)?;
+    drop(store);
+    for f in &tree.files {
+        fs::write(root.join(&f.rel), with_line(&f.bytes, FULL_LINE))?;
+    }
+    Ok(())
+}
+
+fn originals(tree: &Tree) -> Vec<(&str, &[u8])> {
+    tree.files
+        .iter()
+        .map(|f| (f.rel.as_str(), f.bytes.as_slice()))
+        .collect()
+}
+
+/// Row 4, once per run.
+pub(crate) fn syscalls(tree: &Tree, cfg: &Config, cli: &Path, fig: &mut CliFigures) -> Res<()> {
+    let strace = ["/usr/bin/strace", "/bin/strace"]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.is_file());
+    let Some(strace) = strace else {
+        fig.syscalls = Some(Err("strace is not installed".into()));
+        return Ok(());
+    };
+    let work = TempDir::with_prefix_in("turnback-bench-strace-", &cfg.tmp)?;
+    let root = work.path().join("tree");
+    full_turn(tree, &root, "full")?;
+    sync_fs(work.path())?;
+    let summary = work.path().join("strace.txt");
+    let out = Command::new(strace)
+        .arg("-c")
+        .arg("-f")
+        .arg("-o")
+        .arg(&summary)
+        .arg(cli)
+        .args(["rewind", "full"])
+        .current_dir(&root)
+        .env(turnback::location::STORE_ENV, "project")
+        .output()?;
+    if !out.status.success() {
+        fig.syscalls = Some(Err(format!(
+            "strace of the rewind failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+        return Ok(());
+    }
+    verify(&root, &originals(tree), &[], true)?;
+    let text = fs::read_to_string(&summary)?;
+    let n = tree.files.len() as f64;
+    let mut per_file = Vec::new();
+    for line in text.lines() {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        // % time, seconds, usecs/call, calls, [errors,] syscall
+        if cols.len() < 5 || cols[0].parse::<f64>().is_err() {
+            continue;
+        }
+        let name = cols[cols.len() - 1];
+        if name == "total" {
+            continue;
+        }
+        if let Ok(calls) = cols[3].parse::<f64>() {
+            per_file.push((name.to_string(), calls / n));
+        }
+    }
+    per_file.sort_by(|a, b| b.1.total_cmp(&a.1));
+    fig.syscalls = Some(Ok(per_file));
+    Ok(())
+}
+
+/// The generated small files of row 5: `count` files in directories of
+/// 100, each a few hundred bytes of text unique to it.
+pub(crate) fn generated(count: usize) -> Vec<(String, Vec<u8>)> {
+    (0..count)
+        .map(|i| {
+            let rel = format!("gen/d{:04}/f{:03}.txt", i / 100, i % 100);
+            let mut bytes = Vec::new();
+            for line in 0..(3 + i % 17) {
+                bytes.extend_from_slice(
+                    format!("file {i} line {line}: generated for the rewind benchmark\n")
+                        .as_bytes(),
+                );
+            }
+            (rel, bytes)
+        })
+        .collect()
+}
+
+fn write_generated(root: &Path, files: &[(String, Vec<u8>)], edit: bool) -> Res<()> {
+    for (rel, bytes) in files {
+        let p = root.join(rel);
+        if let Some(d) = p.parent() {
+            fs::create_dir_all(d)?;
+        }
+        if edit {
+            fs::write(&p, with_line(bytes, FULL_LINE))?;
+        } else {
+            fs::write(&p, bytes)?;
+        }
+    }
+    Ok(())
+}
+
+/// Row 5, one repetition.
+pub(crate) fn many_files(
+    cfg: &Config,
+    cli: &Path,
+    files: &[(String, Vec<u8>)],
+    rep: usize,
+    fig: &mut CliFigures,
+) -> Res<TempDir> {
+    fig.many_files = files.len();
+    let work = TempDir::with_prefix_in("turnback-bench-many-", &cfg.tmp)?;
+    let subject = work.path().join("subject");
+    let peer = work.path().join("peer");
+    write_generated(&subject, files, false)?;
+    write_generated(&peer, files, false)?;
+    let rels: Vec<&str> = files.iter().map(|(r, _)| r.as_str()).collect();
+    let mut store = Store::open(&subject)?;
+    store.capture_many(&TurnId::new("many")?, Some("generated files"), &rels)?;
+    drop(store);
+    write_generated(&subject, files, true)?;
+    write_generated(&peer, files, true)?;
+    let writes: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(r, b)| (r.as_str(), b.as_slice()))
+        .collect();
+    let run_peer = |fig: &mut CliFigures| -> Res<()> {
+        sync_fs(work.path())?;
+        let ((), t) = timed(|| write_files(&peer, &writes))?;
+        fig.many_bare.push(t);
+        Ok(())
+    };
+    let run_subject = |fig: &mut CliFigures| -> Res<()> {
+        sync_fs(work.path())?;
+        let run = run_cli(cli, &subject, &["rewind", "many"])?;
+        fig.many_rewind.push(run.secs);
+        if let Some(kib) = run.rss_kib {
+            fig.many_rss_kib.push(kib as f64);
+        }
+        Ok(())
+    };
+    if rep.is_multiple_of(2) {
+        run_peer(fig)?;
+        run_subject(fig)?;
+    } else {
+        run_subject(fig)?;
+        run_peer(fig)?;
+    }
+    verify(&subject, &writes, &[], false)?;
+    Ok(work)
+}
+
+/// Row 6: the tree under git (committed) with a full-tree turn in the
+/// store; each repetition captures and writes one file in a new turn and
+/// rewinds it, then changes the same file again and has git check it out.
+pub(crate) fn one_file(
+    tree: &Tree,
+    cfg: &Config,
+    cli: &Path,
+    fig: &mut CliFigures,
+) -> Res<TempDir> {
+    let work = TempDir::with_prefix_in("turnback-bench-one-", &cfg.tmp)?;
+    let root = work.path().join("tree");
+    copy_tree(tree, &root)?;
+    let git = |args: &[&str]| -> Res<()> {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&root)
+            .env("HOME", work.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "bench")
+            .env("GIT_AUTHOR_EMAIL", "bench@localhost")
+            .env("GIT_COMMITTER_NAME", "bench")
+            .env("GIT_COMMITTER_EMAIL", "bench@localhost")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE")
+            .output()
+            .map_err(|e| format!("cannot run git: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "git {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            )
+            .into());
+        }
+        Ok(())
+    };
+    git(&["init", "-q"])?;
+    git(&["add", "-A"])?;
+    git(&["commit", "-q", "-m", "tree"])?;
+    // The store holds one earlier full-tree turn.
+    let rels: Vec<&str> = tree.files.iter().map(|f| f.rel.as_str()).collect();
+    let mut store = Store::open(&root)?;
+    store.capture_many(&TurnId::new("full")?, Some("full-tree turn"), &rels)?;
+    drop(store);
+    for f in &tree.files {
+        fs::write(root.join(&f.rel), with_line(&f.bytes, FULL_LINE))?;
+    }
+    let file = &tree.files[tree.files.len() / 2];
+    let edited = with_line(&with_line(&file.bytes, FULL_LINE), SMALL_LINE);
+    let before = with_line(&file.bytes, FULL_LINE);
+    for rep in 0..cfg.reps {
+        let turn = format!("one-{rep}");
+        let mut store = Store::open(&root)?;
+        store.capture(&TurnId::new(&turn)?, None, &file.rel)?;
+        drop(store);
+        fs::write(root.join(&file.rel), &edited)?;
+        sync_fs(work.path())?;
+        let run = run_cli(cli, &root, &["rewind", &turn])?;
+        fig.one_rewind.push(run.secs);
+        verify(&root, &[(file.rel.as_str(), before.as_slice())], &[], false)?;
+        fs::write(root.join(&file.rel), &edited)?;
+        sync_fs(work.path())?;
+        let ((), t) = timed(|| git(&["checkout", "HEAD", "--", &file.rel]))?;
+        fig.one_git.push(t);
+        verify(
+            &root,
+            &[(file.rel.as_str(), file.bytes.as_slice())],
+            &[],
+            false,
+        )?;
+        // Back to the state the next turn starts from.
+        fs::write(root.join(&file.rel), &before)?;
+    }
+    Ok(work)
+}
+
+/// The rows' lines for the table, and their targets' outcomes.
+pub(crate) fn render_rows(fig: &CliFigures, s: &mut String, results: &mut Vec<(String, bool)>) {
+    if let Some(per_file) = &fig.syscalls {
+        match per_file {
+            Ok(calls) => {
+                let get = |n: &str| calls.iter().find(|(c, _)| c == n).map_or(0.0, |(_, v)| *v);
+                let shown: Vec<String> = calls
+                    .iter()
+                    .take(8)
+                    .map(|(c, v)| format!("`{c}` {v:.2}"))
+                    .collect();
+                let openat = get("openat");
+                let met = openat <= 2.0;
+                let _ = writeln!(
+                    s,
+                    "| 4. system calls per restored file of the full-tree rewind (`strace -c -f` of `turnback rewind`, one run): {} | `openat` {openat:.2}, `close` {:.2}, `newfstatat` {:.2} | the issue's measurement before this work: `openat` 17, `close` 20, `newfstatat` 11 | | | ≤ 2 `openat` per file | {} |",
+                    shown.join(", "),
+                    get("close"),
+                    get("newfstatat"),
+                    if met { "**met**" } else { "**missed**" },
+                );
+                results.push(("at most 2 openat per restored file".into(), met));
+            }
+            Err(why) => {
+                let _ = writeln!(
+                    s,
+                    "| 4. system calls per restored file | not measured: {why} | | | | ≤ 2 `openat` per file | |"
+                );
+            }
+        }
+    }
+    if !fig.many_rewind.is_empty() {
+        let r = Ratio::new(&fig.many_rewind, &fig.many_bare, Some(1.0));
+        let _ = writeln!(
+            s,
+            "| 5. `turnback rewind` of a capture turn of {} generated small files (the process, from spawn to exit) | {} | the plain writes of the same files: {} | {} |",
+            thousands(fig.many_files as u64),
+            time_cell(&fig.many_rewind),
+            time_cell(&fig.many_bare),
+            r.cells("≤ 1.0x the plain writes"),
+        );
+        results.push((
+            format!(
+                "{}-file rewind no slower than the plain writes",
+                fig.many_files
+            ),
+            r.met() == Some(true),
+        ));
+        if !fig.many_rss_kib.is_empty() {
+            let mib = median(&fig.many_rss_kib) / 1024.0;
+            let (lo, hi) = min_max(&fig.many_rss_kib);
+            let met = mib <= 100.0;
+            let _ = writeln!(
+                s,
+                "| 5. peak RSS of that rewind (`/usr/bin/time -f %M`) | {mib:.0} MiB ({:.0}–{:.0} MiB) | | | | ≤ 100 MB | {} |",
+                lo / 1024.0,
+                hi / 1024.0,
+                if met { "**met**" } else { "**missed**" },
+            );
+            results.push(("rewind peak RSS at most 100 MB".into(), met));
+        }
+    }
+    if !fig.one_rewind.is_empty() {
+        let r = Ratio::new(&fig.one_rewind, &fig.one_git, Some(1.0));
+        let _ = writeln!(
+            s,
+            "| 6. `turnback rewind` of a one-file turn, the store holding an earlier full-tree turn (the process) | {} | `git checkout HEAD -- FILE` of the same file: {} | {} |",
+            time_cell(&fig.one_rewind),
+            time_cell(&fig.one_git),
+            r.cells("≤ 1.0x git's"),
+        );
+        results.push((
+            "one-file rewind no slower than git checkout of the file".into(),
+            r.met() == Some(true),
+        ));
+    }
+}
+
+/// How rows 4 to 6 are measured.
+pub(crate) const HOW: &str = "\
+- Rows 4 to 6 run the release `turnback` binary (built by the benchmark if needed) \
+as a child process in the tree, the store in the tree (`TURNBACK_STORE=project`); \
+the time runs from spawn to exit. Row 4: one `strace -c -f` run of `turnback rewind` \
+of a full-tree capture turn (made through the library, then every file written with \
+a line added), divided by the number of files. Row 5: `TURNBACK_BENCH_MANY` files \
+(default 100,000) in directories of 100, each a few hundred bytes of generated text, \
+captured in one turn and then written with a line added, on two copies; the rewind runs \
+under `/usr/bin/time -f %M` (the peak RSS the kernel reports for the child), the peer \
+writes the original bytes back with plain `fs::write`s; which side goes first alternates; \
+every file is checked afterwards. Row 6: the tree is committed to git, a full-tree turn is \
+captured and written, then each repetition captures one file (the middle one) in a new \
+turn, writes it, runs `turnback rewind` of that turn, writes the file again and runs \
+`git checkout HEAD -- FILE`; both results are checked.";

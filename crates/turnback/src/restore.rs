@@ -1,0 +1,235 @@
+//! Restoring files' bytes: each planned file decompressed into a temporary
+//! file beside its target, then renamed over it, relative to directory
+//! handles held by a [`DirStack`].
+//!
+//! The jobs come sorted by path, so each pass opens every directory once
+//! and holds one handle per level of the current path (see
+//! [`crate::dirstack`]); the work is done in chunks of [`CHUNK`] files on
+//! every core, each chunk holding only its own directories' handles, so
+//! descriptors and memory are bounded by the chunk, not the tree. A blob is
+//! streamed through its decompressor into the file (never read whole into
+//! memory) and re-hashed on the way: a blob that does not match its id
+//! never reaches the project. All-zero blocks are left as holes (see
+//! [`crate::sparse`]).
+//!
+//! Temporary names are made by [`fsx::temp_name`] (`O_CREAT | O_EXCL`,
+//! never through a symlink); the staging pass sweeps every directory it
+//! opens of the temporary files of an interrupted process. A failed path
+//! leaves no temporary file. Whether each temporary file is `fsync`ed here
+//! or the whole file system is flushed once the pass is done is the
+//! caller's choice (see [`crate::durable`]).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::fd::OwnedFd;
+
+use rayon::prelude::*;
+use rustix::io::Errno;
+
+use crate::dirstack::{DirStack, Reach, parent_bytes};
+use crate::error::Result;
+use crate::fsx;
+use crate::id::BlobId;
+use crate::log::FailedPath;
+use crate::path::RelPath;
+use crate::sparse::SparseWriter;
+use crate::store::Store;
+
+/// Files handled together on every core.
+const CHUNK: usize = 256;
+
+/// One file to restore: its path, blob and mode bits.
+pub(crate) type Job<'a> = (&'a RelPath, &'a BlobId, u32);
+
+/// A file written under a temporary name beside its path.
+pub(crate) type Staged<'a> = (&'a RelPath, String);
+
+/// Runs `work` on every item of `items` (sorted by path) with the handle
+/// of the directory holding it, chunk by chunk on every core. Items whose
+/// directory cannot be reached (or made, with `make`) get `unreachable`
+/// with the reason. Results come back chunk by chunk, in path order within
+/// each directory.
+fn in_dirs<'a, T: Sync, R: Send>(
+    walk: &mut DirStack,
+    items: &'a [T],
+    path: impl Fn(&T) -> &RelPath,
+    make: bool,
+    unreachable: &str,
+    work: impl Fn(&OwnedFd, &'a T) -> Result<R, String> + Sync,
+) -> Vec<(&'a T, Result<R, String>)> {
+    let mut out = Vec::with_capacity(items.len());
+    for chunk in items.chunks(CHUNK) {
+        let mut handles: Vec<OwnedFd> = Vec::new();
+        let mut todo: Vec<(usize, &'a T)> = Vec::with_capacity(chunk.len());
+        let mut last: Option<&[u8]> = None;
+        for item in chunk {
+            let dir = parent_bytes(path(item));
+            if last != Some(dir) {
+                last = None;
+                let held = match walk.reach(dir, make) {
+                    Ok(Reach::Open(fd)) => {
+                        rustix::io::dup(fd).map_err(|e| format!("{unreachable}: {e}"))
+                    }
+                    Ok(Reach::Missing { .. } | Reach::NotDir { .. }) => {
+                        Err(unreachable.to_string())
+                    }
+                    Err(e) => Err(format!("{unreachable}: {e}")),
+                };
+                match held {
+                    Ok(fd) => {
+                        handles.push(fd);
+                        last = Some(dir);
+                    }
+                    Err(reason) => {
+                        out.push((item, Err(reason)));
+                        continue;
+                    }
+                }
+            }
+            todo.push((handles.len() - 1, item));
+        }
+        let done: Vec<(&'a T, Result<R, String>)> = todo
+            .par_iter()
+            .map(|&(h, item)| (item, work(&handles[h], item)))
+            .collect();
+        out.extend(done);
+    }
+    out
+}
+
+impl Store {
+    /// Writes every job's bytes into a temporary file beside its path
+    /// (missing directories on the way are made), `fsync`ed when
+    /// `per_file`. Returns the staged files, sorted by path; the paths
+    /// that failed go to `failed`.
+    pub(crate) fn stage_all<'a>(
+        &self,
+        packs: &HashMap<String, File>,
+        jobs: &'a [Job<'a>],
+        per_file: bool,
+        failed: &mut Vec<FailedPath>,
+    ) -> Result<Vec<Staged<'a>>> {
+        let mut walk = DirStack::sweeping(&self.root_fd);
+        let done = in_dirs(
+            &mut walk,
+            jobs,
+            |j| j.0,
+            true,
+            "its directory cannot be created",
+            |dir, &(path, blob, mode)| self.stage(dir, packs, path, blob, mode, per_file),
+        );
+        let mut staged = Vec::with_capacity(jobs.len());
+        for (&(path, _, _), res) in done {
+            match res {
+                Ok(tmp) => staged.push((path, tmp)),
+                Err(reason) => failed.push(FailedPath {
+                    path: path.clone(),
+                    reason,
+                }),
+            }
+        }
+        staged.sort_by(|a, b| a.0.cmp(b.0));
+        Ok(staged)
+    }
+
+    /// Decompresses and verifies a blob into a temporary file in `dir`
+    /// beside `path`; `fsync`ed when `per_file`.
+    fn stage(
+        &self,
+        dir: &OwnedFd,
+        packs: &HashMap<String, File>,
+        path: &RelPath,
+        blob: &BlobId,
+        mode: u32,
+        per_file: bool,
+    ) -> Result<String, String> {
+        let loc = self
+            .index
+            .blobs
+            .get(blob)
+            .ok_or("its blob is not in the store")?;
+        let pack = packs.get(&loc.pack).ok_or("its pack is not open")?;
+        let (file, tmp) = fsx::create_temp(dir, path.file_name(), mode)
+            .map_err(|e| format!("cannot create a temporary file: {e}"))?;
+        // All-zero blocks become holes: a sparse pre-image comes back sparse.
+        let mut w = SparseWriter::new(file);
+        let res = self
+            .copy_blob_from(pack, blob, loc, &mut w)
+            .map_err(|e| e.to_string())
+            .and_then(|()| w.finish().map_err(|e| format!("cannot write: {e}")))
+            .and_then(|f| {
+                if per_file {
+                    // fsync, not fdatasync: the mode is metadata.
+                    fsx::fsync(&f).map_err(|e| format!("cannot flush it to disk: {e}"))
+                } else {
+                    Ok(())
+                }
+            });
+        match res {
+            Ok(()) => Ok(tmp),
+            Err(reason) => {
+                let _ = fsx::unlink(dir, &tmp);
+                Err(reason)
+            }
+        }
+    }
+
+    /// Renames every staged file over its path (an empty directory standing
+    /// there is removed first, flushed first when `per_file`: removals in it
+    /// are durable before it goes). Returns, per staged file, whether it is
+    /// in place or why not; a file not renamed leaves no temporary file.
+    pub(crate) fn rename_all<'a>(
+        &self,
+        staged: &'a [Staged<'a>],
+        per_file: bool,
+    ) -> Vec<(&'a RelPath, Result<(), String>)> {
+        let mut walk = DirStack::new(&self.root_fd);
+        let done = in_dirs(
+            &mut walk,
+            staged,
+            |s| s.0,
+            false,
+            "its directory is gone",
+            |dir, (path, tmp)| {
+                let name = path.file_name();
+                let res = match fsx::rename(dir, tmp, name) {
+                    Ok(()) => Ok(()),
+                    // A directory stands there: only an empty one goes.
+                    Err(e) if e.raw_os_error() == Some(Errno::ISDIR.raw_os_error()) => {
+                        fsx::rmdir_flushed(dir, name, per_file)
+                            .map_err(|e| {
+                                format!(
+                                    "a directory stands in its place and cannot be removed: {e}"
+                                )
+                            })
+                            .and_then(|()| fsx::rename(dir, tmp, name).map_err(|e| e.to_string()))
+                    }
+                    Err(e) => Err(e.to_string()),
+                };
+                if res.is_err() {
+                    let _ = fsx::unlink(dir, tmp);
+                }
+                res
+            },
+        );
+        // A file whose directory could not be reached still has its
+        // temporary file: another try to remove it.
+        let left: Vec<Staged> = done
+            .iter()
+            .filter(|(_, r)| r.is_err())
+            .map(|(s, _)| (s.0, s.1.clone()))
+            .collect();
+        self.unlink_staged(&left);
+        done.into_iter().map(|(s, r)| (s.0, r)).collect()
+    }
+
+    /// Removes staged temporary files (best effort: the operation failed).
+    pub(crate) fn unlink_staged(&self, staged: &[Staged<'_>]) {
+        let mut walk = DirStack::new(&self.root_fd);
+        for (path, tmp) in staged {
+            if let Ok(Reach::Open(d)) = walk.parent_of(path, false) {
+                let _ = fsx::unlink(d, tmp.as_str());
+            }
+        }
+    }
+}
