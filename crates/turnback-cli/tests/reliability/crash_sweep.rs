@@ -227,6 +227,11 @@ fn crash_sweep_rewind() -> Res {
 }
 
 #[test]
+fn crash_sweep_rewind_per_file_fsync() -> Res {
+    sweep(scenarios::rewind_per_file()?, true)
+}
+
+#[test]
 fn crash_sweep_write() -> Res {
     sweep(scenarios::write()?, long_mode())
 }

@@ -364,6 +364,8 @@ fn base_env(cmd: &mut Command) {
 pub struct Invocation {
     pub args: Vec<String>,
     pub stdin: Vec<u8>,
+    /// Environment variables set for the command (over the cleared base).
+    pub env: Vec<(String, String)>,
 }
 
 impl Invocation {
@@ -371,7 +373,13 @@ impl Invocation {
         Invocation {
             args: args.iter().map(|s| s.to_string()).collect(),
             stdin: Vec::new(),
+            env: Vec::new(),
         }
+    }
+
+    pub fn with_env(mut self, key: &str, value: &str) -> Invocation {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
     }
 
     pub fn with_stdin(mut self, bytes: &[u8]) -> Invocation {
@@ -401,6 +409,7 @@ pub fn run(root: &Path, inv: &Invocation, wrapper: &[String]) -> Res<Output> {
         c
     };
     cmd.args(&inv.args)
+        .envs(inv.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

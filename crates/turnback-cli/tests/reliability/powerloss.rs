@@ -2102,6 +2102,11 @@ fn powerloss_undo() -> Res {
 }
 
 #[test]
+fn powerloss_rewind_per_file_fsync() -> Res {
+    powerloss(scenarios::rewind_per_file()?)
+}
+
+#[test]
 fn powerloss_gc() -> Res {
     powerloss(scenarios::gc()?)
 }

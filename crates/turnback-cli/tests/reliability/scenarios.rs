@@ -286,16 +286,31 @@ fn turn_live(lab: &Lab, id: &str) -> Res<bool> {
     Ok(Store::open(&lab.root)?.turn(&t(id)).is_ok())
 }
 
-/// `rewind t1` (undoing t1 and t2; t0 stays).
+/// `rewind t1` (undoing t1 and t2; t0 stays). Its four files are above the
+/// per-file flush threshold, so it makes them durable with `syncfs`.
 pub fn rewind() -> Res<Scenario> {
+    rewind_flushed("rewind", Invocation::new(&["rewind", "t1"]))
+}
+
+/// The per-file durability of small rewinds (an `fsync` of every file
+/// written and every directory changed instead of `syncfs`), forced for the
+/// same four files by raising the threshold (`TURNBACK_FSYNC_AT_MOST`).
+const PER_FILE: (&str, &str) = ("TURNBACK_FSYNC_AT_MOST", "64");
+
+/// [`rewind`] made durable file by file.
+pub fn rewind_per_file() -> Res<Scenario> {
+    let inv = Invocation::new(&["rewind", "t1"]).with_env(PER_FILE.0, PER_FILE.1);
+    rewind_flushed("rewind (per-file fsync)", inv)
+}
+
+fn rewind_flushed(name: &'static str, inv: Invocation) -> Res<Scenario> {
     let (lab, [b0, ..]) = three_turns()?;
-    let inv = Invocation::new(&["rewind", "t1"]);
     let mid = checker(&lab, vec![("t0".into(), b0.clone())], vec![])?;
     let fin = checker(&lab, vec![("t0".into(), b0)], vec![])?;
     fn rerun(lab: &Lab, _: &[u8]) -> Res<bool> {
         turn_live(lab, "t1")
     }
-    finish("rewind", lab, inv, mid, fin, rerun, None)
+    finish(name, lab, inv, mid, fin, rerun, None)
 }
 
 /// `undo` of a `rewind t1`.
