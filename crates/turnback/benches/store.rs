@@ -722,31 +722,7 @@ fn git_objects(tree: &Tree, cfg: &Config) -> Res<(u64, f64, TempDir)> {
     let work = TempDir::with_prefix_in("turnback-bench-git-", &cfg.tmp)?;
     let root = work.path().join("tree");
     copy_tree(tree, &root)?;
-    let git = |args: &[&str]| -> Res<()> {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(&root)
-            .env("HOME", work.path())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "bench")
-            .env("GIT_AUTHOR_EMAIL", "bench@localhost")
-            .env("GIT_COMMITTER_NAME", "bench")
-            .env("GIT_COMMITTER_EMAIL", "bench@localhost")
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .env_remove("GIT_INDEX_FILE")
-            .output()
-            .map_err(|e| format!("cannot run git: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "git {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            )
-            .into());
-        }
-        Ok(())
-    };
+    let git = |args: &[&str]| git_in(&root, work.path(), args);
     sync_fs(work.path())?;
     let ((), t) = timed(|| {
         git(&["init", "-q"])?;
@@ -1119,5 +1095,33 @@ fn main() -> Res<()> {
     }
     eprintln!("removing the tree copies ...");
     drop(keep);
+    Ok(())
+}
+
+/// Runs git in `root` with `home` as its home and a fixed identity, so no
+/// configuration of the machine's applies; fails with git's message.
+fn git_in(root: &Path, home: &Path, args: &[&str]) -> Res<()> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(root)
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@localhost")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@localhost")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
     Ok(())
 }

@@ -264,31 +264,7 @@ pub(crate) fn one_file(
     let work = TempDir::with_prefix_in("turnback-bench-one-", &cfg.tmp)?;
     let root = work.path().join("tree");
     copy_tree(tree, &root)?;
-    let git = |args: &[&str]| -> Res<()> {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(&root)
-            .env("HOME", work.path())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "bench")
-            .env("GIT_AUTHOR_EMAIL", "bench@localhost")
-            .env("GIT_COMMITTER_NAME", "bench")
-            .env("GIT_COMMITTER_EMAIL", "bench@localhost")
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .env_remove("GIT_INDEX_FILE")
-            .output()
-            .map_err(|e| format!("cannot run git: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "git {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            )
-            .into());
-        }
-        Ok(())
-    };
+    let git = |args: &[&str]| git_in(&root, work.path(), args);
     git(&["init", "-q"])?;
     git(&["add", "-A"])?;
     git(&["commit", "-q", "-m", "tree"])?;
