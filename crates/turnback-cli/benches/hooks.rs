@@ -730,22 +730,6 @@ fn build_store(files: &[(String, Vec<u8>)], turns: usize, dir: &Path) -> Res<Pat
 /// every turn kept.
 const NO_AUTO_GC: &str = "[retention]\nkeep_turns = 1000000000\nkeep_days = 1000000\nmax_size = \"1024P\"\n\n[gc]\nauto_every_captures = 0\n";
 
-/// Copies a directory recursively (a prebuilt project with its store).
-fn copy_dir(src: &Path, dst: &Path) -> Res<()> {
-    fs::create_dir_all(dst).map_err(|e| format!("cannot create {}: {e}", dst.display()))?;
-    for entry in fs::read_dir(src).map_err(|e| format!("cannot list {}: {e}", src.display()))? {
-        let entry = entry?;
-        let to = dst.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_dir(&entry.path(), &to)?;
-        } else {
-            fs::copy(entry.path(), &to)
-                .map_err(|e| format!("cannot copy {}: {e}", entry.path().display()))?;
-        }
-    }
-    Ok(())
-}
-
 /// A fresh copy of `prebuilt` (a project and its store) under `work`,
 /// opened once untimed (the copy's log is a new file, so this open reads
 /// it whole and writes the index checkpoint the measured calls use).

@@ -188,21 +188,6 @@ fn write_tree(files: &[(String, Vec<u8>)], dst: &Path) -> Res<()> {
     Ok(())
 }
 
-fn copy_dir(src: &Path, dst: &Path) -> Res<()> {
-    fs::create_dir_all(dst).map_err(|e| format!("cannot create {}: {e}", dst.display()))?;
-    for entry in fs::read_dir(src).map_err(|e| format!("cannot list {}: {e}", src.display()))? {
-        let entry = entry.map_err(|e| format!("cannot list {}: {e}", src.display()))?;
-        let to = dst.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_dir(&entry.path(), &to)?;
-        } else {
-            fs::copy(entry.path(), &to)
-                .map_err(|e| format!("cannot copy {}: {e}", entry.path().display()))?;
-        }
-    }
-    Ok(())
-}
-
 /// Bytes on disk (st_blocks * 512) and in files under `dir`.
 fn disk_bytes(dir: &Path) -> Res<(u64, u64)> {
     let mut rels = Vec::new();

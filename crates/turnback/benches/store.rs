@@ -273,23 +273,6 @@ fn copy_tree(tree: &Tree, dst: &Path) -> Res<()> {
     Ok(())
 }
 
-/// Copies a directory recursively (the large store into a tree copy).
-fn copy_dir(src: &Path, dst: &Path) -> Res<()> {
-    fs::create_dir_all(dst).map_err(|e| format!("cannot create {}: {e}", dst.display()))?;
-    for entry in fs::read_dir(src).map_err(|e| format!("cannot list {}: {e}", src.display()))? {
-        let entry = entry.map_err(|e| format!("cannot list {}: {e}", src.display()))?;
-        let to = dst.join(entry.file_name());
-        let ft = entry.file_type()?;
-        if ft.is_dir() {
-            copy_dir(&entry.path(), &to)?;
-        } else {
-            fs::copy(entry.path(), &to)
-                .map_err(|e| format!("cannot copy {}: {e}", entry.path().display()))?;
-        }
-    }
-    Ok(())
-}
-
 fn with_line(bytes: &[u8], line: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(bytes.len() + line.len() + 1);
     v.extend_from_slice(bytes);

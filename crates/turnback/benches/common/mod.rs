@@ -263,3 +263,20 @@ pub fn write_section(path: &Path, section: &str, body: &str) -> Res<()> {
     fs::write(path, new).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(())
 }
+
+/// Copies a directory recursively (a tree copy, a prebuilt project with
+/// its store); symlinks are copied as the files they point at.
+pub fn copy_dir(src: &Path, dst: &Path) -> Res<()> {
+    fs::create_dir_all(dst).map_err(|e| format!("cannot create {}: {e}", dst.display()))?;
+    for entry in fs::read_dir(src).map_err(|e| format!("cannot list {}: {e}", src.display()))? {
+        let entry = entry.map_err(|e| format!("cannot list {}: {e}", src.display()))?;
+        let to = dst.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &to)?;
+        } else {
+            fs::copy(entry.path(), &to)
+                .map_err(|e| format!("cannot copy {}: {e}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
