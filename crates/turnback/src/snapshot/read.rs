@@ -65,15 +65,22 @@ impl NewPack<'_> {
             return Ok(0);
         }
         let offset = open_writer(self.store, &mut self.writer)?.append(frame)?;
+        self.stored(id, offset, frame.len() as u64, size);
+        Ok(frame.len() as u64)
+    }
+
+    /// Records a blob appended to the pack at `offset` (`len` compressed
+    /// bytes of a `size`-byte file).
+    fn stored(&mut self, id: BlobId, offset: u64, len: u64, size: u64) {
+        self.fresh.insert(id);
         self.blobs.push(StoredBlob {
             pack: None,
             base: None,
             id,
             offset,
-            len: frame.len() as u64,
+            len,
             size,
         });
-        Ok(frame.len() as u64)
     }
 
     fn abandon(self) {
@@ -199,16 +206,8 @@ impl Store {
                     !known.contains_key(id) && !fresh.contains(id)
                 })?;
                 if let Some((offset, clen)) = s.kept {
-                    new.fresh.insert(s.id);
                     stats.stored_bytes += clen;
-                    new.blobs.push(StoredBlob {
-                        pack: None,
-                        base: None,
-                        id: s.id,
-                        offset,
-                        len: clen,
-                        size: s.size,
-                    });
+                    new.stored(s.id, offset, clen, s.size);
                 }
                 (s.id, s.size)
             } else {
