@@ -521,12 +521,6 @@ fn walk(dir: &Path, prefix: &str, out: &mut Vec<String>) -> Res<()> {
     Ok(())
 }
 
-fn sync_fs(path: &Path) -> Res<()> {
-    let dir = fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    rustix::fs::syncfs(&dir).map_err(|e| format!("syncfs {}: {e}", path.display()))?;
-    Ok(())
-}
-
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }

@@ -342,12 +342,6 @@ fn verify(root: &Path, expect: &[(&str, &[u8])], absent: &[&str], exhaustive: bo
 
 // ------------------------------------------------------------ measurement
 
-fn sync_fs(path: &Path) -> Res<()> {
-    let dir = fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    rustix::fs::syncfs(&dir).map_err(|e| format!("syncfs {}: {e}", path.display()))?;
-    Ok(())
-}
-
 fn du_kib(path: &Path) -> Res<u64> {
     let out = Command::new("du")
         .arg("-sk")

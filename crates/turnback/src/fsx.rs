@@ -20,6 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
+use crate::sys;
+
 /// A name inside a directory: `&str`, `&OsStr` (any bytes) or `&Path`.
 pub(crate) trait Name: rustix::path::Arg + Copy {}
 
@@ -95,10 +97,11 @@ pub(crate) fn node_at(dir: &OwnedFd, name: impl Name) -> io::Result<Node> {
 }
 
 pub(crate) fn node_of(st: &rustix::fs::Stat) -> Node {
-    match FileType::from_raw_mode(st.st_mode) {
+    let mode = sys::mode(st);
+    match sys::file_type(mode) {
         FileType::RegularFile => Node::File {
             size: st.st_size as u64,
-            mode: st.st_mode & 0o7777,
+            mode: mode & 0o7777,
         },
         FileType::Symlink => Node::Symlink,
         FileType::Directory => Node::Dir,
@@ -135,7 +138,7 @@ pub(crate) fn open_store_file(
     if create.is_some() {
         all |= OFlags::CREATE;
     }
-    let mode = Mode::from_raw_mode(create.unwrap_or(0));
+    let mode = sys::perm(create.unwrap_or(0));
     let not_regular = |what: &str| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -154,7 +157,7 @@ pub(crate) fn open_store_file(
         Err(e) => return Err(e.into()),
     };
     let st = rustix::fs::fstat(&fd)?;
-    match FileType::from_raw_mode(st.st_mode) {
+    match sys::file_type(sys::mode(&st)) {
         FileType::RegularFile => {}
         FileType::Directory => return Err(not_regular("it is a directory")),
         _ => return Err(not_regular("it is a FIFO, socket or device")),
@@ -210,7 +213,7 @@ pub(crate) fn create_temp(dir: &OwnedFd, name: impl Name, mode: u32) -> io::Resu
             Mode::from_raw_mode(0o600),
         ) {
             Ok(fd) => {
-                rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777))?;
+                rustix::fs::fchmod(&fd, sys::perm(mode))?;
                 return Ok((File::from(fd), tmp));
             }
             Err(Errno::EXIST) => continue,
@@ -306,7 +309,7 @@ pub(crate) fn rmdir(dir: &OwnedFd, name: impl Name) -> io::Result<()> {
 /// goes (for an operation that flushes only what it changed).
 pub(crate) fn rmdir_flushed(dir: &OwnedFd, name: impl Name, flush: bool) -> io::Result<()> {
     if flush && let Some(d) = open_subdir(dir, name)? {
-        fsync(&d)?;
+        fsync_queued(&d)?;
     }
     rmdir(dir, name)
 }
@@ -319,18 +322,14 @@ pub(crate) fn symlink(dir: &OwnedFd, target: &str, name: impl Name) -> io::Resul
 /// Creates a FIFO `name` in `dir` with mode bits `mode` set exactly (not
 /// reduced by the umask).
 pub(crate) fn mkfifo(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<()> {
-    rustix::fs::mknodat(dir, name, FileType::Fifo, Mode::from_raw_mode(0o600), 0)?;
+    sys::mkfifo_exact(dir, name)?;
     set_mode(dir, name, mode)
 }
 
 /// Creates the directory `name` in `dir` with mode bits `mode | 0o700`: its
 /// owner can fill it; [`set_mode`] gives it its exact mode afterwards.
 pub(crate) fn mkdir_owner_writable(dir: &OwnedFd, name: impl Name, mode: u32) -> io::Result<()> {
-    Ok(rustix::fs::mkdirat(
-        dir,
-        name,
-        Mode::from_raw_mode((mode | 0o700) & 0o7777),
-    )?)
+    Ok(rustix::fs::mkdirat(dir, name, sys::perm(mode | 0o700))?)
 }
 
 /// Sets the mode bits of `name` in `dir` (never through a symlink: the
@@ -339,7 +338,7 @@ pub(crate) fn set_mode(dir: &OwnedFd, name: impl Name, mode: u32) -> io::Result<
     Ok(rustix::fs::chmodat(
         dir,
         name,
-        Mode::from_raw_mode(mode & 0o7777),
+        sys::perm(mode),
         AtFlags::empty(),
     )?)
 }
@@ -348,7 +347,7 @@ pub(crate) fn set_mode(dir: &OwnedFd, name: impl Name, mode: u32) -> io::Result<
 /// symlink.
 pub(crate) fn mode_owner_at(dir: &OwnedFd, name: impl Name) -> io::Result<(u32, u32)> {
     let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    Ok((st.st_mode, st.st_uid))
+    Ok((sys::mode(&st), st.st_uid))
 }
 
 /// Whether this process may add and remove entries in the directory `dir`.
@@ -372,12 +371,12 @@ pub(crate) fn dir_writable(dir: &OwnedFd) -> io::Result<bool> {
 /// The mode bits and owner of the open directory `dir`.
 pub(crate) fn dir_mode_owner(dir: &OwnedFd) -> io::Result<(u32, u32)> {
     let st = rustix::fs::fstat(dir)?;
-    Ok((st.st_mode & 0o7777, st.st_uid))
+    Ok((sys::mode(&st) & 0o7777, st.st_uid))
 }
 
 /// Sets the mode bits of the open directory `dir`.
 pub(crate) fn set_dir_mode(dir: &OwnedFd, mode: u32) -> io::Result<()> {
-    Ok(rustix::fs::fchmod(dir, Mode::from_raw_mode(mode & 0o7777))?)
+    Ok(rustix::fs::fchmod(dir, sys::perm(mode))?)
 }
 
 /// The effective user id of this process.
@@ -385,22 +384,35 @@ pub(crate) fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
-/// Flushes a file or directory to stable storage. An error here is fatal to
-/// the operation: after a failed fsync, Linux may report later ones as
-/// successful with the data gone, so it is never retried.
+/// Makes a file or directory durable (see [`sys`] for what each platform
+/// calls). An error here is fatal to the operation: after a failed fsync,
+/// Linux may report later ones as successful with the data gone, so it is
+/// never retried.
 pub(crate) fn fsync(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
-    Ok(rustix::fs::fsync(fd)?)
+    sys::fsync_durable(fd)
 }
 
-/// Flushes the data (and the size) of a file.
+/// Makes the data (and the size) of a file durable.
 pub(crate) fn fdatasync(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
-    Ok(rustix::fs::fdatasync(fd)?)
+    sys::fdatasync(fd)
+}
+
+/// Hands a file or directory of a batch to the device; the batch is
+/// durable after [`commit_queued`].
+pub(crate) fn fsync_queued(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
+    sys::fsync_queued(fd)
+}
+
+/// Makes every [`fsync_queued`] before it on the volume of `fd` durable.
+pub(crate) fn commit_queued(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
+    sys::commit_queued(fd)
 }
 
 /// Flushes the whole file system holding `fd`: one call that makes a batch of
-/// writes durable instead of one fsync per file.
+/// writes durable instead of one fsync per file (only where
+/// [`sys::WHOLE_FS_FLUSH`]).
 pub(crate) fn syncfs(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
-    Ok(rustix::fs::syncfs(fd)?)
+    sys::flush_device(fd)
 }
 
 #[cfg(test)]

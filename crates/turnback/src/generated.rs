@@ -64,7 +64,7 @@ fn has_marker(dir: BorrowedFd<'_>, name: &[u8]) -> bool {
     MARKERS.iter().any(|m| {
         let rel = [name, b"/", m.as_bytes()].concat();
         rustix::fs::statat(dir, OsStr::from_bytes(&rel), AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
+            .is_ok_and(|st| crate::sys::file_type(crate::sys::mode(&st)) == FileType::RegularFile)
     })
 }
 

@@ -72,6 +72,7 @@ mod sparse;
 mod special;
 mod store;
 mod subtree_stat;
+mod sys;
 pub mod tree;
 pub mod verify;
 

@@ -46,7 +46,7 @@ use crate::tree::{Entry, Kind};
 /// more than one name.
 pub(crate) fn link_of(file: &File) -> io::Result<Option<u64>> {
     let st = rustix::fs::fstat(file)?;
-    Ok((st.st_nlink > 1).then_some(st.st_ino))
+    Ok((crate::sys::nlink(&st) > 1).then_some(st.st_ino))
 }
 
 /// The values that occur at least twice in `inodes`.
@@ -105,7 +105,7 @@ pub(crate) fn other_names(store: &Store, rels: &[RelPath]) -> Result<Names> {
         Some(d) => {
             let st = rustix::fs::fstat(&d.store).ctx("look at", &store.store_path)?;
             Some(Inode {
-                dev: st.st_dev,
+                dev: crate::sys::dev(&st),
                 ino: st.st_ino,
             })
         }
@@ -162,13 +162,13 @@ fn stat_rel(walk: &mut DirStack, rel: &RelPath) -> io::Result<Option<(Inode, u64
         Err(e) if passed_over(&e.into()) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let regular = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile;
-    Ok((regular && st.st_nlink > 1).then_some((
+    let regular = crate::sys::file_type(crate::sys::mode(&st)) == FileType::RegularFile;
+    Ok((regular && crate::sys::nlink(&st) > 1).then_some((
         Inode {
-            dev: st.st_dev,
+            dev: crate::sys::dev(&st),
             ino: st.st_ino,
         },
-        st.st_nlink,
+        crate::sys::nlink(&st),
     )))
 }
 
@@ -218,7 +218,7 @@ impl Walk<'_> {
                 Err(e) => return Err(fail(e.into())),
             };
             let inode = Inode {
-                dev: st.st_dev,
+                dev: crate::sys::dev(&st),
                 ino: st.st_ino,
             };
             let rel = match at {
@@ -226,7 +226,7 @@ impl Walk<'_> {
                 Some(p) => RelPath::parse(&format!("{p}/{name}")),
             };
             let Ok(rel) = rel else { continue };
-            match FileType::from_raw_mode(st.st_mode) {
+            match crate::sys::file_type(crate::sys::mode(&st)) {
                 FileType::Directory if Some(inode) != self.skip => subdirs.push(rel),
                 FileType::RegularFile => {
                     if let Some((_, known)) = self.wanted.get_mut(&inode)

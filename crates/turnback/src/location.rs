@@ -815,7 +815,7 @@ fn read_small(path: &Path) -> Result<Option<Vec<u8>>> {
         Err(e) => return Err(e).ctx("open", path),
     };
     let st = rustix::fs::fstat(&fd).ctx("stat", path)?;
-    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+    if crate::sys::file_type(crate::sys::mode(&st)) != rustix::fs::FileType::RegularFile {
         return Err(Error::BadMarker {
             path: path.to_path_buf(),
             reason: "it is not a regular file".into(),
@@ -953,13 +953,7 @@ mod tests {
             assert!(msg.contains("store.toml"), "{text}: {msg}");
         }
         std::fs::remove_file(dir.join(MARKER_FILE))?;
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            dir.join(MARKER_FILE),
-            rustix::fs::FileType::Fifo,
-            Mode::from_raw_mode(0o644),
-            0,
-        )?;
+        crate::sys::mkfifo_at(&dir.join(MARKER_FILE))?;
         let msg = find(&root, &data).err().ok_or("an error")?.to_string();
         assert!(msg.contains("not a regular file"), "{msg}");
         Ok(())

@@ -75,7 +75,7 @@ pub(crate) fn acquire_shared_if_present(
         Err(e) => return Err(e).ctx("open lock file", &path),
     };
     let st = rustix::fs::fstat(&fd).ctx("stat", &path)?;
-    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+    if crate::sys::file_type(crate::sys::mode(&st)) != rustix::fs::FileType::RegularFile {
         return Ok(Existing::Unusable("it is not a regular file".into()));
     }
     take(fd, FlockOperation::NonBlockingLockShared, path, timeout).map(Existing::Held)

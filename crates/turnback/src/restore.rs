@@ -160,7 +160,7 @@ impl Store {
             .and_then(|f| {
                 if per_file {
                     // fsync, not fdatasync: the mode is metadata.
-                    fsx::fsync(&f).map_err(|e| format!("cannot flush it to disk: {e}"))
+                    fsx::fsync_queued(&f).map_err(|e| format!("cannot flush it to disk: {e}"))
                 } else {
                     Ok(())
                 }

@@ -791,9 +791,12 @@ impl Store {
         let staged = self.stage_all(&packs, &jobs, per_file, &mut report.failed)?;
         drop(packs);
         // Their bytes are durable before any of them replaces a file.
-        if !per_file
-            && let Err(e) = fsx::syncfs(&self.root_fd).ctx("sync the file system of", &self.root)
-        {
+        let flushed = if per_file {
+            fsx::commit_queued(&self.root_fd).ctx("flush the staged files of", &self.root)
+        } else {
+            fsx::syncfs(&self.root_fd).ctx("sync the file system of", &self.root)
+        };
+        if let Err(e) = flushed {
             self.unlink_staged(&staged);
             return Err(e);
         }
@@ -1010,7 +1013,7 @@ fn set_dir_mode(dirs: &mut DirCache, path: &RelPath, mode: u32) -> Result<bool, 
         .ok_or("its parent directory is gone")?;
     let name = path.file_name();
     let (st_mode, _) = fsx::mode_owner_at(dir, name).map_err(|e| e.to_string())?;
-    if rustix::fs::FileType::from_raw_mode(st_mode) != rustix::fs::FileType::Directory {
+    if crate::sys::file_type(st_mode) != rustix::fs::FileType::Directory {
         return Err("it is no longer a directory".into());
     }
     if st_mode & 0o7777 == mode & 0o7777 {

@@ -13,7 +13,7 @@ use crate::log::Pre;
 /// The pre-image of a path that is neither a regular file, a directory nor a
 /// symlink, from its `st_mode`.
 pub(crate) fn pre_of_special(st_mode: u32) -> Pre {
-    match FileType::from_raw_mode(st_mode) {
+    match crate::sys::file_type(st_mode) {
         FileType::Fifo => Pre::Fifo {
             mode: st_mode & 0o7777,
         },
@@ -31,7 +31,7 @@ pub(crate) fn pre_of_special(st_mode: u32) -> Pre {
 
 /// Whether `st_mode` is a FIFO's.
 pub(crate) fn is_fifo(st_mode: u32) -> bool {
-    FileType::from_raw_mode(st_mode) == FileType::Fifo
+    crate::sys::file_type(st_mode) == FileType::Fifo
 }
 
 #[cfg(test)]

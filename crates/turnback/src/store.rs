@@ -475,7 +475,7 @@ impl Store {
         let path = self.store_path.join(LOG_FILE);
         let f = self.open_log(OFlags::RDONLY)?;
         let st = rustix::fs::fstat(&f).ctx("stat", &path)?;
-        let ident = (st.st_dev, st.st_ino);
+        let ident = (crate::sys::dev(&st), st.st_ino);
         let size = st.st_size as u64;
         if self.index.ident != Some(ident) || size < self.index.consumed {
             self.index = Index {
@@ -552,7 +552,7 @@ impl Store {
         self.index.consumed += line.len() as u64;
         if self.index.ident.is_none() {
             let st = rustix::fs::fstat(&f).ctx("stat", &path)?;
-            self.index.ident = Some((st.st_dev, st.st_ino));
+            self.index.ident = Some((crate::sys::dev(&st), st.st_ino));
         }
         Ok(rec)
     }
@@ -955,7 +955,7 @@ impl Store {
                     let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
                         .ctx("look at", &shown)?;
                     Pre::Dir {
-                        mode: st.st_mode & 0o7777,
+                        mode: crate::sys::mode(&st) & 0o7777,
                     }
                 }
                 Node::Other => {

@@ -37,10 +37,9 @@ fn fold_dir(fd: &OwnedFd, acc: &mut Stat, depth: usize) {
     if depth > MAX_DEPTH {
         return;
     }
-    let mut buf = Vec::with_capacity(16 * 1024);
-    let mut listing = rustix::fs::RawDir::new(fd, buf.spare_capacity_mut());
-    while let Some(Ok(entry)) = listing.next() {
-        let name = entry.file_name();
+    // A listing cut short by an error folds what it read.
+    let (names, _) = crate::sys::list_names(fd);
+    for name in names.names() {
         if matches!(name.to_bytes(), b"." | b"..") {
             continue;
         }
@@ -50,7 +49,7 @@ fn fold_dir(fd: &OwnedFd, acc: &mut Stat, depth: usize) {
         let s = Stat::of_raw(&st);
         acc.mtime_ns = acc.mtime_ns.max(s.mtime_ns);
         acc.ctime_ns = acc.ctime_ns.max(s.ctime_ns);
-        if FileType::from_raw_mode(st.st_mode) == FileType::Directory
+        if crate::sys::file_type(crate::sys::mode(&st)) == FileType::Directory
             && let Some(sub) = open_dir(std::os::fd::AsFd::as_fd(fd), name)
         {
             fold_dir(&sub, acc, depth + 1);

@@ -134,16 +134,10 @@ impl Stat {
     pub fn of_raw(st: &rustix::fs::Stat) -> Stat {
         Stat {
             size: st.st_size as u64,
-            mtime_ns: st
-                .st_mtime
-                .saturating_mul(1_000_000_000)
-                .saturating_add(st.st_mtime_nsec as i64),
-            ctime_ns: st
-                .st_ctime
-                .saturating_mul(1_000_000_000)
-                .saturating_add(st.st_ctime_nsec as i64),
+            mtime_ns: crate::sys::mtime_ns(st),
+            ctime_ns: crate::sys::ctime_ns(st),
             ino: st.st_ino,
-            mode: st.st_mode,
+            mode: crate::sys::mode(st),
         }
     }
 

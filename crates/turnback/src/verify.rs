@@ -449,7 +449,7 @@ fn check_checkpoint(
     st: &rustix::fs::Stat,
     bytes: &[u8],
 ) {
-    let ident = (st.st_dev, st.st_ino);
+    let ident = (crate::sys::dev(st), st.st_ino);
     let Some(trusted) = checkpoint::load(store_fd, log, ident, bytes.len() as u64) else {
         return;
     };
@@ -757,8 +757,7 @@ fn check_pack(
             return Ok(out);
         }
     };
-    #[allow(clippy::useless_conversion)] // st_nlink is u32 on some targets
-    let links = u64::from(st.st_nlink);
+    let links = crate::sys::nlink(&st);
     if links > 1 {
         out.links = Some(links);
     }
@@ -1220,13 +1219,7 @@ mod tests {
             if kind == "directory" {
                 std::fs::create_dir(&p)?;
             } else {
-                rustix::fs::mknodat(
-                    rustix::fs::CWD,
-                    &p,
-                    rustix::fs::FileType::Fifo,
-                    rustix::fs::Mode::from_raw_mode(0o644),
-                    0,
-                )?;
+                crate::sys::mkfifo_at(&p)?;
             }
             // A FIFO is never opened, so this does not block.
             let r = f.verify();

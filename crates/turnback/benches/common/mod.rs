@@ -280,3 +280,20 @@ pub fn copy_dir(src: &Path, dst: &Path) -> Res<()> {
     }
     Ok(())
 }
+
+/// Writes every dirty page of the file system holding `path` out before a
+/// timed step, so no step pays for an earlier one's writes: `sync -f`
+/// (`syncfs`) on Linux, `sync` where there is no `-f`.
+pub fn sync_fs(path: &Path) -> Res<()> {
+    let mut sync = Command::new("sync");
+    if cfg!(target_os = "linux") {
+        sync.arg("-f").arg(path);
+    }
+    let status = sync
+        .status()
+        .map_err(|e| format!("cannot run sync for {}: {e}", path.display()))?;
+    if !status.success() {
+        return Err(format!("sync of {} failed: {status}", path.display()).into());
+    }
+    Ok(())
+}

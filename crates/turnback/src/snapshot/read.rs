@@ -277,7 +277,7 @@ fn read_one(
         Ok(m) => Stat::of(&m),
         Err(e) => return ReadOne::Now(Excluded::Unreadable(e.to_string()), Stat::default()),
     };
-    if rustix::fs::FileType::from_raw_mode(stat.mode) != rustix::fs::FileType::RegularFile {
+    if crate::sys::file_type(stat.mode) != rustix::fs::FileType::RegularFile {
         return ReadOne::Now(
             Excluded::Unreadable("it changed type while being scanned; snapshot again".into()),
             stat,

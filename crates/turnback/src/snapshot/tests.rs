@@ -11,7 +11,6 @@ use crate::exclude::dir_only;
 use crate::log::Pre;
 use crate::tree::Kind;
 use crate::{Options, RewindOptions};
-use rustix::fs::Mode;
 
 type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
@@ -316,13 +315,7 @@ fn the_walk_lists_what_it_cannot_cover_and_never_enters_it() -> TestResult {
     put(root, "node_modules/pkg/index.js", b"module.exports = 1;\n");
     put(root, "sub/.git/HEAD", b"ref: refs/heads/main\n");
     put(root, "sub/.turnback/log.jsonl", b"{}\n");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        root.join("fifo"),
-        rustix::fs::FileType::Fifo,
-        Mode::from_raw_mode(0o644),
-        0,
-    )?;
+    crate::sys::mkfifo_at(&root.join("fifo"))?;
     store.snapshot(&t("t1"), None, false, &NoProgress)?;
     let Loaded::Tree(tree) = tree::load(&store.dirs().store, &store.store_path)? else {
         return Err("no tree state".into());

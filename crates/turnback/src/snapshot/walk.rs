@@ -179,50 +179,6 @@ fn assemble(listings: Vec<(Vec<u8>, Vec<Item>)>, unlisted: Vec<Found>) -> Vec<Fo
     out
 }
 
-/// The names of one directory listing in one buffer, each NUL-terminated:
-/// no allocation per name.
-struct Names {
-    bytes: Vec<u8>,
-    ends: Vec<usize>,
-}
-
-impl Names {
-    fn names(&self) -> Vec<&std::ffi::CStr> {
-        self.ends
-            .iter()
-            .scan(0, |start, &end| {
-                let name = &self.bytes[*start..end];
-                *start = end;
-                Some(name)
-            })
-            .filter_map(|n| std::ffi::CStr::from_bytes_with_nul(n).ok())
-            .collect()
-    }
-}
-
-/// Lists `dir` with `getdents` into one buffer; the error, if the listing
-/// stopped before its end.
-fn list_names(dir: &OwnedFd) -> (Names, Option<rustix::io::Errno>) {
-    let mut names = Names {
-        bytes: Vec::new(),
-        ends: Vec::new(),
-    };
-    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
-    let mut listing = rustix::fs::RawDir::new(dir, &mut buf);
-    while let Some(entry) = listing.next() {
-        match entry {
-            Ok(e) => {
-                names
-                    .bytes
-                    .extend_from_slice(e.file_name().to_bytes_with_nul());
-                names.ends.push(names.bytes.len());
-            }
-            Err(e) => return (names, Some(e)),
-        }
-    }
-    (names, None)
-}
-
 /// Whether a name (and the path it completes) can be held by a `RelPath`.
 fn name_problem(name: &[u8], rel_len: usize) -> Option<&'static str> {
     if name.len() > 255 || rel_len > 4096 {
@@ -258,7 +214,7 @@ impl WalkCtx<'_> {
         let mut local: Vec<Found> = Vec::new();
         let mut subtrees: Vec<Vec<u8>> = Vec::new();
         // The names first: an ignore file among them applies to them all.
-        let (buf, failed) = list_names(&dir);
+        let (buf, failed) = crate::sys::list_names(&dir);
         let names = buf.names();
         let dir = std::os::fd::AsFd::as_fd(&dir);
         let ignores =
@@ -380,7 +336,7 @@ impl WalkCtx<'_> {
                 return None;
             }
         };
-        let ft = FileType::from_raw_mode(st.st_mode);
+        let ft = crate::sys::file_type(crate::sys::mode(&st));
         let is_dir = ft == FileType::Directory;
         let excluded = match name_problem(name.to_bytes(), path.len()) {
             Some(why) => Some(Excluded::BadName(why.into())),

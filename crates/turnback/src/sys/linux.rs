@@ -1,0 +1,103 @@
+//! Linux: `getdents64`, `fdatasync`, `syncfs`, `mknodat`; `st_mode` is
+//! 32 bits and `st_dev` 64, so the conversions are the identity.
+
+use std::io;
+use std::os::fd::AsFd;
+
+use rustix::fs::{FileType, Mode, Stat};
+use rustix::io::Errno;
+
+use super::Names;
+
+/// The permission and type bits of `st`.
+pub(crate) fn mode(st: &Stat) -> u32 {
+    st.st_mode
+}
+
+/// The device of `st`.
+pub(crate) fn dev(st: &Stat) -> u64 {
+    st.st_dev
+}
+
+/// The number of names of `st`'s inode.
+pub(crate) fn nlink(st: &Stat) -> u64 {
+    st.st_nlink
+}
+
+/// The modification time of `st` in nanoseconds since the epoch.
+pub(crate) fn mtime_ns(st: &Stat) -> i64 {
+    st.st_mtime
+        .saturating_mul(1_000_000_000)
+        .saturating_add(st.st_mtime_nsec as i64)
+}
+
+/// The status change time of `st` in nanoseconds since the epoch.
+pub(crate) fn ctime_ns(st: &Stat) -> i64 {
+    st.st_ctime
+        .saturating_mul(1_000_000_000)
+        .saturating_add(st.st_ctime_nsec as i64)
+}
+
+/// The file type in a full `st_mode`.
+pub(crate) fn file_type(mode: u32) -> FileType {
+    FileType::from_raw_mode(mode)
+}
+
+/// The permission bits (`mode & 0o7777`) as a rustix `Mode`.
+pub(crate) fn perm(mode: u32) -> Mode {
+    Mode::from_raw_mode(mode & 0o7777)
+}
+
+/// `fsync`: on Linux durable when it returns.
+pub(crate) fn fsync_durable(fd: &impl AsFd) -> io::Result<()> {
+    Ok(rustix::fs::fsync(fd)?)
+}
+
+/// `fsync` (Linux has no weaker flush worth a name).
+pub(crate) fn fsync_queued(fd: &impl AsFd) -> io::Result<()> {
+    Ok(rustix::fs::fsync(fd)?)
+}
+
+/// Nothing: on Linux every queued `fsync` was durable when it returned.
+pub(crate) fn commit_queued(_fd: &impl AsFd) -> io::Result<()> {
+    Ok(())
+}
+
+/// Linux has `syncfs`: one call makes a large batch durable.
+pub(crate) const WHOLE_FS_FLUSH: bool = true;
+
+/// `fdatasync`: the data and the size, not the times.
+pub(crate) fn fdatasync(fd: &impl AsFd) -> io::Result<()> {
+    Ok(rustix::fs::fdatasync(fd)?)
+}
+
+/// `syncfs`: every dirty page of the file system holding `fd`.
+pub(crate) fn flush_device(fd: &impl AsFd) -> io::Result<()> {
+    Ok(rustix::fs::syncfs(fd)?)
+}
+
+/// Creates the FIFO `name` in `dir`, mode 0600 (the caller sets the mode).
+pub(crate) fn mkfifo_exact(dir: &impl AsFd, name: &str) -> io::Result<()> {
+    Ok(rustix::fs::mknodat(
+        dir,
+        name,
+        FileType::Fifo,
+        Mode::from_raw_mode(0o600),
+        0,
+    )?)
+}
+
+/// Lists `dir` with `getdents64` into one buffer; the error, if the listing
+/// stopped before its end.
+pub(crate) fn list_names(dir: &impl AsFd) -> (Names, Option<Errno>) {
+    let mut names = Names::default();
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
+    let mut listing = rustix::fs::RawDir::new(dir, &mut buf);
+    while let Some(entry) = listing.next() {
+        match entry {
+            Ok(e) => names.push(e.file_name()),
+            Err(e) => return (names, Some(e)),
+        }
+    }
+    (names, None)
+}

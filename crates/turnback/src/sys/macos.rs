@@ -1,0 +1,125 @@
+//! macOS: `readdir` (rustix has no `getdents` wrapper here), `mkfifoat` and
+//! `fcntl(F_FULLFSYNC | F_BARRIERFSYNC)`; `st_mode` is 16 bits and
+//! `st_dev` a signed 32-bit number, widened here.
+//!
+//! Flushes: `fsync` on macOS writes the file to the drive but returns before
+//! the drive has emptied its volatile cache, which it may also reorder.
+//! - A durable flush is `F_FULLFSYNC`: the drive's cache is emptied first.
+//! - A queued flush is a plain `fsync`: cheap, its writes reach the drive,
+//!   and the one `F_FULLFSYNC` that ends the batch ([`flush_device`], on
+//!   any file of the same volume: it flushes the whole drive cache) makes
+//!   them durable together. That is the group commit `syncfs` gives on
+//!   Linux.
+//! - `fdatasync` is `F_FULLFSYNC` too: every call site of it is a point
+//!   where the store answers or orders a later record after it.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+
+use rustix::fs::{FileType, Mode, Stat};
+use rustix::io::Errno;
+
+use super::Names;
+
+/// The permission and type bits of `st`.
+pub(crate) fn mode(st: &Stat) -> u32 {
+    u32::from(st.st_mode)
+}
+
+/// The device of `st` (`dev_t` is an `i32` here; its bits are kept).
+pub(crate) fn dev(st: &Stat) -> u64 {
+    u64::from(st.st_dev as u32)
+}
+
+/// The number of names of `st`'s inode.
+pub(crate) fn nlink(st: &Stat) -> u64 {
+    u64::from(st.st_nlink)
+}
+
+/// The modification time of `st` in nanoseconds since the epoch.
+pub(crate) fn mtime_ns(st: &Stat) -> i64 {
+    st.st_mtime
+        .saturating_mul(1_000_000_000)
+        .saturating_add(st.st_mtime_nsec)
+}
+
+/// The status change time of `st` in nanoseconds since the epoch.
+pub(crate) fn ctime_ns(st: &Stat) -> i64 {
+    st.st_ctime
+        .saturating_mul(1_000_000_000)
+        .saturating_add(st.st_ctime_nsec)
+}
+
+/// The file type in a full `st_mode` (its upper bits are zero here).
+pub(crate) fn file_type(mode: u32) -> FileType {
+    FileType::from_raw_mode((mode & 0o177_777) as u16)
+}
+
+/// The permission bits (`mode & 0o7777`) as a rustix `Mode`.
+pub(crate) fn perm(mode: u32) -> Mode {
+    Mode::from_raw_mode((mode & 0o7777) as u16)
+}
+
+/// `F_FULLFSYNC`: the file, then the drive's cache.
+pub(crate) fn fsync_durable(fd: &impl AsFd) -> io::Result<()> {
+    Ok(rustix::fs::fcntl_fullfsync(fd)?)
+}
+
+/// A plain `fsync`: made durable by the next [`flush_device`].
+pub(crate) fn fsync_queued(fd: &impl AsFd) -> io::Result<()> {
+    Ok(rustix::fs::fsync(fd)?)
+}
+
+/// `F_FULLFSYNC` on any file of the volume: everything queued before it
+/// is durable.
+pub(crate) fn commit_queued(fd: &impl AsFd) -> io::Result<()> {
+    fsync_durable(fd)
+}
+
+/// No `syncfs`: a `F_FULLFSYNC` flushes the drive's cache but not the
+/// pages the kernel has not yet written to it, so a batch is always
+/// queued file by file and committed once.
+pub(crate) const WHOLE_FS_FLUSH: bool = false;
+
+/// `F_FULLFSYNC` (see the module doc).
+pub(crate) fn fdatasync(fd: &impl AsFd) -> io::Result<()> {
+    fsync_durable(fd)
+}
+
+/// `F_FULLFSYNC` on `fd`: the drive's whole cache is flushed, so every
+/// file `fsync`ed before on that volume is durable.
+pub(crate) fn flush_device(fd: &impl AsFd) -> io::Result<()> {
+    fsync_durable(fd)
+}
+
+/// Creates the FIFO `name` in `dir`, mode 0600 (the caller sets the mode).
+pub(crate) fn mkfifo_exact(dir: &impl AsFd, name: &str) -> io::Result<()> {
+    let name = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a name"))?;
+    // SAFETY: `name` is a NUL-terminated string that outlives the call, and
+    // the descriptor is borrowed open for its duration.
+    let rc = unsafe { libc::mkfifoat(dir.as_fd().as_raw_fd(), name.as_ptr(), 0o600) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Lists `dir` with `readdir` into one buffer; the error, if the listing
+/// stopped before its end. The descriptor is duplicated (`readdir` owns
+/// the one it reads), so `dir` stays usable.
+pub(crate) fn list_names(dir: &impl AsFd) -> (Names, Option<Errno>) {
+    let mut names = Names::default();
+    let mut listing = match rustix::fs::Dir::read_from(dir) {
+        Ok(d) => d,
+        Err(e) => return (names, Some(e)),
+    };
+    for entry in listing.by_ref() {
+        match entry {
+            Ok(e) => names.push(e.file_name()),
+            Err(e) => return (names, Some(e)),
+        }
+    }
+    (names, None)
+}
