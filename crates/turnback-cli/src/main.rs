@@ -3,6 +3,7 @@
 //! maps outcomes to exit codes.
 
 mod commands;
+mod platform;
 mod progress;
 mod size;
 

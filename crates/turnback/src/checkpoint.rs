@@ -66,11 +66,10 @@
 //! log, which hold the exclusive lock); two writers at once each rename a
 //! complete file of their own.
 
+use crate::sys::OwnedFd;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write as _;
-use std::os::fd::OwnedFd;
-use std::os::unix::fs::FileExt as _;
 
 use crate::fsx;
 use crate::id::{BlobId, TurnId};
@@ -109,7 +108,7 @@ impl Covered {
         let window = |at: u64| -> Option<[u8; 32]> {
             let n = usize::try_from(len.min(WINDOW)).ok()?;
             let mut buf = vec![0; n];
-            log.read_exact_at(&mut buf, at).ok()?;
+            crate::sys::read_exact_at(log, &mut buf, at).ok()?;
             Some(pack::hash_bytes(&buf).0)
         };
         Some(Covered {

@@ -18,11 +18,11 @@
 //! components of the last path asked for, opened from `stack[i - 1]` (the
 //! root for `i = 0`).
 
+use crate::sys::OwnedFd;
 use std::io;
-use std::os::fd::OwnedFd;
 
-use rustix::fs::{Mode, OFlags};
-use rustix::io::Errno;
+use crate::sys::Errno;
+use crate::sys::fs::{Mode, OFlags};
 
 use crate::fsx;
 use crate::path::RelPath;
@@ -118,9 +118,9 @@ impl<'r> DirStack<'r> {
         self.stack.truncate(common);
         for (at, comp) in comps.iter().enumerate().skip(common) {
             let below = self.stack.last().map_or(self.root, |(_, fd)| fd);
-            let name: &std::ffi::OsStr = std::os::unix::ffi::OsStrExt::from_bytes(comp);
+            let name: &std::ffi::OsStr = crate::sys::os_str(comp);
             let open = || {
-                rustix::fs::openat(
+                crate::sys::fs::openat(
                     below,
                     name,
                     OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -129,7 +129,7 @@ impl<'r> DirStack<'r> {
             };
             let opened = match open() {
                 Err(Errno::NOENT) if make => {
-                    match rustix::fs::mkdirat(below, name, Mode::from_raw_mode(0o777)) {
+                    match crate::sys::fs::mkdirat(below, name, Mode::from_raw_mode(0o777)) {
                         Ok(()) | Err(Errno::EXIST) => open(),
                         Err(e) => Err(e),
                     }

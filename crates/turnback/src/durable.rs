@@ -37,9 +37,9 @@
 //! tests). An error from either flush fails the operation (after a failed
 //! fsync Linux may report a later one as successful with the data gone).
 
+use crate::sys::OwnedFd;
 use std::collections::BTreeSet;
 use std::io;
-use std::os::fd::OwnedFd;
 
 use crate::dirstack::{DirStack, Reach, parent_bytes};
 use crate::fsx;

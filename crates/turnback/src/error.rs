@@ -211,7 +211,7 @@ impl<T> IoResultExt<T> for io::Result<T> {
     }
 }
 
-impl<T> IoResultExt<T> for std::result::Result<T, rustix::io::Errno> {
+impl<T> IoResultExt<T> for std::result::Result<T, crate::sys::Errno> {
     fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T> {
         self.map_err(io::Error::from).ctx(op, path)
     }

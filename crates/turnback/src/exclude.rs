@@ -6,12 +6,11 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::sys::fs::{Mode, OFlags};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use rustix::fs::{Mode, OFlags};
 
 use crate::error::{IoResultExt, Result};
 use crate::tree::Excluded;
@@ -66,7 +65,7 @@ impl Ignores {
             let rel = path.strip_prefix(ig.dir.as_slice()).unwrap_or(path);
             match ig
                 .matcher
-                .matched(Path::new(std::ffi::OsStr::from_bytes(rel)), is_dir)
+                .matched(Path::new(crate::sys::os_str(rel)), is_dir)
             {
                 ignore::Match::Ignore(glob) => {
                     return Some(match glob.from() {
@@ -86,16 +85,14 @@ impl Ignores {
 /// with `/`), read without following a symlink and only if it is a
 /// regular file; a problem with it becomes a warning.
 pub(crate) fn nested_matcher(
-    dir: std::os::fd::BorrowedFd<'_>,
+    dir: crate::sys::BorrowedFd<'_>,
     rel: &[u8],
     root: &Path,
     warnings: &mut Vec<String>,
 ) -> Option<(Gitignore, bool)> {
-    let shown = root
-        .join(std::ffi::OsStr::from_bytes(rel))
-        .join(IGNORE_FILE);
+    let shown = root.join(crate::sys::os_str(rel)).join(IGNORE_FILE);
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let text = rustix::fs::openat(dir, IGNORE_FILE, flags, Mode::empty())
+    let text = crate::sys::fs::openat(dir, IGNORE_FILE, flags, Mode::empty())
         .map_err(io::Error::from)
         .and_then(|fd| {
             let file = File::from(fd);
@@ -113,7 +110,7 @@ pub(crate) fn nested_matcher(
             return None;
         }
     };
-    let mut b = GitignoreBuilder::new(root.join(std::ffi::OsStr::from_bytes(rel)));
+    let mut b = GitignoreBuilder::new(root.join(crate::sys::os_str(rel)));
     let files_too = add_lines(&mut b, &text, &shown, warnings);
     match b.build() {
         Ok(m) => Some((m, files_too)),

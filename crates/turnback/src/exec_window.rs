@@ -36,8 +36,8 @@
 //! window without a process. A damaged file is reported and read the same
 //! way.
 
+use crate::sys::OwnedFd;
 use std::io::Read;
-use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};

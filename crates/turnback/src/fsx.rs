@@ -9,23 +9,22 @@
 //! (`O_CREAT | O_EXCL`) and renaming it over the target, never by truncating
 //! an existing entry, which may be a hard link to a file elsewhere.
 
+use crate::sys::OwnedFd;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
-use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-use rustix::io::Errno;
+use crate::sys::Errno;
+use crate::sys::fs::{AtFlags, FileType, Mode, OFlags};
 
 use crate::sys;
 
 /// A name inside a directory: `&str`, `&OsStr` (any bytes) or `&Path`.
-pub(crate) trait Name: rustix::path::Arg + Copy {}
+pub(crate) trait Name: crate::sys::fs::Arg + Copy {}
 
-impl<T: rustix::path::Arg + Copy> Name for T {}
+impl<T: crate::sys::fs::Arg + Copy> Name for T {}
 
 /// What a directory entry is, looked at without following symlinks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +43,7 @@ pub(crate) enum Node {
 
 /// Opens a directory by absolute path (used once, for the root).
 pub(crate) fn open_dir_path(path: &Path) -> io::Result<OwnedFd> {
-    Ok(rustix::fs::open(
+    Ok(crate::sys::fs::open(
         path,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
@@ -55,7 +54,7 @@ pub(crate) fn open_dir_path(path: &Path) -> io::Result<OwnedFd> {
 /// `Ok(None)` when it does not exist; `ENOTDIR`/`ELOOP` when it is not a
 /// real directory.
 pub(crate) fn open_subdir(dir: &OwnedFd, name: impl Name) -> io::Result<Option<OwnedFd>> {
-    match rustix::fs::openat(
+    match crate::sys::fs::openat(
         dir,
         name,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -77,7 +76,7 @@ pub(crate) fn ensure_subdir(dir: &OwnedFd, name: impl Name) -> io::Result<(Owned
     if let Some(fd) = open_subdir(dir, name)? {
         return Ok((fd, false));
     }
-    let created = match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o777)) {
+    let created = match crate::sys::fs::mkdirat(dir, name, Mode::from_raw_mode(0o777)) {
         Ok(()) => true,
         Err(Errno::EXIST) => false,
         Err(e) => return Err(e.into()),
@@ -89,14 +88,14 @@ pub(crate) fn ensure_subdir(dir: &OwnedFd, name: impl Name) -> io::Result<(Owned
 
 /// Looks at `name` in `dir` without following a symlink.
 pub(crate) fn node_at(dir: &OwnedFd, name: impl Name) -> io::Result<Node> {
-    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+    match crate::sys::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => Ok(node_of(&st)),
         Err(Errno::NOENT) | Err(Errno::NOTDIR) => Ok(Node::Missing),
         Err(e) => Err(e.into()),
     }
 }
 
-pub(crate) fn node_of(st: &rustix::fs::Stat) -> Node {
+pub(crate) fn node_of(st: &crate::sys::fs::Stat) -> Node {
     let mode = sys::mode(st);
     match sys::file_type(mode) {
         FileType::RegularFile => Node::File {
@@ -112,13 +111,13 @@ pub(crate) fn node_of(st: &rustix::fs::Stat) -> Node {
 /// Opens the regular file `name` in `dir` for reading, never through a
 /// symlink. Returns the file with its size and mode as seen by `fstat`.
 pub(crate) fn open_file(dir: &OwnedFd, name: impl Name) -> io::Result<(File, Node)> {
-    let fd = rustix::fs::openat(
+    let fd = crate::sys::fs::openat(
         dir,
         name,
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
         Mode::empty(),
     )?;
-    let st = rustix::fs::fstat(&fd)?;
+    let st = crate::sys::fs::fstat(&fd)?;
     Ok((File::from(fd), node_of(&st)))
 }
 
@@ -147,7 +146,7 @@ pub(crate) fn open_store_file(
             ),
         )
     };
-    let fd = match rustix::fs::openat(dir, name, all, mode) {
+    let fd = match crate::sys::fs::openat(dir, name, all, mode) {
         Ok(fd) => fd,
         Err(Errno::NOENT) if create.is_none() => return Ok(None),
         Err(Errno::LOOP) => return Err(not_regular("it is a symlink")),
@@ -156,7 +155,7 @@ pub(crate) fn open_store_file(
         Err(Errno::ISDIR) => return Err(not_regular("it is a directory")),
         Err(e) => return Err(e.into()),
     };
-    let st = rustix::fs::fstat(&fd)?;
+    let st = crate::sys::fs::fstat(&fd)?;
     match sys::file_type(sys::mode(&st)) {
         FileType::RegularFile => {}
         FileType::Directory => return Err(not_regular("it is a directory")),
@@ -179,8 +178,8 @@ pub(crate) fn read_store_file(dir: &OwnedFd, name: &str) -> io::Result<Option<Ve
 
 /// Reads the target of the symlink `name` in `dir`.
 pub(crate) fn read_link(dir: &OwnedFd, name: impl Name) -> io::Result<OsString> {
-    let target = rustix::fs::readlinkat(dir, name, Vec::new())?;
-    Ok(OsString::from_vec(target.into_bytes()))
+    let target = crate::sys::fs::readlinkat(dir, name, Vec::new())?;
+    Ok(crate::sys::os_str(target.as_bytes()).to_owned())
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -206,14 +205,14 @@ pub(crate) fn temp_name(name: impl Name) -> String {
 pub(crate) fn create_temp(dir: &OwnedFd, name: impl Name, mode: u32) -> io::Result<(File, String)> {
     loop {
         let tmp = temp_name(name);
-        match rustix::fs::openat(
+        match crate::sys::fs::openat(
             dir,
             tmp.as_str(),
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o600),
         ) {
             Ok(fd) => {
-                rustix::fs::fchmod(&fd, sys::perm(mode))?;
+                crate::sys::fs::fchmod(&fd, sys::perm(mode))?;
                 return Ok((File::from(fd), tmp));
             }
             Err(Errno::EXIST) => continue,
@@ -246,7 +245,7 @@ pub(crate) fn replace_file(dir: &OwnedFd, name: impl Name, bytes: &[u8]) -> io::
 /// store's operation in a shared directory) and directories are left alone.
 /// Best effort: a directory that cannot be listed is skipped.
 pub(crate) fn sweep_stale_temps(dir: &OwnedFd) {
-    let Ok(mut entries) = rustix::fs::Dir::read_from(dir) else {
+    let Ok(mut entries) = crate::sys::fs::Dir::read_from(dir) else {
         return;
     };
     let own = own_pid();
@@ -279,29 +278,24 @@ fn temp_owner(name: &str) -> Option<u32> {
     pid.parse().ok()
 }
 
+/// Whether the process `pid` is running.
 pub(crate) fn process_alive(pid: u32) -> bool {
-    let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return false;
-    };
-    !matches!(rustix::process::test_kill_process(pid), Err(Errno::SRCH))
+    sys::process_alive(pid)
 }
 
 /// Renames `from` to `to`, both in `dir`.
 pub(crate) fn rename(dir: &OwnedFd, from: impl Name, to: impl Name) -> io::Result<()> {
-    Ok(rustix::fs::renameat(dir, from, dir, to)?)
+    Ok(crate::sys::fs::renameat(dir, from, dir, to)?)
 }
 
 /// Removes the file or symlink `name` in `dir`.
 pub(crate) fn unlink(dir: &OwnedFd, name: impl Name) -> io::Result<()> {
-    Ok(rustix::fs::unlinkat(dir, name, AtFlags::empty())?)
+    Ok(crate::sys::fs::unlinkat(dir, name, AtFlags::empty())?)
 }
 
 /// Removes the empty directory `name` in `dir`.
 pub(crate) fn rmdir(dir: &OwnedFd, name: impl Name) -> io::Result<()> {
-    Ok(rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?)
+    Ok(crate::sys::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?)
 }
 
 /// Removes the empty directory `name` in `dir`; with `flush`, it is
@@ -316,7 +310,7 @@ pub(crate) fn rmdir_flushed(dir: &OwnedFd, name: impl Name, flush: bool) -> io::
 
 /// Creates a symlink `name` in `dir` pointing to `target`.
 pub(crate) fn symlink(dir: &OwnedFd, target: &str, name: impl Name) -> io::Result<()> {
-    Ok(rustix::fs::symlinkat(target, dir, name)?)
+    Ok(crate::sys::fs::symlinkat(target, dir, name)?)
 }
 
 /// Creates a FIFO `name` in `dir` with mode bits `mode` set exactly (not
@@ -329,13 +323,13 @@ pub(crate) fn mkfifo(dir: &OwnedFd, name: &str, mode: u32) -> io::Result<()> {
 /// Creates the directory `name` in `dir` with mode bits `mode | 0o700`: its
 /// owner can fill it; [`set_mode`] gives it its exact mode afterwards.
 pub(crate) fn mkdir_owner_writable(dir: &OwnedFd, name: impl Name, mode: u32) -> io::Result<()> {
-    Ok(rustix::fs::mkdirat(dir, name, sys::perm(mode | 0o700))?)
+    Ok(crate::sys::fs::mkdirat(dir, name, sys::perm(mode | 0o700))?)
 }
 
 /// Sets the mode bits of `name` in `dir` (never through a symlink: the
 /// caller checked what `name` is).
 pub(crate) fn set_mode(dir: &OwnedFd, name: impl Name, mode: u32) -> io::Result<()> {
-    Ok(rustix::fs::chmodat(
+    Ok(crate::sys::fs::chmodat(
         dir,
         name,
         sys::perm(mode),
@@ -346,14 +340,14 @@ pub(crate) fn set_mode(dir: &OwnedFd, name: impl Name, mode: u32) -> io::Result<
 /// The full mode (`st_mode`) and owner of `name` in `dir`, not following a
 /// symlink.
 pub(crate) fn mode_owner_at(dir: &OwnedFd, name: impl Name) -> io::Result<(u32, u32)> {
-    let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    let st = crate::sys::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
     Ok((sys::mode(&st), st.st_uid))
 }
 
 /// Whether this process may add and remove entries in the directory `dir`.
 pub(crate) fn dir_writable(dir: &OwnedFd) -> io::Result<bool> {
-    use rustix::fs::Access;
-    match rustix::fs::accessat(
+    use crate::sys::fs::Access;
+    match crate::sys::fs::accessat(
         dir,
         ".",
         Access::WRITE_OK | Access::EXEC_OK,
@@ -370,48 +364,48 @@ pub(crate) fn dir_writable(dir: &OwnedFd) -> io::Result<bool> {
 
 /// The mode bits and owner of the open directory `dir`.
 pub(crate) fn dir_mode_owner(dir: &OwnedFd) -> io::Result<(u32, u32)> {
-    let st = rustix::fs::fstat(dir)?;
+    let st = crate::sys::fs::fstat(dir)?;
     Ok((sys::mode(&st) & 0o7777, st.st_uid))
 }
 
 /// Sets the mode bits of the open directory `dir`.
 pub(crate) fn set_dir_mode(dir: &OwnedFd, mode: u32) -> io::Result<()> {
-    Ok(rustix::fs::fchmod(dir, sys::perm(mode))?)
+    Ok(crate::sys::fs::fchmod(dir, sys::perm(mode))?)
 }
 
 /// The effective user id of this process.
 pub(crate) fn euid() -> u32 {
-    rustix::process::geteuid().as_raw()
+    sys::euid()
 }
 
 /// Makes a file or directory durable (see [`sys`] for what each platform
 /// calls). An error here is fatal to the operation: after a failed fsync,
 /// Linux may report later ones as successful with the data gone, so it is
 /// never retried.
-pub(crate) fn fsync(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
+pub(crate) fn fsync(fd: &impl crate::sys::AsFd) -> io::Result<()> {
     sys::fsync_durable(fd)
 }
 
 /// Makes the data (and the size) of a file durable.
-pub(crate) fn fdatasync(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
+pub(crate) fn fdatasync(fd: &impl crate::sys::AsFd) -> io::Result<()> {
     sys::fdatasync(fd)
 }
 
 /// Hands a file or directory of a batch to the device; the batch is
 /// durable after [`commit_queued`].
-pub(crate) fn fsync_queued(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
+pub(crate) fn fsync_queued(fd: &impl crate::sys::AsFd) -> io::Result<()> {
     sys::fsync_queued(fd)
 }
 
 /// Makes every [`fsync_queued`] before it on the volume of `fd` durable.
-pub(crate) fn commit_queued(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
+pub(crate) fn commit_queued(fd: &impl crate::sys::AsFd) -> io::Result<()> {
     sys::commit_queued(fd)
 }
 
 /// Flushes the whole file system holding `fd`: one call that makes a batch of
 /// writes durable instead of one fsync per file (only where
 /// [`sys::WHOLE_FS_FLUSH`]).
-pub(crate) fn syncfs(fd: &impl std::os::fd::AsFd) -> io::Result<()> {
+pub(crate) fn syncfs(fd: &impl crate::sys::AsFd) -> io::Result<()> {
     sys::flush_device(fd)
 }
 

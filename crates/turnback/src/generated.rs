@@ -23,13 +23,12 @@
 //! Without any of these a `dist/` or `build/` is covered. An explicit
 //! pattern of `.turnbackignore` is not a default and is never second-guessed.
 
-use std::ffi::{CStr, OsStr};
-use std::os::fd::BorrowedFd;
-use std::os::unix::ffi::OsStrExt;
+use crate::sys::BorrowedFd;
+use std::ffi::CStr;
 use std::path::Path;
 
+use crate::sys::fs::{AtFlags, FileType};
 use ignore::gitignore::GitignoreBuilder;
-use rustix::fs::{AtFlags, FileType};
 
 use crate::tree::Excluded;
 
@@ -63,7 +62,7 @@ fn is_generated(root: &Path, dir: BorrowedFd<'_>, name: &CStr, path: &[u8]) -> b
 fn has_marker(dir: BorrowedFd<'_>, name: &[u8]) -> bool {
     MARKERS.iter().any(|m| {
         let rel = [name, b"/", m.as_bytes()].concat();
-        rustix::fs::statat(dir, OsStr::from_bytes(&rel), AtFlags::SYMLINK_NOFOLLOW)
+        crate::sys::fs::statat(dir, crate::sys::os_str(&rel), AtFlags::SYMLINK_NOFOLLOW)
             .is_ok_and(|st| crate::sys::file_type(crate::sys::mode(&st)) == FileType::RegularFile)
     })
 }
@@ -84,7 +83,7 @@ fn gitignored(root: &Path, path: &[u8]) -> bool {
         } else {
             (&path[..cut], &path[cut + 1..])
         };
-        let dir = root.join(OsStr::from_bytes(dir_rel));
+        let dir = root.join(crate::sys::os_str(dir_rel));
         let file = dir.join(".gitignore");
         if !std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_file()) {
             continue;
@@ -93,7 +92,7 @@ fn gitignored(root: &Path, path: &[u8]) -> bool {
         // A line the matcher cannot parse is skipped; the others apply.
         let _ = b.add(&file);
         let Ok(matcher) = b.build() else { continue };
-        match matcher.matched(Path::new(OsStr::from_bytes(rest)), true) {
+        match matcher.matched(Path::new(crate::sys::os_str(rest)), true) {
             ignore::Match::Ignore(_) => return true,
             ignore::Match::Whitelist(_) => return false,
             ignore::Match::None => {}

@@ -46,9 +46,9 @@
 //!   this osfoundry store is refused: appended after it, a rewind would mix
 //!   states that never existed together.
 
+use crate::sys::OwnedFd;
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -401,9 +401,19 @@ impl Store {
 
     /// The permission bits of the regular file now at `path`, else 0o644.
     fn current_mode(&self, path: &RelPath) -> u32 {
-        use std::os::unix::fs::PermissionsExt;
-        match std::fs::symlink_metadata(self.root.join(path.as_path())) {
-            Ok(m) if m.file_type().is_file() => m.permissions().mode() & 0o777,
+        match crate::fsx::open_dir_path(&self.root).and_then(|root| {
+            Ok(crate::sys::fs::statat(
+                &root,
+                path.as_path(),
+                crate::sys::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )?)
+        }) {
+            Ok(st)
+                if crate::sys::file_type(crate::sys::mode(&st))
+                    == crate::sys::fs::FileType::RegularFile =>
+            {
+                crate::sys::mode(&st) & 0o777
+            }
             _ => DEFAULT_MODE,
         }
     }

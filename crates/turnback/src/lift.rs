@@ -9,8 +9,8 @@
 //! the reason. A file's own mode never stops a restore: files are replaced
 //! by temporary file and rename, which needs only the directory.
 
+use crate::sys::OwnedFd;
 use std::collections::HashMap;
-use std::os::fd::OwnedFd;
 
 use crate::fsx;
 
@@ -58,7 +58,7 @@ impl Lifts {
         fsx::set_dir_mode(dir, mode | 0o300).map_err(|e| {
             format!("Permission denied: its directory {shown} is read-only (mode {mode:o}) and its mode cannot be changed: {e}")
         })?;
-        let fd = rustix::io::dup(dir).map_err(|e| cannot(e.into()))?;
+        let fd = crate::sys::dup(dir).map_err(|e| cannot(e.into()))?;
         self.dirs.push(LiftedDir {
             shown: shown.to_owned(),
             fd,

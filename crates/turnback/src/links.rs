@@ -23,13 +23,13 @@
 //! project keep the old bytes (turnback never writes outside the project);
 //! the report lists the paths that have such names.
 
+use crate::sys::OwnedFd;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io;
-use std::os::fd::OwnedFd;
 
-use rustix::fs::{AtFlags, FileType};
-use rustix::io::Errno;
+use crate::sys::Errno;
+use crate::sys::fs::{AtFlags, FileType};
 use serde::Serialize;
 
 use crate::dirstack::{DirStack, Reach};
@@ -45,7 +45,7 @@ use crate::tree::{Entry, Kind};
 /// The link key of an open regular file: its inode number when it has
 /// more than one name.
 pub(crate) fn link_of(file: &File) -> io::Result<Option<u64>> {
-    let st = rustix::fs::fstat(file)?;
+    let st = crate::sys::fs::fstat(file)?;
     Ok((crate::sys::nlink(&st) > 1).then_some(st.st_ino))
 }
 
@@ -100,10 +100,10 @@ pub(crate) fn other_names(store: &Store, rels: &[RelPath]) -> Result<Names> {
     if wanted.values().all(|(n, known)| known.len() as u64 >= *n) {
         return Ok(names);
     }
-    let root = rustix::io::dup(&store.root_fd).ctx("open", &store.root)?;
+    let root = crate::sys::dup(&store.root_fd).ctx("open", &store.root)?;
     let skip = match &store.dirs {
         Some(d) => {
-            let st = rustix::fs::fstat(&d.store).ctx("look at", &store.store_path)?;
+            let st = crate::sys::fs::fstat(&d.store).ctx("look at", &store.store_path)?;
             Some(Inode {
                 dev: crate::sys::dev(&st),
                 ino: st.st_ino,
@@ -157,7 +157,7 @@ fn stat_rel(walk: &mut DirStack, rel: &RelPath) -> io::Result<Option<(Inode, u64
         Err(e) if passed_over(&e) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let st = match rustix::fs::statat(dir, rel.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
+    let st = match crate::sys::fs::statat(dir, rel.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => st,
         Err(e) if passed_over(&e.into()) => return Ok(None),
         Err(e) => return Err(e.into()),
@@ -195,7 +195,7 @@ impl Walk<'_> {
     /// outside the project).
     fn dir(&mut self, dir: OwnedFd, at: Option<&RelPath>) -> Result<(), WalkError> {
         let fail = |e: io::Error| (at.cloned(), e);
-        let mut entries = match rustix::fs::Dir::read_from(&dir) {
+        let mut entries = match crate::sys::fs::Dir::read_from(&dir) {
             Ok(d) => d,
             Err(e) if passed_over(&e.into()) => return Ok(()),
             Err(e) => return Err(fail(e.into())),
@@ -212,7 +212,7 @@ impl Walk<'_> {
             if matches!(name, "." | ".." | ".git" | STORE_DIR) {
                 continue;
             }
-            let st = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            let st = match crate::sys::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => st,
                 Err(e) if passed_over(&e.into()) => continue,
                 Err(e) => return Err(fail(e.into())),
@@ -313,7 +313,7 @@ pub(crate) fn relink(store: &Store, target: &RelPath, others: &[RelPath]) -> Res
         return Ok(());
     }
     let open_parent = |rel: &RelPath| -> Result<OwnedFd> {
-        let mut dir = rustix::io::dup(&store.root_fd).ctx("open", &store.root)?;
+        let mut dir = crate::sys::dup(&store.root_fd).ctx("open", &store.root)?;
         for anc in rel.ancestors() {
             let shown = store.root.join(anc.as_str());
             dir = fsx::open_subdir(&dir, anc.file_name())
@@ -343,7 +343,7 @@ fn link_over(
     name: impl fsx::Name,
 ) -> io::Result<()> {
     let tmp = fsx::temp_name(name);
-    rustix::fs::linkat(from, from_name, dir, tmp.as_str(), AtFlags::empty())?;
+    crate::sys::fs::linkat(from, from_name, dir, tmp.as_str(), AtFlags::empty())?;
     fsx::rename(dir, &tmp, name).inspect_err(|_| {
         let _ = fsx::unlink(dir, &tmp);
     })

@@ -55,15 +55,13 @@
 //! `stores/` before the registry entry names it, and the registry entry
 //! before the marker does.
 
-use std::ffi::OsStr;
+use crate::sys::OwnedFd;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rustix::fs::{Mode, OFlags};
+use crate::sys::fs::{Mode, OFlags};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, IoResultExt, Result};
@@ -157,7 +155,7 @@ impl Data {
     }
 
     fn registry_entry(&self, root: &Path) -> PathBuf {
-        let key = hex::encode(Sha256::digest(root.as_os_str().as_bytes()));
+        let key = hex::encode(Sha256::digest(root.as_os_str().as_encoded_bytes()));
         self.dir.join(PROJECTS).join(key)
     }
 
@@ -170,7 +168,7 @@ impl Data {
         let cut = text.iter().position(|&b| b == b'\n').unwrap_or(text.len());
         let (id, named) = (&text[..cut], text.get(cut + 1..).unwrap_or(b""));
         let id = String::from_utf8_lossy(id).into_owned();
-        if !valid_id(&id) || named != root.as_os_str().as_bytes() {
+        if !valid_id(&id) || named != root.as_os_str().as_encoded_bytes() {
             return Err(Error::BadMarker {
                 path,
                 reason: "it is not a registry entry of this project".into(),
@@ -188,7 +186,7 @@ impl Data {
         let dir = self.dir.join(PROJECTS);
         let fd = ensure_dir_path(&dir)?;
         let mut bytes = format!("{id}\n").into_bytes();
-        bytes.extend_from_slice(root.as_os_str().as_bytes());
+        bytes.extend_from_slice(root.as_os_str().as_encoded_bytes());
         let name = file_name(&self.registry_entry(root));
         fsx::replace_file(&fd, &name, &bytes).ctx("write", dir.join(&name))?;
         fsx::fsync(&fd).ctx("fsync", &dir)
@@ -378,10 +376,10 @@ fn settle_named(
     }
     let store_dir = data.store_dir(&id);
     let owner = read_small(&store_dir.join(PROJECT_FILE))?;
-    let same_root = owner.as_deref() == Some(root.as_os_str().as_bytes());
+    let same_root = owner.as_deref() == Some(root.as_os_str().as_encoded_bytes());
     let owner_path = owner
         .as_deref()
-        .map(|b| PathBuf::from(OsStr::from_bytes(b)));
+        .map(|b| PathBuf::from(crate::sys::os_str(b)));
     let id = match owner_path {
         // The store's project is still there (its marker maybe deleted by a
         // command): this folder is a copy of it.
@@ -433,7 +431,7 @@ fn settled(root: &Path, data: &Data, id: &str) -> Result<bool> {
 /// Whether store `id`'s `project` file names `root`.
 fn owned_by(data: &Data, id: &str, root: &Path) -> Result<bool> {
     let owner = read_small(&data.store_dir(id).join(PROJECT_FILE))?;
-    Ok(owner.as_deref() == Some(root.as_os_str().as_bytes()))
+    Ok(owner.as_deref() == Some(root.as_os_str().as_encoded_bytes()))
 }
 
 /// The root's `.turnback` must be a real directory: one that is a symlink
@@ -805,17 +803,17 @@ fn read_marker(path: &Path) -> Result<Option<Marker>> {
 /// Reads a small regular file; `None` when it does not exist. Never opens
 /// a FIFO or device, never follows a final symlink.
 fn read_small(path: &Path) -> Result<Option<Vec<u8>>> {
-    let fd = match rustix::fs::open(
+    let fd = match crate::sys::fs::open(
         path,
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
         Mode::empty(),
     ) {
         Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::NOTDIR) => return Ok(None),
+        Err(crate::sys::Errno::NOENT) | Err(crate::sys::Errno::NOTDIR) => return Ok(None),
         Err(e) => return Err(e).ctx("open", path),
     };
-    let st = rustix::fs::fstat(&fd).ctx("stat", path)?;
-    if crate::sys::file_type(crate::sys::mode(&st)) != rustix::fs::FileType::RegularFile {
+    let st = crate::sys::fs::fstat(&fd).ctx("stat", path)?;
+    if crate::sys::file_type(crate::sys::mode(&st)) != crate::sys::fs::FileType::RegularFile {
         return Err(Error::BadMarker {
             path: path.to_path_buf(),
             reason: "it is not a regular file".into(),
@@ -830,7 +828,7 @@ fn read_small(path: &Path) -> Result<Option<Vec<u8>>> {
 }
 
 fn write_project(store_fd: &OwnedFd, store_dir: &Path, root: &Path) -> Result<()> {
-    fsx::replace_file(store_fd, PROJECT_FILE, root.as_os_str().as_bytes())
+    fsx::replace_file(store_fd, PROJECT_FILE, root.as_os_str().as_encoded_bytes())
         .ctx("write", store_dir.join(PROJECT_FILE))?;
     fsx::fsync(store_fd).ctx("fsync", store_dir)
 }
@@ -874,7 +872,7 @@ fn valid_id(id: &str) -> bool {
 /// A fresh id: unique per root, time and process.
 fn new_id(root: &Path) -> String {
     let mut h = Sha256::new();
-    h.update(root.as_os_str().as_bytes());
+    h.update(root.as_os_str().as_encoded_bytes());
     h.update(crate::id::now_ns().to_le_bytes());
     h.update(std::process::id().to_le_bytes());
     hex::encode(&h.finalize()[..16])

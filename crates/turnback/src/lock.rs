@@ -6,12 +6,12 @@
 //! The kernel releases a `flock` when its holder dies, so a crashed process
 //! never leaves a lock that a user must delete by hand.
 
-use std::os::fd::OwnedFd;
+use crate::sys::OwnedFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rustix::fs::{FlockOperation, Mode, OFlags};
-use rustix::io::Errno;
+use crate::sys::Errno;
+use crate::sys::fs::{FlockOperation, Mode, OFlags};
 
 use crate::error::{Error, IoResultExt, Result};
 use crate::fsx;
@@ -59,7 +59,7 @@ pub(crate) fn acquire_shared_if_present(
     timeout: Duration,
 ) -> Result<Existing> {
     let path = shown.join(LOCK_FILE);
-    let fd = match rustix::fs::openat(
+    let fd = match crate::sys::fs::openat(
         store_dir,
         LOCK_FILE,
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
@@ -74,8 +74,8 @@ pub(crate) fn acquire_shared_if_present(
         }
         Err(e) => return Err(e).ctx("open lock file", &path),
     };
-    let st = rustix::fs::fstat(&fd).ctx("stat", &path)?;
-    if crate::sys::file_type(crate::sys::mode(&st)) != rustix::fs::FileType::RegularFile {
+    let st = crate::sys::fs::fstat(&fd).ctx("stat", &path)?;
+    if crate::sys::file_type(crate::sys::mode(&st)) != crate::sys::fs::FileType::RegularFile {
         return Ok(Existing::Unusable("it is not a regular file".into()));
     }
     take(fd, FlockOperation::NonBlockingLockShared, path, timeout).map(Existing::Held)
@@ -102,7 +102,7 @@ fn take(
     let start = Instant::now();
     let mut pause = Duration::from_micros(200);
     loop {
-        match rustix::fs::flock(&fd, op) {
+        match crate::sys::fs::flock(&fd, op) {
             Ok(()) => return Ok(LockGuard { _fd: fd }),
             Err(Errno::WOULDBLOCK) | Err(Errno::INTR) => {
                 if start.elapsed() >= timeout {

@@ -13,11 +13,11 @@
 //!   Directories are not moved: a rewind could not recreate the empty
 //!   directories and modes inside one, so the call is refused instead.
 
+use crate::sys::OwnedFd;
 use std::io;
-use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use rustix::fs::RenameFlags;
+use crate::sys::fs::RenameFlags;
 
 use crate::error::{Error, IoResultExt, Result};
 use crate::fsx::{self, Node};
@@ -208,7 +208,7 @@ impl Store {
         let dst_dir = self
             .parent_dir(&dst, true)?
             .ok_or_else(|| not_found(&dst_shown))?;
-        match rustix::fs::renameat_with(
+        match crate::sys::fs::renameat_with(
             &src_dir,
             src.file_name(),
             &dst_dir,
@@ -216,7 +216,7 @@ impl Store {
             RenameFlags::NOREPLACE,
         ) {
             Ok(()) => {}
-            Err(rustix::io::Errno::EXIST) => return Err(exists(&dst_shown)),
+            Err(crate::sys::Errno::EXIST) => return Err(exists(&dst_shown)),
             Err(e) => return Err(e).ctx("move", &src_shown),
         }
         fsx::fsync(&dst_dir).ctx("fsync", dst_shown.parent().unwrap_or(&self.root))?;
@@ -225,7 +225,7 @@ impl Store {
     }
 
     fn dup_root(&self) -> Result<OwnedFd> {
-        rustix::io::dup(&self.root_fd).ctx("open", &self.root)
+        crate::sys::dup(&self.root_fd).ctx("open", &self.root)
     }
 
     /// The directory holding `rel`, reached from the root one component at

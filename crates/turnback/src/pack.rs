@@ -18,10 +18,9 @@
 //! - Every blob is re-hashed as it is decompressed; bytes whose hash or size
 //!   does not match the record never reach the project (see [`read_blob`]).
 
+use crate::sys::OwnedFd;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
-use std::os::unix::fs::FileExt;
 
 use sha2::{Digest, Sha256};
 
@@ -165,7 +164,7 @@ impl PackWriter {
         let (mut file, tmp) = fsx::create_temp(tmp_dir, "pack", 0o444).ctx("create", shown_dir)?;
         let shown = shown_dir.join(&tmp);
         file.write_all(MAGIC).ctx("write", &shown)?;
-        let tmp_dir = rustix::io::dup(tmp_dir).ctx("open", shown_dir)?;
+        let tmp_dir = crate::sys::dup(tmp_dir).ctx("open", shown_dir)?;
         Ok(PackWriter {
             file,
             tmp_dir,
@@ -229,7 +228,7 @@ impl PackWriter {
     /// fsync of `packs/`. Any fsync error is returned, never retried.
     pub(crate) fn commit(self, packs: &OwnedFd, name: &str) -> Result<()> {
         fsx::fdatasync(&self.file).ctx("fsync", &self.shown)?;
-        rustix::fs::renameat(&self.tmp_dir, self.tmp.as_str(), packs, name)
+        crate::sys::fs::renameat(&self.tmp_dir, self.tmp.as_str(), packs, name)
             .ctx("rename", &self.shown)?;
         fsx::fsync(packs).ctx("fsync the pack directory of", &self.shown)?;
         Ok(())
@@ -273,7 +272,7 @@ impl Read for RangeReader<'_> {
             return Ok(0);
         }
         let want = buf.len().min(left as usize);
-        let n = self.file.read_at(&mut buf[..want], self.pos)?;
+        let n = crate::sys::read_at(self.file, &mut buf[..want], self.pos)?;
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,

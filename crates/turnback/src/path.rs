@@ -26,7 +26,6 @@
 
 use std::ffi::OsStr;
 use std::fmt;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -143,7 +142,7 @@ impl RelPath {
 
     /// The path as a relative [`Path`] (exact bytes): what reaches a file.
     pub fn as_path(&self) -> &Path {
-        Path::new(OsStr::from_bytes(self.as_bytes()))
+        Path::new(crate::sys::os_str(self.as_bytes()))
     }
 
     /// The path as text, when its bytes are valid UTF-8.
@@ -166,7 +165,9 @@ impl RelPath {
 
     /// The components.
     pub fn components(&self) -> impl Iterator<Item = &OsStr> {
-        self.as_bytes().split(|&b| b == b'/').map(OsStr::from_bytes)
+        self.as_bytes()
+            .split(|&b| b == b'/')
+            .map(crate::sys::os_str)
     }
 
     /// The parent directory, or `None` at the top level.
@@ -180,7 +181,7 @@ impl RelPath {
     pub fn file_name(&self) -> &OsStr {
         let b = self.as_bytes();
         let start = b.iter().rposition(|&c| c == b'/').map_or(0, |i| i + 1);
-        OsStr::from_bytes(&b[start..])
+        crate::sys::os_str(&b[start..])
     }
 
     /// Number of components.
@@ -348,7 +349,7 @@ pub(crate) fn lexical_components(root: &Path, input: &Path) -> Result<Vec<Vec<u8
     for comp in rel.components() {
         match comp {
             Component::Normal(c) => {
-                out.push(c.as_bytes().to_owned());
+                out.push(c.as_encoded_bytes().to_owned());
             }
             Component::CurDir => {}
             Component::ParentDir => {
@@ -433,7 +434,7 @@ mod tests {
         assert_eq!(p.as_bytes(), b"d\xfe/a\\b/\xff");
         assert_eq!(p.to_string(), "d\\xfe/a\\\\b/\\xff");
         assert_eq!(p.to_str(), None);
-        assert_eq!(p.file_name().as_bytes(), b"\xff");
+        assert_eq!(p.file_name().as_encoded_bytes(), b"\xff");
         assert_eq!(
             p.parent().map(|q| q.to_string()).as_deref(),
             Some("d\\xfe/a\\\\b")

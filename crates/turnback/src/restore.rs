@@ -19,12 +19,12 @@
 //! or the whole file system is flushed once the pass is done is the
 //! caller's choice (see [`crate::durable`]).
 
+use crate::sys::OwnedFd;
 use std::collections::HashMap;
 use std::fs::File;
-use std::os::fd::OwnedFd;
 
+use crate::sys::Errno;
 use rayon::prelude::*;
-use rustix::io::Errno;
 
 use crate::dirstack::{DirStack, Reach, parent_bytes};
 use crate::error::Result;
@@ -68,7 +68,7 @@ fn in_dirs<'a, T: Sync, R: Send>(
                 last = None;
                 let held = match walk.reach(dir, make) {
                     Ok(Reach::Open(fd)) => {
-                        rustix::io::dup(fd).map_err(|e| format!("{unreachable}: {e}"))
+                        crate::sys::dup(fd).map_err(|e| format!("{unreachable}: {e}"))
                     }
                     Ok(Reach::Missing { .. } | Reach::NotDir { .. }) => {
                         Err(unreachable.to_string())

@@ -73,8 +73,8 @@
 //!   current files are saved in chunks of at most 32 files or 64 MiB, and
 //!   the walk and the staging hold the directories of one chunk.
 
+use crate::sys::OwnedFd;
 use std::collections::{HashMap, HashSet};
-use std::os::fd::OwnedFd;
 
 use serde::Serialize;
 
@@ -921,7 +921,7 @@ impl Store {
             Node::Missing => Ok(false),
             Node::Dir => match fsx::rmdir_flushed(dir, name, flush) {
                 Ok(()) => Ok(true),
-                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOTEMPTY.raw_os_error()) => Err(
+                Err(e) if e.raw_os_error() == Some(crate::sys::Errno::NOTEMPTY.raw_os_error()) => Err(
                     "this directory did not exist before, but it now holds files no rewound turn captured; left in place"
                         .into(),
                 ),
@@ -1013,7 +1013,7 @@ fn set_dir_mode(dirs: &mut DirCache, path: &RelPath, mode: u32) -> Result<bool, 
         .ok_or("its parent directory is gone")?;
     let name = path.file_name();
     let (st_mode, _) = fsx::mode_owner_at(dir, name).map_err(|e| e.to_string())?;
-    if crate::sys::file_type(st_mode) != rustix::fs::FileType::Directory {
+    if crate::sys::file_type(st_mode) != crate::sys::fs::FileType::Directory {
         return Err("it is no longer a directory".into());
     }
     if st_mode & 0o7777 == mode & 0o7777 {
@@ -1095,7 +1095,7 @@ struct DirCache {
 
 impl DirCache {
     fn new(store: &Store) -> Result<Self> {
-        let root = rustix::io::dup(&store.root_fd).ctx("open", &store.root)?;
+        let root = crate::sys::dup(&store.root_fd).ctx("open", &store.root)?;
         // Temporary files of an operation that was interrupted here.
         fsx::sweep_stale_temps(&root);
         Ok(DirCache {
@@ -1135,12 +1135,12 @@ impl DirCache {
                 .rposition(|a| self.open.contains_key(a.as_bytes()));
             let (mut cur, skip) = match held {
                 Some(k) => (
-                    rustix::io::dup(&self.open[ancestors[k].as_bytes()])
+                    crate::sys::dup(&self.open[ancestors[k].as_bytes()])
                         .ctx("open", parent.as_path())?,
                     k + 1,
                 ),
                 None => (
-                    rustix::io::dup(&self.root).ctx("open", parent.as_path())?,
+                    crate::sys::dup(&self.root).ctx("open", parent.as_path())?,
                     0,
                 ),
             };

@@ -29,7 +29,7 @@ use crate::fsx;
 use crate::id::TurnId;
 use crate::id::now_ns;
 use crate::store::Store;
-use rustix::fs::OFlags;
+use crate::sys::fs::OFlags;
 
 /// Name of the sessions directory inside the store.
 pub const SESSIONS_DIR: &str = "sessions";

@@ -12,7 +12,6 @@
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
 
 /// The hole granularity: the usual file-system block size.
 pub(crate) const BLOCK: usize = 4096;
@@ -82,7 +81,7 @@ impl SparseWriter {
 
     fn flush_pending(&mut self) -> io::Result<()> {
         if !self.pending.is_empty() {
-            self.file.write_all_at(&self.pending, self.pending_at)?;
+            crate::sys::write_all_at(&self.file, &self.pending, self.pending_at)?;
             self.written_to = self.pending_at + self.pending.len() as u64;
             self.pending.clear();
         }

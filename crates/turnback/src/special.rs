@@ -6,7 +6,7 @@
 //! by a rewind, so both are recorded as not saved, with the reason, and a
 //! rewind reports them as not restored.
 
-use rustix::fs::FileType;
+use crate::sys::fs::FileType;
 
 use crate::log::Pre;
 

@@ -8,15 +8,15 @@
 //! the lock, reads only the lines appended since, so one capture costs the
 //! same in a store of ten records as in one of ten thousand.
 
+use crate::sys::OwnedFd;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::sys::fs::OFlags;
 use rayon::prelude::*;
-use rustix::fs::OFlags;
 use serde::Serialize;
 
 use crate::checkpoint;
@@ -177,10 +177,9 @@ impl std::fmt::Debug for Store {
 /// `dir` relative to `root` (both as the file system resolves them), when
 /// it lies strictly inside it.
 fn inside(root: &Path, dir: &Path) -> Option<Vec<u8>> {
-    use std::os::unix::ffi::OsStrExt;
     let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let rel = dir.strip_prefix(root).ok()?;
-    (!rel.as_os_str().is_empty()).then(|| rel.as_os_str().as_bytes().to_vec())
+    (!rel.as_os_str().is_empty()).then(|| rel.as_os_str().as_encoded_bytes().to_vec())
 }
 
 /// Finds the root for `start`: the nearest ancestor holding a `.turnback/`
@@ -474,7 +473,7 @@ impl Store {
     fn refresh(&mut self) -> Result<Option<u64>> {
         let path = self.store_path.join(LOG_FILE);
         let f = self.open_log(OFlags::RDONLY)?;
-        let st = rustix::fs::fstat(&f).ctx("stat", &path)?;
+        let st = crate::sys::fs::fstat(&f).ctx("stat", &path)?;
         let ident = (crate::sys::dev(&st), st.st_ino);
         let size = st.st_size as u64;
         if self.index.ident != Some(ident) || size < self.index.consumed {
@@ -551,7 +550,7 @@ impl Store {
         self.index.lines += 1;
         self.index.consumed += line.len() as u64;
         if self.index.ident.is_none() {
-            let st = rustix::fs::fstat(&f).ctx("stat", &path)?;
+            let st = crate::sys::fs::fstat(&f).ctx("stat", &path)?;
             self.index.ident = Some((crate::sys::dev(&st), st.st_ino));
         }
         Ok(rec)
@@ -593,9 +592,7 @@ impl Store {
                 if i + 1 < comps.len() && real_dirs.contains(&prefix) {
                     continue;
                 }
-                let p = self
-                    .root
-                    .join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&prefix));
+                let p = self.root.join(crate::sys::os_str(&prefix));
                 match std::fs::symlink_metadata(&p) {
                     Ok(m) if m.file_type().is_symlink() => {
                         hops += 1;
@@ -604,14 +601,7 @@ impl Store {
                         }
                         let target = std::fs::read_link(&p).ctx("read symlink", &p)?;
                         let parent = comps[..i].join(&b'/');
-                        let joined = self
-                            .root
-                            .join(
-                                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(
-                                    &parent,
-                                ),
-                            )
-                            .join(target);
+                        let joined = self.root.join(crate::sys::os_str(&parent)).join(target);
                         let mut next = lexical_components(&self.root, &joined)
                             .map_err(|_| bad(PathProblem::OutsideRoot))?;
                         next.extend(comps[i + 1..].iter().cloned());
@@ -952,8 +942,12 @@ impl Store {
                     });
                 }
                 Node::Dir => {
-                    let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-                        .ctx("look at", &shown)?;
+                    let st = crate::sys::fs::statat(
+                        dir,
+                        name,
+                        crate::sys::fs::AtFlags::SYMLINK_NOFOLLOW,
+                    )
+                    .ctx("look at", &shown)?;
                     Pre::Dir {
                         mode: crate::sys::mode(&st) & 0o7777,
                     }
@@ -1310,7 +1304,7 @@ impl Store {
     /// The ancestors of `rel` that are not directories now (a write to
     /// `rel` creates them), shallowest first. Symlinks are not followed.
     pub(crate) fn dirs_to_create(&self, rel: &RelPath) -> Result<Vec<RelPath>> {
-        let mut dir = rustix::io::dup(&self.root_fd).ctx("open", &self.root)?;
+        let mut dir = crate::sys::dup(&self.root_fd).ctx("open", &self.root)?;
         let ancestors = rel.ancestors();
         for (k, anc) in ancestors.iter().enumerate() {
             match fsx::open_subdir(&dir, anc.file_name()) {
@@ -1319,7 +1313,7 @@ impl Store {
                 // A file or symlink in the way: the write fails there.
                 Err(e)
                     if e.kind() == io::ErrorKind::NotADirectory
-                        || e.raw_os_error() == Some(rustix::io::Errno::NOTDIR.raw_os_error()) =>
+                        || e.raw_os_error() == Some(crate::sys::Errno::NOTDIR.raw_os_error()) =>
                 {
                     return Ok(Vec::new());
                 }
@@ -1331,7 +1325,7 @@ impl Store {
 
     fn write_file(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
         let shown = self.root.join(rel.as_path());
-        let mut dir = rustix::io::dup(&self.root_fd).ctx("open", &self.root)?;
+        let mut dir = crate::sys::dup(&self.root_fd).ctx("open", &self.root)?;
         for anc in rel.ancestors() {
             let (d, created) = fsx::ensure_subdir(&dir, anc.file_name())
                 .ctx("create directory", self.root.join(anc.as_path()))?;

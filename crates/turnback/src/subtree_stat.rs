@@ -8,10 +8,10 @@
 //! entry all set a ctime there to "now", so the folded stat changes and the
 //! change is reported as not captured instead of "nothing changed".
 
+use crate::sys::{BorrowedFd, OwnedFd};
 use std::ffi::CStr;
-use std::os::fd::{BorrowedFd, OwnedFd};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use crate::sys::fs::{AtFlags, FileType, Mode, OFlags};
 
 use crate::tree::Stat;
 
@@ -30,7 +30,7 @@ pub(crate) fn fold(dir: BorrowedFd<'_>, name: &CStr, stat: Stat) -> Stat {
 
 fn open_dir(dir: BorrowedFd<'_>, name: &CStr) -> Option<OwnedFd> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    rustix::fs::openat(dir, name, flags, Mode::empty()).ok()
+    crate::sys::fs::openat(dir, name, flags, Mode::empty()).ok()
 }
 
 fn fold_dir(fd: &OwnedFd, acc: &mut Stat, depth: usize) {
@@ -43,14 +43,14 @@ fn fold_dir(fd: &OwnedFd, acc: &mut Stat, depth: usize) {
         if matches!(name.to_bytes(), b"." | b"..") {
             continue;
         }
-        let Ok(st) = rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) else {
+        let Ok(st) = crate::sys::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) else {
             continue;
         };
         let s = Stat::of_raw(&st);
         acc.mtime_ns = acc.mtime_ns.max(s.mtime_ns);
         acc.ctime_ns = acc.ctime_ns.max(s.ctime_ns);
         if crate::sys::file_type(crate::sys::mode(&st)) == FileType::Directory
-            && let Some(sub) = open_dir(std::os::fd::AsFd::as_fd(fd), name)
+            && let Some(sub) = open_dir(crate::sys::AsFd::as_fd(fd), name)
         {
             fold_dir(&sub, acc, depth + 1);
         }

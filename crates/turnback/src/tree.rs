@@ -75,11 +75,11 @@
 //! without recording them into its turn, exactly as after a lost tree
 //! write). It is removed before a new tree is renamed into place.
 
+use crate::sys::OwnedFd;
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use rustix::fs::OFlags;
+use crate::sys::fs::OFlags;
 
 use crate::error::{IoResultExt, Result};
 use crate::fsx;
@@ -117,21 +117,14 @@ pub struct Stat {
 }
 
 impl Stat {
-    /// From a `std` metadata record.
-    pub fn of(m: &std::fs::Metadata) -> Stat {
-        use std::os::unix::fs::MetadataExt;
-        Stat {
-            size: m.size(),
-            mtime_ns: m.mtime().saturating_mul(1_000_000_000) + m.mtime_nsec(),
-            ctime_ns: m.ctime().saturating_mul(1_000_000_000) + m.ctime_nsec(),
-            ino: m.ino(),
-            mode: m.mode(),
-        }
+    /// Of an open file (`fstat`).
+    pub fn of_file(f: &std::fs::File) -> std::io::Result<Stat> {
+        Ok(Stat::of_raw(&crate::sys::fs::fstat(f)?))
     }
 
     /// From a raw `stat` record (as `fstatat` returns it); equal to
-    /// [`Stat::of`] for the same file.
-    pub fn of_raw(st: &rustix::fs::Stat) -> Stat {
+    /// [`Stat::of_file`] for the same file.
+    pub(crate) fn of_raw(st: &crate::sys::fs::Stat) -> Stat {
         Stat {
             size: st.st_size as u64,
             mtime_ns: crate::sys::mtime_ns(st),
@@ -580,7 +573,7 @@ pub(crate) fn write_head(
     let len = file.metadata().ctx("stat", &path)?.len();
     let mut tail = [0u8; 4];
     if len >= 4 {
-        std::os::unix::fs::FileExt::read_exact_at(&file, &mut tail, len - 4).ctx("read", &path)?;
+        crate::sys::read_exact_at(&file, &mut tail, len - 4).ctx("read", &path)?;
     }
     let head = encode_head(&Head {
         tree: (len, u32::from_le_bytes(tail)),
@@ -631,19 +624,19 @@ impl TreeWriter {
                 path: shown.clone(),
                 source: std::io::Error::from(std::io::ErrorKind::NotFound),
             })?;
-        let now = rustix::fs::Timespec {
+        let now = crate::sys::fs::Timespec {
             tv_sec: 0,
-            tv_nsec: rustix::fs::UTIME_NOW,
+            tv_nsec: crate::sys::fs::UTIME_NOW,
         };
-        rustix::fs::futimens(
+        crate::sys::fs::futimens(
             &fd,
-            &rustix::fs::Timestamps {
+            &crate::sys::fs::Timestamps {
                 last_access: now,
                 last_modification: now,
             },
         )
         .ctx("set the times of", &shown)?;
-        let st = rustix::fs::fstat(&fd).ctx("stat", &shown)?;
+        let st = crate::sys::fs::fstat(&fd).ctx("stat", &shown)?;
         let s = Stat::of_raw(&st);
         Ok(TreeWriter {
             stamp_ns: s.mtime_ns.max(s.ctime_ns),
@@ -881,15 +874,16 @@ mod tests {
     fn writer_stamp_comes_from_the_file_system_clock() -> Result<()> {
         let dir = tempfile::tempdir().expect("tempdir");
         let fd = fsx::open_dir_path(dir.path()).ctx("open", dir.path())?;
-        let before = std::fs::metadata(dir.path()).expect("meta");
+        let before = Stat::of_file(&std::fs::File::open(dir.path()).expect("open")).expect("fstat");
         let w = TreeWriter::begin(&fd, dir.path())?;
         std::fs::write(dir.path().join("later"), b"x").expect("write");
-        let later = Stat::of(&std::fs::metadata(dir.path().join("later")).expect("meta"));
+        let later = Stat::of_file(&std::fs::File::open(dir.path().join("later")).expect("open"))
+            .expect("fstat");
         assert!(
             later.racy(w.stamp_ns),
             "a file written after the stamp is racy"
         );
-        assert!(Stat::of(&before).mtime_ns <= w.stamp_ns);
+        assert!(before.mtime_ns <= w.stamp_ns);
         let t = sample();
         let w_stamp = w.stamp_ns;
         w.commit(&fd, dir.path(), &t)?;

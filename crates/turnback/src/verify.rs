@@ -63,11 +63,10 @@
 //! lock file exists, so it sees no half-appended record and no pack being
 //! removed.
 
+use crate::sys::OwnedFd;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::OwnedFd;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
@@ -312,7 +311,7 @@ pub fn verify_root(root: impl AsRef<Path>) -> Result<VerifyReport> {
 
 /// A regular file opened for reading, or why it is not one.
 enum Opened {
-    File(File, rustix::fs::Stat),
+    File(File, crate::sys::fs::Stat),
     Missing,
     Not(String),
 }
@@ -333,7 +332,7 @@ fn open_regular(dir: &OwnedFd, name: &str) -> io::Result<Opened> {
     let (file, node) = match fsx::open_file(dir, name) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Opened::Missing),
-        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+        Err(e) if e.raw_os_error() == Some(crate::sys::Errno::LOOP.raw_os_error()) => {
             return Ok(Opened::Not(
                 "it is a symlink, which turnback never follows".into(),
             ));
@@ -345,7 +344,7 @@ fn open_regular(dir: &OwnedFd, name: &str) -> io::Result<Opened> {
             "it changed into something other than a regular file while being checked".into(),
         ));
     }
-    let st = rustix::fs::fstat(&file)?;
+    let st = crate::sys::fs::fstat(&file)?;
     Ok(Opened::File(file, st))
 }
 
@@ -446,7 +445,7 @@ fn check_checkpoint(
     store_fd: &OwnedFd,
     store_path: &Path,
     log: &File,
-    st: &rustix::fs::Stat,
+    st: &crate::sys::fs::Stat,
     bytes: &[u8],
 ) {
     let ident = (crate::sys::dev(st), st.st_ino);
@@ -762,7 +761,7 @@ fn check_pack(
         out.links = Some(links);
     }
     let mut magic = [0u8; 8];
-    let got = file.read_at(&mut magic, 0)?;
+    let got = crate::sys::read_at(&file, &mut magic, 0)?;
     if got < magic.len() || &magic != pack::MAGIC {
         out.bad_header = Some("its first 8 bytes are not the pack magic TBPACK1".into());
     }

@@ -1,7 +1,5 @@
 use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
-use std::sync::atomic::{AtomicI32, Ordering};
 
 use anyhow::Context;
 use turnback::TurnId;
@@ -31,57 +29,6 @@ pub struct Args {
         value_name = "CMD"
     )]
     command: Vec<OsString>,
-}
-
-/// The running child, for the signal handler that forwards SIGTERM/SIGHUP.
-static CHILD: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn forward(sig: libc::c_int) {
-    let pid = CHILD.load(Ordering::SeqCst);
-    if pid > 0 {
-        // SAFETY: kill is async-signal-safe; the pid is our own child's.
-        unsafe {
-            libc::kill(pid, sig);
-        }
-    }
-}
-
-/// While the child runs: the terminal's SIGINT and SIGQUIT reach it
-/// directly, so turnback ignores them (and lives to take the after half);
-/// SIGTERM and SIGHUP sent to turnback are passed on to the child.
-struct Signals {
-    saved: Vec<(libc::c_int, libc::sighandler_t)>,
-}
-
-impl Signals {
-    fn guard(pid: u32) -> Signals {
-        CHILD.store(pid as i32, Ordering::SeqCst);
-        let mut saved = Vec::new();
-        let handler = forward as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        for (sig, how) in [
-            (libc::SIGINT, libc::SIG_IGN),
-            (libc::SIGQUIT, libc::SIG_IGN),
-            (libc::SIGTERM, handler),
-            (libc::SIGHUP, handler),
-        ] {
-            // SAFETY: installs a handler that only calls kill(2), or SIG_IGN.
-            let old = unsafe { libc::signal(sig, how) };
-            saved.push((sig, old));
-        }
-        Signals { saved }
-    }
-}
-
-impl Drop for Signals {
-    fn drop(&mut self) {
-        for (sig, old) in self.saved.drain(..) {
-            // SAFETY: restores the disposition saved above.
-            unsafe {
-                libc::signal(sig, old);
-            }
-        }
-        CHILD.store(0, Ordering::SeqCst);
-    }
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
@@ -120,14 +67,10 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
             )
         })?;
     let status = {
-        let _signals = Signals::guard(child.id());
+        let _signals = crate::platform::ChildSignals::guard(child.id());
         child.wait().context("cannot wait for the command")?
     };
-    let code: u8 = match (status.code(), status.signal()) {
-        (Some(c), _) => (c & 0xff) as u8,
-        (None, Some(sig)) => (128 + sig).min(255) as u8,
-        (None, None) => 1,
-    };
+    let code = crate::platform::exit_code(status);
     let after = store.snapshot_for_command(&turn, label, true, &bar).with_context(|| {
         format!(
             "the command ran (exit code {code}) but its changes could not be recorded in turn {turn}"

@@ -25,7 +25,7 @@ use crate::tree::{Entry, Kind};
 pub(super) fn shown_path(e: &Entry) -> String {
     let mut s = e.path_lossy();
     let is_dir = matches!(e.kind, Kind::Dir)
-        || crate::sys::file_type(e.stat.mode) == rustix::fs::FileType::Directory;
+        || crate::sys::file_type(e.stat.mode) == crate::sys::fs::FileType::Directory;
     if is_dir {
         s.push('/');
     }

@@ -321,8 +321,8 @@ impl Store {
         progress: &dyn Progress,
     ) -> Result<SnapshotReport> {
         let _guard = self.begin_mutation()?;
-        let store_fd = rustix::io::dup(&self.dirs().store).ctx("open", &self.store_path)?;
-        let packs_fd = rustix::io::dup(&self.dirs().packs).ctx("open", &self.store_path)?;
+        let store_fd = crate::sys::dup(&self.dirs().store).ctx("open", &self.store_path)?;
+        let packs_fd = crate::sys::dup(&self.dirs().packs).ctx("open", &self.store_path)?;
         tree::sweep_temps(&store_fd, &self.store_path)?;
         let mut warnings = Vec::new();
         let old = match tree::load(&store_fd, &self.store_path)? {
@@ -405,7 +405,7 @@ impl Store {
         old: Option<&Tree>,
         scan: Scan,
         windows: Option<Vec<Window>>,
-        packs_fd: &std::os::fd::OwnedFd,
+        packs_fd: &crate::sys::OwnedFd,
         warnings: &mut Vec<String>,
     ) -> Result<Outcome> {
         let Scan {

@@ -14,11 +14,10 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use crate::sys::fs::{Mode, OFlags};
 use rayon::prelude::*;
-use rustix::fs::{Mode, OFlags};
 
 use super::scan::Reading;
 use super::{Progress, ScanStats};
@@ -211,9 +210,7 @@ impl Store {
                 }
                 (s.id, s.size)
             } else {
-                let shown = self
-                    .root
-                    .join(std::ffi::OsStr::from_bytes(&entries[i].path));
+                let shown = self.root.join(crate::sys::os_str(&entries[i].path));
                 let mut h = pack::HashingReader::new(&file);
                 io::copy(&mut h, &mut io::sink()).ctx("read", &shown)?;
                 h.finish()
@@ -249,15 +246,15 @@ fn read_one(
     cap: u64,
     compress: Option<(&HashMap<BlobId, BlobLoc>, i32)>,
 ) -> ReadOne {
-    let full = root.join(std::ffi::OsStr::from_bytes(rel));
-    let fd = match rustix::fs::open(
+    let full = root.join(crate::sys::os_str(rel));
+    let fd = match crate::sys::fs::open(
         &full,
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
         Mode::empty(),
     ) {
         Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) => return ReadOne::Gone,
-        Err(rustix::io::Errno::LOOP) => {
+        Err(crate::sys::Errno::NOENT) => return ReadOne::Gone,
+        Err(crate::sys::Errno::LOOP) => {
             return ReadOne::Now(
                 Excluded::Unreadable(
                     "it became a symlink while being scanned; snapshot again".into(),
@@ -273,11 +270,11 @@ fn read_one(
         }
     };
     let file = File::from(fd);
-    let stat = match file.metadata() {
-        Ok(m) => Stat::of(&m),
+    let stat = match Stat::of_file(&file) {
+        Ok(st) => st,
         Err(e) => return ReadOne::Now(Excluded::Unreadable(e.to_string()), Stat::default()),
     };
-    if crate::sys::file_type(stat.mode) != rustix::fs::FileType::RegularFile {
+    if crate::sys::file_type(stat.mode) != crate::sys::fs::FileType::RegularFile {
         return ReadOne::Now(
             Excluded::Unreadable("it changed type while being scanned; snapshot again".into()),
             stat,

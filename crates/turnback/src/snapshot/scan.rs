@@ -7,7 +7,7 @@
 //! old scan's stamp) keeps its blob without being read; in the storing
 //! mode only if the store still holds that blob. Every other file is read.
 
-use rustix::fs::{Mode, OFlags};
+use crate::sys::fs::{Mode, OFlags};
 
 use super::walk::{self, Found, FoundKind};
 use super::{Progress, ScanStats};
@@ -47,7 +47,7 @@ impl Store {
         let mut warnings = Vec::new();
         let (matcher, files_too) = build_matcher(&self.root, &mut warnings)?;
         // A descriptor of its own: a dup would share the listing offset.
-        let root_fd = rustix::fs::openat(
+        let root_fd = crate::sys::fs::openat(
             &self.root_fd,
             ".",
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,

@@ -1,7 +1,6 @@
 //! Unit tests of snapshots on real files.
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -42,7 +41,10 @@ fn state(root: &Path) -> BTreeMap<String, (char, Vec<u8>, u32)> {
             let mode = m.permissions().mode() & 0o7777;
             if m.file_type().is_symlink() {
                 let target = fs::read_link(&p).expect("link");
-                out.insert(rel, ('l', target.as_os_str().as_bytes().to_vec(), 0));
+                out.insert(
+                    rel,
+                    ('l', target.as_os_str().as_encoded_bytes().to_vec(), 0),
+                );
             } else if m.is_dir() {
                 out.insert(rel, ('d', Vec::new(), mode));
                 walk(root, &p, out);
@@ -303,12 +305,11 @@ fn an_after_half_with_no_snapshot_is_a_clear_error_and_stores_nothing() {
 
 #[test]
 fn the_walk_lists_what_it_cannot_cover_and_never_enters_it() -> TestResult {
-    use std::ffi::OsStr;
     let (dir, mut store) = project();
     let root = dir.path();
     put(root, "odd\\name.txt", b"backslash\n");
     fs::write(
-        root.join(OsStr::from_bytes(b"latin1-\xe9.txt")),
+        root.join(crate::sys::os_str(b"latin1-\xe9.txt")),
         b"not utf-8\n",
     )?;
     put(root, "bad\\dir/inside.txt", b"never walked\n");

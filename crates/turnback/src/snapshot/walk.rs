@@ -13,14 +13,14 @@
 //! stat of its whole subtree folded in, see [`crate::subtree_stat`]), and
 //! what cannot be listed or named as unreadable.
 
+use crate::sys::OwnedFd;
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rustix::fs::{Mode, OFlags};
+use crate::sys::fs::{Mode, OFlags};
 
 use super::Progress;
 use crate::exclude::{IGNORE_FILE, Ignores, nested_matcher};
@@ -216,7 +216,7 @@ impl WalkCtx<'_> {
         // The names first: an ignore file among them applies to them all.
         let (buf, failed) = crate::sys::list_names(&dir);
         let names = buf.names();
-        let dir = std::os::fd::AsFd::as_fd(&dir);
+        let dir = crate::sys::AsFd::as_fd(&dir);
         let ignores =
             if !rel.is_empty() && names.iter().any(|n| n.to_bytes() == IGNORE_FILE.as_bytes()) {
                 self.nested_ignores(dir, &rel, ignores)
@@ -285,7 +285,7 @@ impl WalkCtx<'_> {
     /// `rel`) applied on top, when it holds patterns.
     fn nested_ignores(
         &self,
-        dir: std::os::fd::BorrowedFd<'_>,
+        dir: crate::sys::BorrowedFd<'_>,
         rel: &[u8],
         ignores: Arc<Ignores>,
     ) -> Arc<Ignores> {
@@ -317,16 +317,16 @@ impl WalkCtx<'_> {
     /// opened, to be walked.
     fn visit(
         &self,
-        dir: std::os::fd::BorrowedFd<'_>,
+        dir: crate::sys::BorrowedFd<'_>,
         name: &std::ffi::CStr,
         path: Vec<u8>,
         ignores: &Ignores,
         local: &mut Vec<Found>,
     ) -> Option<(OwnedFd, Vec<u8>)> {
-        use rustix::fs::{AtFlags, FileType};
-        let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        use crate::sys::fs::{AtFlags, FileType};
+        let st = match crate::sys::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => st,
-            Err(rustix::io::Errno::NOENT) => return None, // gone since it was listed
+            Err(crate::sys::Errno::NOENT) => return None, // gone since it was listed
             Err(e) => {
                 local.push(Found {
                     path,
@@ -357,24 +357,24 @@ impl WalkCtx<'_> {
                 FoundKind::Excluded(Excluded::TooLarge(self.cap))
             }
             FileType::RegularFile => FoundKind::File,
-            FileType::Symlink => match rustix::fs::readlinkat(dir, name, Vec::new()) {
+            FileType::Symlink => match crate::sys::fs::readlinkat(dir, name, Vec::new()) {
                 Ok(t) => match t.into_string() {
                     Ok(t) => FoundKind::Symlink(t),
                     Err(_) => FoundKind::Excluded(Excluded::BadName(
                         "its symlink target is not valid UTF-8".into(),
                     )),
                 },
-                Err(rustix::io::Errno::NOENT) => return None,
+                Err(crate::sys::Errno::NOENT) => return None,
                 Err(e) => unreadable(e),
             },
             FileType::Directory => {
                 let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-                match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+                match crate::sys::fs::openat(dir, name, flags, Mode::empty()) {
                     Ok(fd) => {
                         push(path.clone(), FoundKind::Dir);
                         return Some((fd, path));
                     }
-                    Err(rustix::io::Errno::NOENT) => return None,
+                    Err(crate::sys::Errno::NOENT) => return None,
                     Err(e) => unreadable(e),
                 }
             }

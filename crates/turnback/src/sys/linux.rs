@@ -101,3 +101,18 @@ pub(crate) fn list_names(dir: &impl AsFd) -> (Names, Option<Errno>) {
     }
     (names, None)
 }
+
+/// The bytes as they are: a Unix name is any bytes but NUL and `/`.
+pub(crate) fn os_str(bytes: &[u8]) -> &std::ffi::OsStr {
+    std::os::unix::ffi::OsStrExt::from_bytes(bytes)
+}
+
+/// `pread`.
+pub(crate) fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, buf, offset)
+}
+
+/// `pwrite`.
+pub(crate) fn write_at(file: &std::fs::File, bytes: &[u8], offset: u64) -> io::Result<usize> {
+    std::os::unix::fs::FileExt::write_at(file, bytes, offset)
+}

@@ -4,6 +4,16 @@
 //! (`fsx`, the walk, the store) is written once.
 //!
 //! One module per platform, chosen at compile time:
+//! - `unix` (Linux and macOS): the POSIX `*at` calls of rustix, used
+//!   as they are: `fs`, `Errno`, `OwnedFd` are rustix's and std's.
+//! - `windows`: the same names over Win32 (see that module): a directory
+//!   handle that carries its path and pins the directory, `*at` calls that
+//!   open the last component without following a reparse point.
+//! - `unix` (Linux and macOS): the POSIX `*at` calls of rustix, used
+//!   as they are: `fs`, `Errno`, `OwnedFd` are rustix's and std's.
+//! - `windows`: the same names over Win32 (see that module): a directory
+//!   handle that carries its path and pins the directory, `*at` calls that
+//!   open the last component without following a reparse point.
 //! - `linux`: `getdents` through one buffer per directory, `fdatasync`,
 //!   `syncfs`; `st_mode` 32 bits and `st_dev` 64.
 //! - `macos`: `readdir`, `mkfifoat` and `fcntl` through `libc` where rustix
@@ -33,10 +43,20 @@ mod macos;
 #[cfg(target_os = "macos")]
 use macos as imp;
 
-#[cfg(not(any(target_os = "linux", target_os = "macos")))]
-compile_error!(
-    "turnback runs on Linux and macOS; its Windows port is in progress (docs/PLATFORMS.md)"
-);
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+pub(crate) use unix::{AsFd, BorrowedFd, Errno, OwnedFd, dup, euid, fs, process_alive};
+
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows as imp;
+#[cfg(windows)]
+pub(crate) use windows::{AsFd, BorrowedFd, Errno, OwnedFd, dup, euid, fs, process_alive};
+
+#[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
+compile_error!("turnback runs on Linux, macOS and Windows");
 
 pub(crate) use imp::{
     WHOLE_FS_FLUSH, commit_queued, ctime_ns, dev, fdatasync, file_type, flush_device,
@@ -85,4 +105,58 @@ pub(crate) fn mkfifo_at(path: &std::path::Path) -> std::io::Result<()> {
         rustix::fs::Mode::empty(),
     )?;
     mkfifo_exact(&dir, name)
+}
+
+/// A name or path of the store (bytes) as the platform's `OsStr`. On
+/// Windows names are UTF-8 (a `RelPath` made there is refused otherwise),
+/// so bytes that are not cannot name a file: they map to U+FFFD, which no
+/// stored name holds.
+pub(crate) fn os_str(bytes: &[u8]) -> &std::ffi::OsStr {
+    imp::os_str(bytes)
+}
+
+/// Reads from `file` at `offset` without moving a shared cursor (`pread`;
+/// on Windows an overlapped read at that offset).
+pub(crate) fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    imp::read_at(file, buf, offset)
+}
+
+/// Fills `buf` from `file` at `offset`; an end of file first is an error.
+pub(crate) fn read_exact_at(
+    file: &std::fs::File,
+    mut buf: &mut [u8],
+    mut offset: u64,
+) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match read_at(file, buf, offset) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `bytes` to `file` at `offset`.
+pub(crate) fn write_all_at(
+    file: &std::fs::File,
+    mut bytes: &[u8],
+    mut offset: u64,
+) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        match imp::write_at(file, bytes, offset) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                bytes = &bytes[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

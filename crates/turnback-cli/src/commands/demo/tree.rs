@@ -3,7 +3,6 @@
 //! exact copies of a folder; and the comparison of two snapshots.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -75,7 +74,7 @@ fn walk(root: &Path, dir: &Path, skip: &[&str], out: &mut BTreeMap<String, Entry
         }
         let meta = std::fs::symlink_metadata(&path)
             .with_context(|| format!("cannot look at {}", path.display()))?;
-        let mode = meta.permissions().mode() & 0o7777;
+        let mode = crate::platform::mode_of(&meta);
         let ft = meta.file_type();
         let entry = if ft.is_symlink() {
             let target = std::fs::read_link(&path)
@@ -128,7 +127,7 @@ fn copy_dir(src: &Path, dst: &Path) -> Result<()> {
         if ft.is_symlink() {
             let target = std::fs::read_link(&from)
                 .with_context(|| format!("cannot read the symlink {}", from.display()))?;
-            std::os::unix::fs::symlink(&target, &to)
+            crate::platform::symlink(&target, &to)
                 .with_context(|| format!("cannot create the symlink {}", to.display()))?;
         } else if ft.is_dir() {
             std::fs::create_dir(&to).with_context(|| format!("cannot create {}", to.display()))?;
@@ -256,9 +255,10 @@ fn describe_change(
     parts.join("; ")
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     type TestResult = Result<()>;
 

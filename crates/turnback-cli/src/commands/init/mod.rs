@@ -31,7 +31,6 @@ mod chat;
 mod merge;
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -427,7 +426,7 @@ fn owned_file_changed(path: &Path, f: &OwnedFile, d: &Dialect) -> anyhow::Result
         );
     }
     let mode_ok =
-        !f.executable || std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
+        !f.executable || std::fs::metadata(path).is_ok_and(|m| crate::platform::is_executable(&m));
     Ok(old != f.text.as_bytes() || !mode_ok)
 }
 
@@ -448,10 +447,7 @@ fn write_atomically(path: &Path, bytes: &[u8], executable: bool) -> anyhow::Resu
         .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
     let mode = if executable { 0o755 } else { 0o644 };
     tmp.write_all(bytes)
-        .and_then(|()| {
-            tmp.as_file()
-                .set_permissions(std::fs::Permissions::from_mode(mode))
-        })
+        .and_then(|()| crate::platform::set_mode(tmp.as_file(), mode))
         .and_then(|()| tmp.as_file().sync_all())
         .with_context(|| format!("cannot write {}", tmp.path().display()))?;
     tmp.persist(path)

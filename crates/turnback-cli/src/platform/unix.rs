@@ -1,0 +1,92 @@
+//! Linux and macOS: modes are `st_mode`'s permission bits; a child killed
+//! by signal N exits 128 + N; while it runs, the terminal's SIGINT and
+//! SIGQUIT reach it directly (turnback ignores them and lives to take the
+//! after half), and SIGTERM and SIGHUP sent to turnback are passed on.
+
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The permission bits of `meta`.
+pub fn mode_of(meta: &Metadata) -> u32 {
+    meta.permissions().mode() & 0o7777
+}
+
+/// Whether `meta` is executable by someone.
+pub fn is_executable(meta: &Metadata) -> bool {
+    meta.permissions().mode() & 0o111 != 0
+}
+
+/// Sets the permission bits of the open file `f`.
+pub fn set_mode(f: &File, mode: u32) -> io::Result<()> {
+    f.set_permissions(std::fs::Permissions::from_mode(mode))
+}
+
+/// Creates the symlink `link` pointing to `target`.
+pub fn symlink(target: &Path, link: &Path) -> io::Result<()> {
+    std::os::unix::fs::symlink(target, link)
+}
+
+/// The exit code `turnback exec` passes on: the child's, or 128 + N when
+/// signal N killed it.
+pub fn exit_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => (c & 0xff) as u8,
+        (None, Some(sig)) => (128 + sig).min(255) as u8,
+        (None, None) => 1,
+    }
+}
+
+/// The running child, for the signal handler that forwards SIGTERM/SIGHUP.
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = CHILD.load(Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe; the pid is our own child's.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+/// The signal dispositions while a child runs; restored on drop.
+pub struct ChildSignals {
+    saved: Vec<(libc::c_int, libc::sighandler_t)>,
+}
+
+impl ChildSignals {
+    /// Ignores SIGINT and SIGQUIT and forwards SIGTERM and SIGHUP to `pid`.
+    pub fn guard(pid: u32) -> ChildSignals {
+        CHILD.store(pid as i32, Ordering::SeqCst);
+        let mut saved = Vec::new();
+        let handler = forward as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        for (sig, how) in [
+            (libc::SIGINT, libc::SIG_IGN),
+            (libc::SIGQUIT, libc::SIG_IGN),
+            (libc::SIGTERM, handler),
+            (libc::SIGHUP, handler),
+        ] {
+            // SAFETY: installs a handler that only calls kill(2), or SIG_IGN.
+            let old = unsafe { libc::signal(sig, how) };
+            saved.push((sig, old));
+        }
+        ChildSignals { saved }
+    }
+}
+
+impl Drop for ChildSignals {
+    fn drop(&mut self) {
+        for (sig, old) in self.saved.drain(..) {
+            // SAFETY: restores the disposition saved above.
+            unsafe {
+                libc::signal(sig, old);
+            }
+        }
+        CHILD.store(0, Ordering::SeqCst);
+    }
+}
