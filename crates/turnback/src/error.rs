@@ -193,6 +193,10 @@ pub enum PathProblem {
     /// Resolving symlinks took too many steps.
     #[error("it goes through too many symlinks")]
     SymlinkLoop,
+    /// A name this platform's file system cannot hold (see
+    /// [`crate::names::windows_problem`]).
+    #[error("Windows cannot hold this name: {0}")]
+    NotOnWindows(&'static str),
 }
 
 /// Adds path context to `io::Result`s.

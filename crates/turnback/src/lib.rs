@@ -60,6 +60,7 @@ mod links;
 pub mod location;
 pub mod lock;
 pub mod log;
+pub mod names;
 mod ops;
 pub mod pack;
 pub mod path;

@@ -220,6 +220,10 @@ fn check_component(comp: &[u8]) -> Result<(), PathProblem> {
     match comp {
         b"" | b"." | b".." => Err(PathProblem::NotNormal),
         c if c.len() > MAX_COMPONENT => Err(PathProblem::TooLong),
+        c if crate::sys::WINDOWS_NAMES => match crate::names::windows_problem(c) {
+            Some(why) => Err(PathProblem::NotOnWindows(why)),
+            None => Ok(()),
+        },
         _ => Ok(()),
     }
 }
@@ -371,7 +375,7 @@ fn canonical_prefix(p: &Path) -> Option<std::path::PathBuf> {
     let mut existing = p;
     let mut rest = Vec::new();
     loop {
-        if let Ok(c) = std::fs::canonicalize(existing) {
+        if let Ok(c) = crate::sys::canonicalize(existing) {
             let mut out = c;
             for r in rest.iter().rev() {
                 out.push(r);
@@ -429,6 +433,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)] // names of any bytes exist on Unix only
     fn any_bytes_but_nul_round_trip_and_show_unambiguously() {
         let p = RelPath::from_bytes(b"d\xfe/a\\b/\xff").expect("bytes are a name");
         assert_eq!(p.as_bytes(), b"d\xfe/a\\b/\xff");
@@ -484,6 +489,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)] // Unix path spellings
     fn lexical_components_resolves_dots_and_refuses_escapes() {
         let root = Path::new("/proj");
         let c = lexical_components(root, Path::new("/proj/a/./b/../c")).expect("inside");

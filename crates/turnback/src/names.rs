@@ -1,0 +1,140 @@
+//! Which names a file system can hold, and when two names are one file.
+//!
+//! Pure rules, tested on every platform; `crate::path` applies them where
+//! the platform needs them:
+//! - [`windows_problem`]: a name Windows cannot hold or that aliases
+//!   another there: not valid Unicode; a control character or one of
+//!   `< > : " \ | ? *` (`:` opens an alternate data stream, `\` is the
+//!   separator); a trailing dot or space (Windows drops it, so `a.` is
+//!   `a`); a reserved device name (`CON`, `PRN`, `AUX`, `NUL`, `COM0`–`COM9`,
+//!   `LPT0`–`LPT9`, also with an extension, in any case: `nul.txt` is the
+//!   null device). On Windows such a name is refused at capture with this
+//!   reason, and a stored path holding one is reported as not restored.
+//! - [`identity_key`]: the key under which a case-insensitive,
+//!   normalization-insensitive file system (APFS by default, NTFS, ext4
+//!   casefold directories) files a name: Unicode NFC, then lower case.
+//!   `Foo.txt` and `foo.txt`, or `é` as one code point and as `e` plus a
+//!   combining accent, have one key there.
+
+use unicode_normalization::UnicodeNormalization;
+
+/// Why Windows cannot hold the file name `name` (one path component), or
+/// `None` when it can.
+pub fn windows_problem(name: &[u8]) -> Option<&'static str> {
+    let Ok(text) = std::str::from_utf8(name) else {
+        return Some("it is not valid Unicode, which a Windows name must be");
+    };
+    if text
+        .chars()
+        .any(|c| c < ' ' || matches!(c, '<' | '>' | ':' | '"' | '\\' | '|' | '?' | '*'))
+    {
+        return Some(
+            "it holds a character Windows does not allow in a name (< > : \" \\ | ? * or a control character; : would name an alternate data stream)",
+        );
+    }
+    if text.ends_with('.') || text.ends_with(' ') {
+        return Some(
+            "it ends with a dot or a space, which Windows drops, so it would name another file",
+        );
+    }
+    if is_reserved_device(text) {
+        return Some(
+            "it is a reserved device name on Windows (CON, PRN, AUX, NUL, COM0-9, LPT0-9, with any extension)",
+        );
+    }
+    None
+}
+
+/// Whether `name` (with any extension) names a DOS device on Windows.
+fn is_reserved_device(name: &str) -> bool {
+    let stem = name.split('.').next().unwrap_or(name).trim_end_matches(' ');
+    let upper = stem.to_ascii_uppercase();
+    match upper.as_str() {
+        "CON" | "PRN" | "AUX" | "NUL" => true,
+        _ => {
+            let (head, tail) = upper.split_at(upper.len().min(3));
+            matches!(head, "COM" | "LPT")
+                && matches!(
+                    tail,
+                    "0" | "1" | "2" | "3" | "4" | "5" | "6" | "7" | "8" | "9" | "¹" | "²" | "³"
+                )
+        }
+    }
+}
+
+/// The key a case- and normalization-insensitive file system files the
+/// path or name `text` under: NFC, then lower case (full Unicode mapping).
+pub fn identity_key(text: &str) -> String {
+    text.nfc()
+        .collect::<String>()
+        .to_lowercase()
+        .nfc()
+        .collect()
+}
+
+/// Whether two names are one file on a case- and normalization-insensitive
+/// file system.
+pub fn same_identity(a: &str, b: &str) -> bool {
+    a == b || identity_key(a) == identity_key(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_windows_cannot_hold_are_named_with_the_reason() {
+        for ok in [
+            "a.txt",
+            "README.md",
+            ".env",
+            "console.d",
+            "COMX",
+            "com10",
+            "LPT",
+            "x y",
+            "é",
+        ] {
+            assert_eq!(windows_problem(ok.as_bytes()), None, "{ok}");
+        }
+        let cases: &[(&[u8], &str)] = &[
+            (b"CON", "reserved"),
+            (b"nul.txt", "reserved"),
+            (b"Aux.tar.gz", "reserved"),
+            (b"COM1", "reserved"),
+            (b"lpt9.log", "reserved"),
+            ("COM\u{b9}".as_bytes(), "reserved"),
+            (b"con .txt", "reserved"),
+            (b"a.", "dot or a space"),
+            (b"a ", "dot or a space"),
+            (b"a:b", "alternate data stream"),
+            (b"file.txt:stream", "alternate data stream"),
+            (b"a\\b", "character"),
+            (b"a*b", "character"),
+            (b"q?", "character"),
+            (b"tab\there", "character"),
+            (b"\xff", "Unicode"),
+        ];
+        for (name, why) in cases {
+            let got = windows_problem(name).unwrap_or("");
+            assert!(
+                got.contains(why),
+                "{:?}: {got:?}",
+                String::from_utf8_lossy(name)
+            );
+        }
+    }
+
+    #[test]
+    fn case_and_normalization_give_one_identity() {
+        assert!(same_identity("Foo.txt", "foo.txt"));
+        assert!(same_identity("README.md", "Readme.md"));
+        // NFC (one code point) and NFD (e + combining acute accent).
+        assert!(same_identity("caf\u{e9}", "cafe\u{301}"));
+        assert!(same_identity("CAF\u{c9}", "cafe\u{301}"));
+        assert!(same_identity("STRASSE", "strasse"));
+        assert!(!same_identity("a.txt", "b.txt"));
+        assert!(!same_identity("a.txt", "a.txt "));
+        assert_eq!(identity_key("Ä/B"), identity_key("a\u{308}/b"));
+    }
+}
