@@ -36,7 +36,6 @@
 use std::error::Error;
 use std::fmt::Write as _;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -195,7 +194,7 @@ fn disk_bytes(dir: &Path) -> Res<(u64, u64)> {
     let (mut disk, mut len) = (0, 0);
     for rel in rels {
         let m = fs::symlink_metadata(dir.join(&rel))?;
-        disk += m.blocks() * 512;
+        disk += common::disk_bytes(&m);
         len += m.len();
     }
     Ok((disk, len))

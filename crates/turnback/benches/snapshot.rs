@@ -38,7 +38,6 @@
 use std::error::Error;
 use std::fmt::Write as _;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
@@ -145,7 +144,7 @@ fn du(p: &Path) -> Res<u64> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(e.into()),
     };
-    let mut total = m.blocks() * 512;
+    let mut total = common::disk_bytes(&m);
     if m.is_dir() {
         for e in fs::read_dir(p)? {
             total += du(&e?.path())?;
@@ -172,6 +171,7 @@ fn lstat_all(dir: &Path) -> Res<usize> {
 /// directory opened from its parent's descriptor, listed, and each entry
 /// `fstatat`ed relative to it; nothing stored, compared or allocated per
 /// entry beyond the listing. What no stat-based scan can go below here.
+#[cfg(unix)]
 fn fstatat_all_parallel(root: &Path) -> Res<usize> {
     use rustix::fs::{AtFlags, FileType, Mode, OFlags};
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -206,6 +206,12 @@ fn fstatat_all_parallel(root: &Path) -> Res<usize> {
     let fd = rustix::fs::open(root, flags, Mode::empty())?;
     rayon::scope(|s| walk(fd, &n, s));
     Ok(n.into_inner())
+}
+
+/// The peer is measured with Unix's `*at` calls only.
+#[cfg(not(unix))]
+fn fstatat_all_parallel(_root: &Path) -> Res<usize> {
+    Err("the fstatat peer is measured on Unix only".into())
 }
 
 struct Git {

@@ -45,7 +45,6 @@ use std::collections::BTreeSet;
 use std::error::Error;
 use std::fmt::Write as _;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -247,7 +246,7 @@ fn load_tree(source: &Path, limit: usize) -> Res<Tree> {
         files.push(TreeFile {
             rel,
             bytes,
-            mode: meta.permissions().mode() & 0o7777,
+            mode: mode_of(&meta),
         });
     }
     Ok(Tree {
@@ -267,8 +266,7 @@ fn copy_tree(tree: &Tree, dst: &Path) -> Res<()> {
                 .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
         }
         fs::write(&p, &f.bytes).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-        fs::set_permissions(&p, fs::Permissions::from_mode(f.mode))
-            .map_err(|e| format!("cannot chmod {}: {e}", p.display()))?;
+        set_mode(&p, f.mode).map_err(|e| format!("cannot chmod {}: {e}", p.display()))?;
     }
     Ok(())
 }

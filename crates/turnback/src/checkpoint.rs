@@ -637,6 +637,7 @@ mod tests {
         let root = dir.path();
         std::fs::write(root.join("a.txt"), "a1\n")?;
         std::fs::write(root.join("big.txt"), "line\n".repeat(2000))?;
+        #[cfg(unix)]
         std::os::unix::fs::symlink("a.txt", root.join("link"))?;
         std::fs::write(root.join("h1"), "one file, two names\n")?;
         std::fs::hard_link(root.join("h1"), root.join("h2"))?;
@@ -677,9 +678,8 @@ mod tests {
     }
 
     fn ident_of(path: &Path) -> std::io::Result<(u64, u64)> {
-        use std::os::unix::fs::MetadataExt as _;
-        let m = std::fs::metadata(path)?;
-        Ok((m.dev(), m.ino()))
+        let st = crate::sys::fs::fstat(&std::fs::File::open(path)?)?;
+        Ok((crate::sys::dev(&st), st.st_ino))
     }
 
     /// The index's bytes, to compare two indexes (equal indexes give equal
@@ -806,6 +806,9 @@ mod tests {
     /// keeps the file, its length and both ends is not (`verify` reads
     /// every line).
     #[test]
+    // Replaces the log this store holds open by rename, which Windows allows
+    // (std renames with POSIX semantics) but Wine 8 refuses.
+    #[cfg(unix)]
     fn a_checkpoint_of_another_log_or_prefix_is_ignored() -> TestResult {
         let (_dir, store) = large_store()?;
         let path = log_path(&store);

@@ -659,7 +659,9 @@ impl Store {
     }
 }
 
-#[cfg(test)]
+// Built on Unix modes, symlinks and inode numbers; the Windows run has
+// the integration tests and the identity rules.
+#[cfg(all(test, unix))]
 mod tests {
     use std::collections::BTreeMap;
     use std::os::unix::fs::PermissionsExt;

@@ -102,7 +102,9 @@ impl Drop for Lifts {
     }
 }
 
-#[cfg(test)]
+// Built on Unix modes, symlinks and inode numbers; the Windows run has
+// the integration tests and the identity rules.
+#[cfg(all(test, unix))]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
 

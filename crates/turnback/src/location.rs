@@ -556,7 +556,10 @@ fn copy_dir_linking(from: &Path, to: &Path, top: bool, link: bool) -> Result<()>
             copy_dir_linking(&src, &dst, false, top && name == "packs")?;
         } else if ty.is_file() && (!link || std::fs::hard_link(&src, &dst).is_err()) {
             std::fs::copy(&src, &dst).ctx("copy", &dst)?;
-            File::open(&dst)
+            // Opened for writing: Windows flushes only through such a handle.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&dst)
                 .and_then(|f| f.sync_all())
                 .ctx("fsync", &dst)?;
         }
@@ -601,7 +604,7 @@ fn data_for(given: Option<&Path>) -> Result<Data> {
 }
 
 fn canonical_root(root: &Path) -> Result<PathBuf> {
-    std::fs::canonicalize(root).ctx("open project root", root)
+    crate::sys::canonicalize(root).ctx("open project root", root)
 }
 
 /// Where the store of the project at `root` is, putting its location in
@@ -950,10 +953,14 @@ mod tests {
             let msg = find(&root, &data).err().ok_or("an error")?.to_string();
             assert!(msg.contains("store.toml"), "{text}: {msg}");
         }
-        std::fs::remove_file(dir.join(MARKER_FILE))?;
-        crate::sys::mkfifo_at(&dir.join(MARKER_FILE))?;
-        let msg = find(&root, &data).err().ok_or("an error")?.to_string();
-        assert!(msg.contains("not a regular file"), "{msg}");
+        // A FIFO in its place (Unix: Windows has none).
+        #[cfg(unix)]
+        {
+            std::fs::remove_file(dir.join(MARKER_FILE))?;
+            crate::sys::mkfifo_at(&dir.join(MARKER_FILE))?;
+            let msg = find(&root, &data).err().ok_or("an error")?.to_string();
+            assert!(msg.contains("not a regular file"), "{msg}");
+        }
         Ok(())
     }
 

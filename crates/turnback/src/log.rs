@@ -518,6 +518,7 @@ mod tests {
 
     /// Pins the form of a path that is not UTF-8, beside a UTF-8 one.
     #[test]
+    #[cfg(unix)] // such a name exists on Unix only
     fn a_path_that_is_not_utf8_is_pinned_as_its_bytes_in_hex() {
         let r = Record {
             seq: 3,

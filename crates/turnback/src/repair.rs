@@ -82,7 +82,7 @@ pub struct RepairReport {
 /// module doc). With `dry_run`, only says what it would do.
 pub fn repair_root(root: impl AsRef<Path>, dry_run: bool) -> Result<RepairReport> {
     let given = root.as_ref();
-    let root = std::fs::canonicalize(given).ctx("open project root", given)?;
+    let root = crate::sys::canonicalize(given).ctx("open project root", given)?;
     let before = verify_root(&root)?;
     let uncertain_turns: Vec<TurnId> = before
         .turns

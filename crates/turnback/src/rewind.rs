@@ -809,6 +809,12 @@ impl Store {
                 Err(reason) => fail(&mut report.failed, &step.path, reason),
             }
         }
+        // A handle held to a directory keeps its name taken on Windows even
+        // once it is removed: none is held into the renames, which may
+        // remove a directory standing where a file goes.
+        if crate::sys::HANDLES_KEEP_NAMES {
+            dirs.close_all();
+        }
         // Renames (in parallel: each waits on the disk on its own); then
         // symlinks and FIFOs, last.
         for (path, res) in self.rename_all(&staged, per_file) {
@@ -913,6 +919,10 @@ impl Store {
     /// With `flush`, a directory is `fsync`ed before it is removed (see
     /// [`fsx::rmdir_flushed`]).
     fn remove(&self, dirs: &mut DirCache, path: &RelPath, flush: bool) -> Result<bool, String> {
+        // A handle held to a directory keeps it listed in its parent on
+        // Windows until closed; removals go deepest first, so this is the
+        // last use of its own handle.
+        dirs.close(path);
         let Some(dir) = dirs.parent(path, false).map_err(|e| e.to_string())? else {
             return Ok(false);
         };
@@ -1102,6 +1112,16 @@ impl DirCache {
             root,
             open: HashMap::new(),
         })
+    }
+
+    /// Closes every handle held but the root's.
+    fn close_all(&mut self) {
+        self.open.clear();
+    }
+
+    /// Closes the handle held to the directory `dir`, if any.
+    fn close(&mut self, dir: &RelPath) {
+        self.open.remove(dir.as_bytes());
     }
 
     /// The directory holding `path`, if [`DirCache::parent`] opened it.

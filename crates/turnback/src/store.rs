@@ -177,7 +177,7 @@ impl std::fmt::Debug for Store {
 /// `dir` relative to `root` (both as the file system resolves them), when
 /// it lies strictly inside it.
 fn inside(root: &Path, dir: &Path) -> Option<Vec<u8>> {
-    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let dir = crate::sys::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let rel = dir.strip_prefix(root).ok()?;
     (!rel.as_os_str().is_empty()).then(|| rel.as_os_str().as_encoded_bytes().to_vec())
 }
@@ -187,7 +187,7 @@ fn inside(root: &Path, dir: &Path) -> Option<Vec<u8>> {
 /// deleted, or the folder deleted and made again), else `start` itself.
 pub fn discover_root(start: &Path) -> PathBuf {
     let data = location::data_dir().ok().map(Data::new);
-    let canonical = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
+    let canonical = crate::sys::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
     // The nearest ancestor that has either wins: an outer project's marker
     // must not capture a nested project whose marker a command deleted.
     canonical
@@ -206,7 +206,7 @@ impl Store {
     /// Opens the store with explicit options.
     pub fn open_with(root: impl AsRef<Path>, options: Options) -> Result<Store> {
         let given = root.as_ref();
-        let root = std::fs::canonicalize(given).ctx("open project root", given)?;
+        let root = crate::sys::canonicalize(given).ctx("open project root", given)?;
         let root_fd = fsx::open_dir_path(&root).ctx("open project root", &root)?;
         let data = match &options.data_dir {
             Some(d) => Ok(Data::new(d.clone())),
@@ -705,6 +705,10 @@ impl Store {
             .turn(turn)
             .map(|t| t.paths.keys().cloned().collect())
             .unwrap_or_default();
+        // `foo.txt` after `Foo.txt` on a case-insensitive file system is
+        // the file the turn captured already: the first spelling stands.
+        let spelled = self.first_spellings(&already, rels);
+        let rels = spelled.as_slice();
         // Every name of a hard-linked file, so a rewind has the whole group.
         let names = crate::links::other_names(self, rels)?;
         let all: Vec<RelPath> = rels.iter().chain(&names.found).cloned().collect();
@@ -856,6 +860,42 @@ impl Store {
             files: entries.clone(),
         })?;
         Ok((rec.seq, entries))
+    }
+
+    /// `rels`, each spelled as the turn first captured it when it names the
+    /// same file under another spelling (another case or Unicode
+    /// normalization, on a file system that does not tell them apart): the
+    /// identity is the file (`st_dev`, `st_ino`), the key only finds the
+    /// candidates (`crate::names::identity_key`).
+    fn first_spellings(&self, already: &HashSet<RelPath>, rels: &[RelPath]) -> Vec<RelPath> {
+        if rels.iter().all(|r| already.contains(r)) {
+            return rels.to_vec();
+        }
+        let keyed: HashMap<String, &RelPath> = already
+            .iter()
+            .map(|p| (crate::names::identity_key(&p.to_string()), p))
+            .collect();
+        let ident = |p: &RelPath| {
+            crate::sys::fs::statat(
+                &self.root_fd,
+                p.as_path(),
+                crate::sys::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .ok()
+            .map(|st| (crate::sys::dev(&st), st.st_ino))
+        };
+        rels.iter()
+            .map(
+                |r| match keyed.get(&crate::names::identity_key(&r.to_string())) {
+                    Some(&first)
+                        if first != r && ident(first).is_some() && ident(first) == ident(r) =>
+                    {
+                        first.clone()
+                    }
+                    _ => r.clone(),
+                },
+            )
+            .collect()
     }
 
     /// Looks at each path without following symlinks and says what it is.

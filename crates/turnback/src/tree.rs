@@ -874,7 +874,10 @@ mod tests {
     fn writer_stamp_comes_from_the_file_system_clock() -> Result<()> {
         let dir = tempfile::tempdir().expect("tempdir");
         let fd = fsx::open_dir_path(dir.path()).ctx("open", dir.path())?;
-        let before = Stat::of_file(&std::fs::File::open(dir.path()).expect("open")).expect("fstat");
+        let before = Stat::of_raw(
+            &crate::sys::fs::fstat(crate::fsx::open_dir_path(dir.path()).expect("open"))
+                .expect("fstat"),
+        );
         let w = TreeWriter::begin(&fd, dir.path())?;
         std::fs::write(dir.path().join("later"), b"x").expect("write");
         let later = Stat::of_file(&std::fs::File::open(dir.path().join("later")).expect("open"))

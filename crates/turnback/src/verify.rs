@@ -270,7 +270,7 @@ impl Store {
 /// read at all (permissions), or another process holds the lock too long.
 pub fn verify_root(root: impl AsRef<Path>) -> Result<VerifyReport> {
     let given = root.as_ref();
-    let root = std::fs::canonicalize(given).ctx("open project root", given)?;
+    let root = crate::sys::canonicalize(given).ctx("open project root", given)?;
     let located = crate::location::locate(&root, None)?;
     let store_path = located
         .as_ref()
@@ -950,7 +950,9 @@ fn check_turns(
     report.turns = checks;
 }
 
-#[cfg(test)]
+// Built on Unix modes, symlinks and inode numbers; the Windows run has
+// the integration tests and the identity rules.
+#[cfg(all(test, unix))]
 mod tests {
     use std::collections::BTreeMap;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};

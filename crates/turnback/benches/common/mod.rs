@@ -297,3 +297,46 @@ pub fn sync_fs(path: &Path) -> Res<()> {
     }
     Ok(())
 }
+
+/// Bytes allocated on disk for `m` (`st_blocks` × 512; on Windows, where
+/// std does not give the allocation, the length).
+pub fn disk_bytes(m: &fs::Metadata) -> u64 {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::MetadataExt::blocks(m) * 512
+    }
+    #[cfg(not(unix))]
+    {
+        m.len()
+    }
+}
+
+/// The permission bits of `m` (on Windows 0o444 read-only, else 0o644).
+pub fn mode_of(m: &fs::Metadata) -> u32 {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777
+    }
+    #[cfg(not(unix))]
+    {
+        if m.permissions().readonly() {
+            0o444
+        } else {
+            0o644
+        }
+    }
+}
+
+/// Sets the permission bits of `path` (on Windows the read-only attribute).
+pub fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode))
+    }
+    #[cfg(not(unix))]
+    {
+        let mut p = fs::metadata(path)?.permissions();
+        p.set_readonly(mode & 0o200 == 0);
+        fs::set_permissions(path, p)
+    }
+}

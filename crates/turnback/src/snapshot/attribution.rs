@@ -268,6 +268,7 @@ pub(crate) fn assign(
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
     fn t(id: &str) -> TurnId {
@@ -284,6 +285,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     fn window(turn: &str, pid: Option<u32>, start_seq: u64) -> Window {
         Window {
             turn: t(turn),
@@ -309,6 +311,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)] // spawns `sleep` and kills it with a signal
     fn a_running_command_shares_and_a_killed_one_is_closed() -> TestResult {
         let me = std::process::id();
         let mut child = std::process::Command::new("true").spawn()?;

@@ -116,3 +116,15 @@ pub(crate) fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::
 pub(crate) fn write_at(file: &std::fs::File, bytes: &[u8], offset: u64) -> io::Result<usize> {
     std::os::unix::fs::FileExt::write_at(file, bytes, offset)
 }
+
+/// `realpath`.
+pub(crate) fn canonicalize(path: &std::path::Path) -> io::Result<std::path::PathBuf> {
+    std::fs::canonicalize(path)
+}
+
+/// Whether a stored name must pass Windows' name rules here
+/// (`crate::names::windows_problem`).
+pub(crate) const WINDOWS_NAMES: bool = false;
+
+/// A removed directory's name is free at once, whoever holds it open.
+pub(crate) const HANDLES_KEEP_NAMES: bool = false;

@@ -59,8 +59,9 @@ pub(crate) use windows::{AsFd, BorrowedFd, Errno, OwnedFd, dup, euid, fs, proces
 compile_error!("turnback runs on Linux, macOS and Windows");
 
 pub(crate) use imp::{
-    WHOLE_FS_FLUSH, commit_queued, ctime_ns, dev, fdatasync, file_type, flush_device,
-    fsync_durable, fsync_queued, list_names, mkfifo_exact, mode, mtime_ns, nlink, perm,
+    HANDLES_KEEP_NAMES, WHOLE_FS_FLUSH, WINDOWS_NAMES, commit_queued, ctime_ns, dev, fdatasync,
+    file_type, flush_device, fsync_durable, fsync_queued, list_names, mkfifo_exact, mode, mtime_ns,
+    nlink, perm,
 };
 
 /// The names of one directory listing in one buffer, each NUL-terminated:
@@ -94,7 +95,7 @@ impl Names {
 
 /// Makes a FIFO at `path` (tests make them to stand in for store files and
 /// project entries).
-#[cfg(test)]
+#[cfg(all(test, unix))]
 pub(crate) fn mkfifo_at(path: &std::path::Path) -> std::io::Result<()> {
     let bad = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "no UTF-8 file name");
     let parent = path.parent().ok_or_else(bad)?;
@@ -159,4 +160,11 @@ pub(crate) fn write_all_at(
         }
     }
     Ok(())
+}
+
+/// The absolute path of `path` with every symlink resolved, as the
+/// platform spells it to users (on Windows without the `\\?\` prefix
+/// `std::fs::canonicalize` adds: std adds it again where a path needs it).
+pub(crate) fn canonicalize(path: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    imp::canonicalize(path)
 }

@@ -2,10 +2,13 @@
 //! Win32, with the same names and meaning as on Unix.
 //!
 //! A directory handle ([`OwnedFd`]) is an open handle to the directory plus
-//! the path it was opened by. It is opened without `FILE_SHARE_DELETE`, so
-//! while turnback holds it, nobody can rename or delete that directory or
-//! put a junction in its place: the path therefore keeps naming the
-//! directory the handle holds, and `dir\name` is `name` inside it. Every
+//! the path it was opened by, and `*at(dir, name)` works on `path\name`.
+//! The directory is opened with `FILE_SHARE_DELETE`, as turnback removes
+//! directories it has walked through; so unlike `openat`, a directory
+//! renamed away and replaced by a junction between the moment turnback
+//! opened it and a later call through it would be followed
+//! (docs/PLATFORMS.md says so; relative opens with `NtCreateFile`'s root
+//! directory would close that window). Every
 //! `*at` call opens its last component with `FILE_FLAG_OPEN_REPARSE_POINT`
 //! where the Unix call does not follow symlinks (`O_NOFOLLOW`,
 //! `AT_SYMLINK_NOFOLLOW`, opening a subdirectory), and refuses a reparse
@@ -141,6 +144,10 @@ impl From<Errno> for io::Error {
                 "it is a symlink, junction or mount point, which turnback does not follow",
             ),
             Errno::ISDIR => io::Error::new(io::ErrorKind::IsADirectory, "it is a directory"),
+            Errno::BUSY => io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                "another process has it open and does not let it be replaced or removed (a sharing violation); close it, then run the rewind again (or `turnback undo`)",
+            ),
             Errno::NXIO => io::Error::new(
                 io::ErrorKind::Unsupported,
                 "Windows has no FIFOs, sockets or device nodes",
@@ -167,6 +174,7 @@ type Res<T> = Result<T, Errno>;
 pub(crate) struct OwnedFd {
     file: File,
     path: Option<PathBuf>,
+    dir: bool,
 }
 
 /// A borrowed [`OwnedFd`] (or a `File`, which has no path).
@@ -174,6 +182,7 @@ pub(crate) struct OwnedFd {
 pub(crate) struct BorrowedFd<'a> {
     file: &'a File,
     path: Option<&'a Path>,
+    dir: bool,
 }
 
 /// What the `*at` calls take: anything that lends a handle.
@@ -187,6 +196,7 @@ impl AsFd for OwnedFd {
         BorrowedFd {
             file: &self.file,
             path: self.path.as_deref(),
+            dir: self.dir,
         }
     }
 }
@@ -202,6 +212,7 @@ impl AsFd for File {
         BorrowedFd {
             file: self,
             path: None,
+            dir: false,
         }
     }
 }
@@ -220,7 +231,11 @@ impl<T: AsFd + ?Sized> AsFd for &mut T {
 
 impl From<File> for OwnedFd {
     fn from(file: File) -> OwnedFd {
-        OwnedFd { file, path: None }
+        OwnedFd {
+            file,
+            path: None,
+            dir: false,
+        }
     }
 }
 
@@ -233,7 +248,7 @@ impl From<OwnedFd> for File {
 impl BorrowedFd<'_> {
     /// `name` inside this directory.
     fn child(&self, name: &OsStr) -> Res<PathBuf> {
-        let dir = self.path.ok_or(Errno::NOTDIR)?;
+        let dir = self.path.filter(|_| self.dir).ok_or(Errno::NOTDIR)?;
         if name.is_empty() || name == "." {
             return Ok(dir.to_path_buf());
         }
@@ -247,6 +262,7 @@ pub(crate) fn dup(fd: impl AsFd) -> Res<OwnedFd> {
     Ok(OwnedFd {
         file: b.file.try_clone()?,
         path: b.path.map(Path::to_path_buf),
+        dir: b.dir,
     })
 }
 
@@ -606,7 +622,20 @@ fn open_path(path: &Path, flags: OFlags) -> Res<OwnedFd> {
     if flags.contains(OFlags::APPEND) {
         o.append(true);
     }
-    if flags.contains(OFlags::CREATE) {
+    if flags.contains(OFlags::CREATE) && acc == 0 {
+        // Unix creates a file opened for reading; Windows wants write
+        // access to create one, so it is created first, then opened.
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(FILE_FLAG_OPEN_REPARSE_POINT)
+            .open(path)
+        {
+            Ok(_) => {}
+            Err(e) if Errno::of(&e) == Errno::EXIST && !flags.contains(OFlags::EXCL) => {}
+            Err(e) => return Err(e.into()),
+        }
+    } else if flags.contains(OFlags::CREATE) {
         if flags.contains(OFlags::EXCL) {
             o.create_new(true);
         } else {
@@ -622,11 +651,7 @@ fn open_path(path: &Path, flags: OFlags) -> Res<OwnedFd> {
     }
     o.custom_flags(custom);
     let dir = flags.contains(OFlags::DIRECTORY);
-    o.share_mode(if dir {
-        FILE_SHARE_READ | FILE_SHARE_WRITE
-    } else {
-        FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE
-    });
+    o.share_mode(FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE);
     let file = o.open(path)?;
     let st = fstat(&file)?;
     let ft = FileType::from_raw_mode(st.st_mode);
@@ -640,7 +665,8 @@ fn open_path(path: &Path, flags: OFlags) -> Res<OwnedFd> {
         return Err(Errno::ISDIR);
     }
     Ok(OwnedFd {
-        path: (ft == FileType::Directory).then(|| path.to_path_buf()),
+        path: Some(path.to_path_buf()),
+        dir: ft == FileType::Directory,
         file,
     })
 }
@@ -696,23 +722,23 @@ pub(crate) fn unlinkat(dir: impl AsFd, name: impl Arg, flags: AtFlags) -> Res<()
         if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
             return Err(Errno::NOTDIR);
         }
-        return Ok(std::fs::remove_dir(path)?);
+        return retrying(|| std::fs::remove_dir(&path));
     }
     let st = statat(&dir, &*name.as_os(), AtFlags::SYMLINK_NOFOLLOW)?;
     match FileType::from_raw_mode(st.st_mode) {
         FileType::Directory => Err(Errno::ISDIR),
         // A directory symlink or junction is removed as a directory.
-        FileType::Symlink => std::fs::remove_file(&path)
-            .or_else(|_| std::fs::remove_dir(&path))
-            .map_err(Errno::from),
-        _ => match std::fs::remove_file(&path) {
-            Err(e) if Errno::of(&e) == Errno::ACCESS && st.st_mode & 0o200 == 0 => {
+        FileType::Symlink => {
+            retrying(|| std::fs::remove_file(&path).or_else(|_| std::fs::remove_dir(&path)))
+        }
+        _ => match retrying(|| std::fs::remove_file(&path)) {
+            Err(Errno::ACCESS) if st.st_mode & 0o200 == 0 => {
                 let f = OpenOptions::new().write(true).open(&path)?;
                 set_readonly(&f, false)?;
                 drop(f);
-                Ok(std::fs::remove_file(&path)?)
+                retrying(|| std::fs::remove_file(&path))
             }
-            r => Ok(r?),
+            r => r,
         },
     }
 }
@@ -728,7 +754,36 @@ pub(crate) fn renameat(
 ) -> Res<()> {
     let a = from_dir.as_fd().child(&from.as_os())?;
     let b = to_dir.as_fd().child(&to.as_os())?;
-    Ok(std::fs::rename(a, b)?)
+    match retrying(|| std::fs::rename(&a, &b)) {
+        // A file renamed over a directory: POSIX says EISDIR, which the
+        // callers handle; Windows says access denied.
+        Err(Errno::ACCESS) if std::fs::symlink_metadata(&b).is_ok_and(|m| m.is_dir()) => {
+            Err(Errno::ISDIR)
+        }
+        r => r,
+    }
+}
+
+/// Runs `op` again while another process holds its file open against it
+/// (a sharing or lock violation), for about 0.6 s in all, then gives up
+/// with [`Errno::BUSY`]: an editor or antivirus scanner usually lets go
+/// within that; a program that keeps the file open makes the path a
+/// reported "not restored", never a hang.
+fn retrying<T>(mut op: impl FnMut() -> io::Result<T>) -> Res<T> {
+    let mut pause = std::time::Duration::from_millis(10);
+    for _ in 0..6 {
+        match op() {
+            Err(e) if matches!(e.raw_os_error(), Some(32 | 33)) => {
+                std::thread::sleep(pause);
+                pause *= 2;
+            }
+            other => return other.map_err(Errno::from),
+        }
+    }
+    match op() {
+        Err(e) if matches!(e.raw_os_error(), Some(32 | 33)) => Err(Errno::BUSY),
+        other => other.map_err(Errno::from),
+    }
 }
 
 /// `renameat2(RENAME_NOREPLACE)`: `MoveFileExW` without replacing.
@@ -817,8 +872,8 @@ fn set_readonly(f: &File, readonly: bool) -> Res<()> {
 /// `fchmod`: the read-only attribute from the owner's write bit.
 pub(crate) fn fchmod(fd: impl AsFd, mode: Mode) -> Res<()> {
     let b = fd.as_fd();
-    if b.path.is_some() {
-        return Ok(()); // a directory: Windows ignores its read-only bit
+    if b.dir {
+        return Ok(()); // Windows ignores a directory's read-only bit
     }
     set_readonly(b.file, mode.0 & 0o200 == 0)
 }
@@ -963,16 +1018,22 @@ pub(crate) fn perm(mode: u32) -> Mode {
     Mode(mode & 0o7777)
 }
 
-/// `FlushFileBuffers` of a file; of a directory, through a write handle
-/// to it where the file system gives one (see the module doc).
+/// `FlushFileBuffers`, which needs a handle with write access: a file or
+/// directory opened for reading is flushed through a second handle opened
+/// for writing where the file system gives one (NTFS journals directory
+/// entries, see the module doc).
 pub(crate) fn fsync_durable(fd: &impl AsFd) -> io::Result<()> {
     let b = fd.as_fd();
+    let denied = match b.file.sync_all() {
+        Err(e) if Errno::of(&e) == Errno::ACCESS => e,
+        other => return other,
+    };
     match b.path {
-        None => b.file.sync_all(),
+        None => Err(denied),
         Some(dir) => {
             let w = OpenOptions::new()
                 .write(true)
-                .custom_flags(FILE_FLAG_BACKUP_SEMANTICS)
+                .custom_flags(FILE_FLAG_BACKUP_SEMANTICS | FILE_FLAG_OPEN_REPARSE_POINT)
                 .share_mode(FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE)
                 .open(dir);
             match w {
@@ -1025,7 +1086,8 @@ pub(crate) fn mkfifo_exact(_dir: &impl AsFd, _name: &str) -> io::Result<()> {
 /// which [`os_str`] and `crate::path` refuse.
 pub(crate) fn list_names(dir: &impl AsFd) -> (Names, Option<Errno>) {
     let mut names = Names::default();
-    let Some(path) = dir.as_fd().path else {
+    let b = dir.as_fd();
+    let Some(path) = b.path.filter(|_| b.dir) else {
         return (names, Some(Errno::NOTDIR));
     };
     let listing = match std::fs::read_dir(path) {
@@ -1087,3 +1149,24 @@ pub(crate) fn process_alive(pid: u32) -> bool {
 pub(crate) fn euid() -> u32 {
     0
 }
+
+/// `std::fs::canonicalize` without its verbatim prefix: `\\?\C:\x` is
+/// `C:\x` and `\\?\UNC\host\share` is `\\host\share`.
+pub(crate) fn canonicalize(path: &Path) -> io::Result<PathBuf> {
+    let full = std::fs::canonicalize(path)?;
+    let text = full.to_string_lossy();
+    if let Some(unc) = text.strip_prefix(r"\\?\UNC\") {
+        return Ok(PathBuf::from(format!(r"\\{unc}")));
+    }
+    match text.strip_prefix(r"\\?\") {
+        Some(rest) if rest.as_bytes().get(1) == Some(&b':') => Ok(PathBuf::from(rest)),
+        _ => Ok(full),
+    }
+}
+
+/// Whether a stored name must pass Windows' name rules here
+/// (`crate::names::windows_problem`).
+pub(crate) const WINDOWS_NAMES: bool = true;
+
+/// A directory removed while a handle to it is open stays in its parent (delete pending) until the handle closes.
+pub(crate) const HANDLES_KEEP_NAMES: bool = true;
