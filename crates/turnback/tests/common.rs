@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
@@ -57,14 +56,11 @@ impl Project {
     }
 
     pub fn mode(&self, rel: &str) -> TestResult<u32> {
-        Ok(std::fs::symlink_metadata(self.path(rel))?
-            .permissions()
-            .mode()
-            & 0o7777)
+        Ok(mode_of(&std::fs::symlink_metadata(self.path(rel))?))
     }
 
     pub fn chmod(&self, rel: &str, mode: u32) -> TestResult {
-        std::fs::set_permissions(self.path(rel), std::fs::Permissions::from_mode(mode))?;
+        set_mode(&self.path(rel), mode)?;
         Ok(())
     }
 
@@ -232,7 +228,7 @@ fn walk(dir: &Path, prefix: &str, skip: &[&str], out: &mut Tree) -> TestResult {
                 rel,
                 Node::File {
                     bytes: std::fs::read(&path)?,
-                    mode: meta.permissions().mode() & 0o7777,
+                    mode: mode_of(&meta),
                 },
             );
         }
@@ -260,12 +256,13 @@ pub fn link_groups(
     root: &Path,
     skip: &[&str],
 ) -> TestResult<std::collections::BTreeSet<std::collections::BTreeSet<String>>> {
-    use std::os::unix::fs::MetadataExt;
     let mut by_inode: BTreeMap<(u64, u64), std::collections::BTreeSet<String>> = BTreeMap::new();
     for (rel, node) in snapshot(root, skip)? {
         if let Node::File { .. } = node {
-            let m = std::fs::symlink_metadata(root.join(&rel))?;
-            by_inode.entry((m.dev(), m.ino())).or_default().insert(rel);
+            by_inode
+                .entry(file_id(&root.join(&rel))?)
+                .or_default()
+                .insert(rel);
         }
     }
     Ok(by_inode.into_values().filter(|g| g.len() > 1).collect())
@@ -306,4 +303,92 @@ fn show(n: &Node) -> String {
 /// Asserts that `got` equals `want`, listing the differences if not.
 pub fn assert_same(want: &Tree, got: &Tree, context: &str) {
     assert!(want == got, "{context}:\n{}", diff(want, got));
+}
+
+// ------------------------------------------------------------ per platform
+
+/// The permission bits of `m` (on Windows: 0o444 read-only, else 0o644;
+/// 0o755 for a directory, as turnback shows them there).
+#[cfg(unix)]
+pub fn mode_of(m: &std::fs::Metadata) -> u32 {
+    std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777
+}
+
+/// The permission bits of `m` as turnback shows them on Windows.
+#[cfg(windows)]
+pub fn mode_of(m: &std::fs::Metadata) -> u32 {
+    match (m.is_dir(), m.permissions().readonly()) {
+        (true, _) => 0o755,
+        (false, true) => 0o444,
+        (false, false) => 0o644,
+    }
+}
+
+/// Sets the permission bits of `path`.
+#[cfg(unix)]
+pub fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode))
+}
+
+/// Sets or clears the read-only attribute of `path` from the owner's write
+/// bit (Windows has no other permission bits).
+#[cfg(windows)]
+pub fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    let mut p = std::fs::metadata(path)?.permissions();
+    p.set_readonly(mode & 0o200 == 0);
+    std::fs::set_permissions(path, p)
+}
+
+/// The device and inode of `path` (not following a symlink).
+#[cfg(unix)]
+pub fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path)?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// The volume serial number and file index of `path`.
+#[cfg(windows)]
+pub fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
+    use std::os::windows::fs::OpenOptionsExt;
+    use std::os::windows::io::AsRawHandle;
+    use windows_sys::Win32::Storage::FileSystem::{
+        BY_HANDLE_FILE_INFORMATION, FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT,
+        GetFileInformationByHandle,
+    };
+    let f = std::fs::OpenOptions::new()
+        .access_mode(0x80)
+        .custom_flags(FILE_FLAG_BACKUP_SEMANTICS | FILE_FLAG_OPEN_REPARSE_POINT)
+        .open(path)?;
+    // SAFETY: an open handle and a record of the size the call fills.
+    let mut info: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
+    if unsafe { GetFileInformationByHandle(f.as_raw_handle() as _, &mut info) } == 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((
+        u64::from(info.dwVolumeSerialNumber),
+        (u64::from(info.nFileIndexHigh) << 32) | u64::from(info.nFileIndexLow),
+    ))
+}
+
+/// Copies the folder `from` to the new folder `to` as `cp -a` would: files
+/// with their modes, directories, symlinks as symlinks.
+pub fn copy_dir(from: &Path, to: &Path) -> TestResult {
+    std::fs::create_dir(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let meta = std::fs::symlink_metadata(&src)?;
+        if meta.file_type().is_symlink() {
+            #[cfg(unix)]
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+            #[cfg(not(unix))]
+            return Err(format!("{}: a symlink, not copied here", src.display()).into());
+        } else if meta.is_dir() {
+            copy_dir(&src, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
 }

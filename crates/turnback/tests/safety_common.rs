@@ -1,7 +1,6 @@
 //! Helpers shared by the safety tests: temp projects and folder snapshots.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 pub type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -33,7 +32,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Tree) {
             continue;
         }
         let meta = std::fs::symlink_metadata(&p).expect("stat");
-        let mode = meta.permissions().mode() & 0o7777;
+        let mode = crate::common::mode_of(&meta);
         if meta.file_type().is_symlink() {
             let t = std::fs::read_link(&p).expect("link");
             out.insert(rel, (format!("link:{}", t.display()).into_bytes(), 0));
@@ -50,6 +49,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Tree) {
 }
 
 /// "fifo", "socket" or "device" for a special file; `None` otherwise.
+#[cfg(unix)]
 pub fn special_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
     use std::os::unix::fs::FileTypeExt;
     let ft = meta.file_type();
@@ -74,4 +74,10 @@ pub fn write(root: &Path, rel: &str, bytes: &[u8]) {
 
 pub fn read(root: &Path, rel: &str) -> String {
     std::fs::read_to_string(root.join(rel)).expect("read")
+}
+
+/// Windows has no FIFOs, sockets or device nodes in a folder.
+#[cfg(windows)]
+pub fn special_kind(_meta: &std::fs::Metadata) -> Option<&'static str> {
+    None
 }

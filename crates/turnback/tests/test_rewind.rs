@@ -1,8 +1,6 @@
 //! The rewind rules: what `rewind T` undoes, what it reports, and what it
 //! leaves alone.
 
-use std::os::unix::fs::PermissionsExt;
-
 use turnback::log::Op;
 use turnback::{Action, Error, RewindOptions};
 
@@ -183,7 +181,7 @@ fn damaged_blob_is_never_written_into_the_project() -> TestResult {
     let pack_path = crate::common::store_dir(&p.root).join("packs").join(pack);
     let mut bytes = std::fs::read(&pack_path)?;
     bytes[(offset + len / 2) as usize] ^= 0x10;
-    std::fs::set_permissions(&pack_path, std::fs::Permissions::from_mode(0o644))?;
+    crate::common::set_mode(&pack_path, 0o644)?;
     std::fs::write(&pack_path, &bytes)?;
 
     let report = store.rewind(&t1, &RewindOptions::default())?;

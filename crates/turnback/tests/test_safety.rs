@@ -293,7 +293,7 @@ fn automatic_gc_runs_only_past_its_margin_and_then_keeps_the_limit() -> TestResu
     )?;
     let log = store.store_dir().join("log.jsonl");
     let mut rewrites = 0;
-    let mut ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&log)?);
+    let mut ino = crate::common::file_id(&log)?.1;
     let mut most = 0;
     for i in 1..=250 {
         store.write(
@@ -302,7 +302,7 @@ fn automatic_gc_runs_only_past_its_margin_and_then_keeps_the_limit() -> TestResu
             "f.txt",
             format!("{i}\n").as_bytes(),
         )?;
-        let now = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&log)?);
+        let now = crate::common::file_id(&log)?.1;
         let live = store.turns().len();
         most = most.max(live);
         if now != ino {
@@ -344,6 +344,7 @@ fn gc_keeps_blobs_that_later_turns_share_with_dropped_ones() -> TestResult {
 }
 
 #[test]
+#[cfg(unix)]
 fn ten_versions_of_a_2mb_file_cost_less_than_2_5mb() -> TestResult {
     let dir = tempfile::tempdir()?;
     let root = dir.path();

@@ -1,8 +1,6 @@
 //! Where the store lives and how it is found: inside the project, with
 //! paths relative to the root, so it moves with the folder.
 
-use std::process::Command;
-
 use turnback::RewindOptions;
 
 use crate::common::{Project, TestResult, assert_same, turn};
@@ -22,12 +20,7 @@ fn moved_project_keeps_a_working_store() -> TestResult {
 
     // A copy, made the way a user would.
     let copy = p.parent().join("copy");
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(&p.root)
-        .arg(&copy)
-        .status()?;
-    assert!(status.success(), "cp -a failed: {status}");
+    crate::common::copy_dir(&p.root, &copy)?;
     let mut in_copy = turnback::Store::open(&copy)?;
     assert_eq!(in_copy.turns().len(), 1);
     let report = in_copy.rewind(&t1, &RewindOptions::default())?;
