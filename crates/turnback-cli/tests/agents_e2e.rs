@@ -18,6 +18,9 @@
 //! test. Every process an agent leaves behind is killed with its process
 //! group; Cline's hub daemon, which leaves that group, by the HOME it was
 //! started with.
+//!
+//! Linux only: the agents' Linux npm binaries, process groups, signals and /proc.
+#![cfg(target_os = "linux")]
 
 mod common;
 

@@ -10,8 +10,12 @@ mod common;
 mod bad_input;
 #[path = "cli/concurrency.rs"]
 mod concurrency;
+// The demo compares with git, which the Windows run (under Wine) lacks.
+#[cfg(unix)]
 #[path = "cli/demo.rs"]
 mod demo;
+// Unix only: modes beyond the read-only bit, FIFOs, sockets, other users.
+#[cfg(unix)]
 #[path = "cli/dirs_special.rs"]
 mod dirs_special;
 #[path = "cli/exact_rewinds.rs"]
@@ -22,8 +26,12 @@ mod list_show_diff;
 mod rewind;
 #[path = "cli/root.rs"]
 mod root;
+// Unix only: `sh -c` scripts under `exec`, names that are not UTF-8.
+#[cfg(unix)]
 #[path = "cli/scan.rs"]
 mod scan;
+#[path = "cli/session.rs"]
+mod session;
 #[path = "cli/store_files.rs"]
 mod store_files;
 #[path = "cli/write_capture.rs"]

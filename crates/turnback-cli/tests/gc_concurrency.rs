@@ -1,5 +1,8 @@
 //! gc beside a capture paused mid-write (SIGSTOP while it holds the lock and
 //! is writing its pack): gc must wait, never delete the capture's blob.
+//!
+//! Unix only: the capture is paused and resumed by signals (SIGSTOP, SIGCONT).
+#![cfg(unix)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};

@@ -5,6 +5,11 @@
 //! as that file configures it, the tool's effect is applied in between as
 //! Claude Code would, and `turnback rewind` must give the folder back byte
 //! for byte.
+//!
+//! Unix only: the hook commands `turnback init` writes are POSIX shell
+//! lines (the program quoted for `sh`), run here through `sh -c` as the
+//! agent runs them.
+#![cfg(unix)]
 
 mod common;
 

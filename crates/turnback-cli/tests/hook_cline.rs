@@ -5,6 +5,10 @@
 //! `userPromptSubmit`, `taskStart`) are fed to those scripts, the tool's
 //! effect is applied in between, and rewind / undo must give each state
 //! back byte for byte.
+//!
+//! Unix only: Cline runs its hook files as executables (the mode's
+//! execute bits), here through `sh -c`.
+#![cfg(unix)]
 
 mod common;
 

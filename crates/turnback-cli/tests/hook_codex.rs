@@ -6,6 +6,11 @@
 //! undo must give each state back byte for byte. `init` also installs the
 //! chat skill `.agents/skills/turnback/SKILL.md` and removes the custom
 //! prompts earlier releases wrote in `$CODEX_HOME/prompts/`.
+//!
+//! Unix only: the hook commands `turnback init` writes are POSIX shell
+//! lines (the program quoted for `sh`), run here through `sh -c` as the
+//! agent runs them.
+#![cfg(unix)]
 
 mod common;
 

@@ -5,6 +5,11 @@
 //! the JSON) go through the command that file configures for each event,
 //! the tool's effect is applied in between, and rewind / undo must give
 //! each state back byte for byte.
+//!
+//! Unix only: the hook commands `turnback init` writes are POSIX shell
+//! lines (the program quoted for `sh`), run here through `sh -c` as the
+//! agent runs them.
+#![cfg(unix)]
 
 mod common;
 

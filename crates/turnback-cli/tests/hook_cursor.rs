@@ -6,6 +6,11 @@
 //! in between, and rewind / undo must give each state back byte for byte.
 //! Cursor's agent cannot be pointed at a local model, so these events are
 //! its only test.
+//!
+//! Unix only: the hook commands `turnback init` writes are POSIX shell
+//! lines (the program quoted for `sh`), run here through `sh -c` as the
+//! agent runs them.
+#![cfg(unix)]
 
 mod common;
 

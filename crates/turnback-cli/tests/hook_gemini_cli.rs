@@ -3,6 +3,11 @@
 //! `tests/fixtures/gemini-cli/` (written from Gemini CLI's hooks reference)
 //! go through the command that file configures, the tool's effect is applied
 //! in between, and `turnback rewind` must give the folder back byte for byte.
+//!
+//! Unix only: the hook commands `turnback init` writes are POSIX shell
+//! lines (the program quoted for `sh`), run here through `sh -c` as the
+//! agent runs them.
+#![cfg(unix)]
 
 mod common;
 

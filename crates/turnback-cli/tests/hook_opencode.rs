@@ -6,6 +6,10 @@
 //! `write`, `edit`, `apply_patch` and `bash`); the tool's effect is applied
 //! in between, and rewind / undo must give each state back byte for byte.
 //! Needs `node` on PATH (the test fails without it).
+//!
+//! Unix only: the scenario's `bash` tool call runs its command through
+//! `sh -c`.
+#![cfg(unix)]
 
 mod common;
 

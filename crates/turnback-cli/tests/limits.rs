@@ -1,5 +1,8 @@
 //! Resource limits: a batch capture of thousands of files must not need a
 //! descriptor per file (desktop sessions often allow only 1,024).
+//!
+//! Linux only: a descriptor limit (`ulimit -n`) and GNU `xargs -a`.
+#![cfg(target_os = "linux")]
 
 use std::process::Command;
 

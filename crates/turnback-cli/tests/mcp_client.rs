@@ -2,6 +2,9 @@
 //! `tests/mcp/run.sh` (a virtual environment with the pinned `mcp` package,
 //! then a client script that drives `turnback mcp` over stdio) on the binary
 //! this test build made.
+//!
+//! Unix only: the script is bash and the virtual environment's `bin/python`.
+#![cfg(unix)]
 
 use std::process::Command;
 

@@ -4,6 +4,9 @@
 //! checker in `reliability/harness.rs`. `TURNBACK_LONG=1` runs the long
 //! mode (every crash point of every command, more iterations); counts are
 //! printed by each test (`cargo test --test reliability -- --nocapture`).
+//!
+//! Linux only: strace fault injection, /proc, signals and the power-loss simulation.
+#![cfg(target_os = "linux")]
 
 #[path = "reliability/harness.rs"]
 mod harness;

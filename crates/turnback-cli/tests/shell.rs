@@ -1,19 +1,25 @@
 //! Shell commands under `turnback exec` (and the snapshot halves hooks
 //! use), run for real in temporary projects and rewound byte for byte.
 
+#[path = "common/portable.rs"]
+mod portable;
+
+#[cfg(unix)]
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+#[cfg(unix)]
 use std::process::Command as StdCommand;
 
 use assert_cmd::Command;
+#[cfg(unix)]
+use portable::mode_of;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 /// Kind, bytes (or link target) and mode of every path under `dir`,
 /// skipping `skip` names at the top.
+#[cfg(unix)]
 fn state(dir: &Path, skip: &[&str]) -> BTreeMap<String, (char, Vec<u8>, u32)> {
     fn walk(
         root: &Path,
@@ -32,10 +38,10 @@ fn state(dir: &Path, skip: &[&str]) -> BTreeMap<String, (char, Vec<u8>, u32)> {
                 continue;
             }
             let m = fs::symlink_metadata(&p).expect("stat");
-            let mode = m.permissions().mode() & 0o7777;
+            let mode = mode_of(&m);
             if m.file_type().is_symlink() {
                 let t = fs::read_link(&p).expect("link");
-                out.insert(rel, ('l', t.as_os_str().as_bytes().to_vec(), 0));
+                out.insert(rel, ('l', t.as_os_str().as_encoded_bytes().to_vec(), 0));
             } else if m.is_dir() {
                 out.insert(rel, ('d', Vec::new(), mode));
                 walk(root, &p, &[], out);
@@ -64,6 +70,7 @@ fn turnback(root: &Path) -> Command {
     c
 }
 
+#[cfg(unix)]
 fn git(root: &Path, args: &[&str]) {
     let ok = StdCommand::new("git")
         .args(args)
@@ -86,6 +93,7 @@ fn write(root: &Path, rel: &str, bytes: &[u8]) {
 }
 
 /// A small git project with a git-ignored `.env` and uncommitted work.
+#[cfg(unix)]
 fn git_project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
@@ -111,6 +119,8 @@ fn git_project() -> tempfile::TempDir {
     dir
 }
 
+/// Unix only: the commands are Unix tools (`rm`, `sed -i`, `chmod +x`).
+#[cfg(unix)]
 #[test]
 fn real_commands_under_exec_rewind_byte_for_byte_and_git_is_untouched() -> TestResult {
     let dir = git_project();
@@ -137,10 +147,7 @@ fn real_commands_under_exec_rewind_byte_for_byte_and_git_is_untouched() -> TestR
     assert!(!root.join("README.md").exists());
     assert!(fs::read_to_string(root.join(".env"))?.contains("localhost:8080"));
     assert!(root.join("generated/a/b/c/three").exists());
-    assert_eq!(
-        fs::metadata(root.join("run.sh"))?.permissions().mode() & 0o111,
-        0o111
-    );
+    assert_eq!(mode_of(&fs::metadata(root.join("run.sh"))?) & 0o111, 0o111);
 
     // Each turn holds what its command did.
     let show = |turn: &str| -> String {
@@ -185,25 +192,42 @@ fn real_commands_under_exec_rewind_byte_for_byte_and_git_is_untouched() -> TestR
     Ok(())
 }
 
+/// A shell command line, as the program and its arguments: `sh -c` on
+/// Unix, `cmd /c` on Windows.
+fn shell(unix: &str, windows: &str) -> Vec<String> {
+    if cfg!(windows) {
+        vec!["cmd".into(), "/c".into(), windows.into()]
+    } else {
+        vec!["sh".into(), "-c".into(), unix.into()]
+    }
+}
+
+/// The end of a line a shell's `echo` prints.
+const EOL: &str = if cfg!(windows) { "\r\n" } else { "\n" };
+
 #[test]
 fn exec_passes_exit_code_stdout_and_stderr_through() {
     let dir = tempfile::tempdir().expect("tempdir");
     write(dir.path(), "a.txt", b"a\n");
     let out = turnback(dir.path())
-        .args(["exec", "--quiet", "--turn", "t1", "--", "sh", "-c"])
-        .arg("echo out; echo err >&2; echo changed > a.txt; exit 42")
+        .args(["exec", "--quiet", "--turn", "t1", "--"])
+        .args(shell(
+            "echo out; echo err >&2; echo changed > a.txt; exit 42",
+            "echo out& >&2 echo err& echo changed> a.txt& exit 42",
+        ))
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(42));
-    assert_eq!(out.stdout, b"out\n");
-    assert_eq!(out.stderr, b"err\n");
+    assert_eq!(out.stdout, format!("out{EOL}").as_bytes());
+    assert_eq!(out.stderr, format!("err{EOL}").as_bytes());
     // Without --quiet, turnback's report follows on standard error only.
     let out = turnback(dir.path())
-        .args(["exec", "--turn", "t2", "--", "sh", "-c", "echo two; exit 0"])
+        .args(["exec", "--turn", "t2", "--"])
+        .args(shell("echo two; exit 0", "echo two& exit 0"))
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(out.stdout, b"two\n");
+    assert_eq!(out.stdout, format!("two{EOL}").as_bytes());
     assert!(String::from_utf8_lossy(&out.stderr).contains("turn t2: the command changed nothing"));
     turnback(dir.path())
         .args(["rewind", "t1"])
@@ -212,6 +236,8 @@ fn exec_passes_exit_code_stdout_and_stderr_through() {
     assert_eq!(fs::read(dir.path().join("a.txt")).expect("read"), b"a\n");
 }
 
+/// Unix only: Windows has no signals.
+#[cfg(unix)]
 #[test]
 fn a_command_killed_by_a_signal_exits_128_plus_the_signal_and_is_still_recorded() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -261,14 +287,11 @@ fn snapshot_halves_and_status_work_outside_git() -> TestResult {
         .args(["snapshot", "--turn", "h1"])
         .assert()
         .success();
-    // The agent's own shell tool runs here.
-    StdCommand::new("sh")
-        .args([
-            "-c",
-            "echo two > a.txt; echo new > b.txt; mkdir node_modules/other",
-        ])
-        .current_dir(root)
-        .status()?;
+    // The agent's own shell tool runs here: what its command
+    // `echo two > a.txt; echo new > b.txt; mkdir node_modules/other` does.
+    fs::write(root.join("a.txt"), b"two\n")?;
+    fs::write(root.join("b.txt"), b"new\n")?;
+    fs::create_dir(root.join("node_modules/other"))?;
     let out = turnback(root).args(["status", "--json"]).output()?;
     assert!(out.status.success());
     let st: serde_json::Value = serde_json::from_slice(&out.stdout)?;

@@ -3,6 +3,8 @@
 //! `rm -rf` of the project itself) cannot take the pre-images with them.
 //! Each test runs the real binary and real git in a temporary project and
 //! compares the whole folder (path, type, mode, bytes or link target).
+//! Unix only: the tests drive git, which the Windows run (under Wine) lacks.
+#![cfg(unix)]
 
 mod common;
 
@@ -119,10 +121,10 @@ impl Repo {
     }
 }
 
-/// Runs `command` under `turnback exec --turn t1`, then checks that
+/// Runs `command` (program and arguments) under `turnback exec --turn t1`, then checks that
 /// rewinding t1 gives back the folder as it was before, and rewinding t0
 /// the folder before the earlier turn.
-fn survives(command: &str) -> TestResult {
+fn survives(command: &[&str]) -> TestResult {
     let r = Repo::new()?;
     let before_t0 = tree(&r.root)?;
     r.earlier_turn()?;
@@ -132,40 +134,47 @@ fn survives(command: &str) -> TestResult {
         !store.starts_with(&r.root),
         "{store:?} is inside the project"
     );
-    r.tb(&["exec", "--turn", "t1", "--", "sh", "-c", command])?;
-    assert_ne!(tree(&r.root)?, before, "{command} changed nothing");
+    r.tb(&[&["exec", "--turn", "t1", "--"][..], command].concat())?;
+    assert_ne!(tree(&r.root)?, before, "{command:?} changed nothing");
     let listed = r.tb(&["list"])?;
     assert!(
         listed.contains("t0") && listed.contains("t1"),
-        "{command}: {listed}"
+        "{command:?}: {listed}"
     );
     r.tb(&["rewind", "t1"])?;
-    assert_eq!(tree(&r.root)?, before, "after {command}, rewind t1");
+    assert_eq!(tree(&r.root)?, before, "after {command:?}, rewind t1");
     r.tb(&["rewind", "t0"])?;
-    assert_eq!(tree(&r.root)?, before_t0, "after {command}, rewind t0");
+    assert_eq!(tree(&r.root)?, before_t0, "after {command:?}, rewind t0");
     Ok(())
 }
 
 #[test]
 fn git_clean_fdx_cannot_delete_the_pre_images() -> TestResult {
-    survives("git clean -fdxq")
+    survives(&["git", "clean", "-fdxq"])
 }
 
 #[test]
 fn git_stash_all_cannot_delete_the_pre_images() -> TestResult {
-    survives("git stash --all -q")
+    survives(&["git", "stash", "--all", "-q"])
 }
 
 #[test]
 fn git_stash_untracked_cannot_delete_the_pre_images() -> TestResult {
-    survives("git stash -u -q")
+    survives(&["git", "stash", "-u", "-q"])
 }
 
 #[test]
 fn rm_rf_of_the_marker_and_env_cannot_delete_the_pre_images() -> TestResult {
-    survives("rm -rf .turnback .env")
+    if cfg!(windows) {
+        survives(&["cmd", "/c", "rmdir /s /q .turnback && del /f /q .env"])
+    } else {
+        survives(&["rm", "-rf", ".turnback", ".env"])
+    }
 }
 
+/// Unix only: Windows cannot remove a folder that is a running process's
+/// current directory (the command's and turnback's own).
+#[cfg(unix)]
 #[test]
 fn a_project_deleted_by_a_command_comes_back_whole() -> TestResult {
     let r = Repo::new()?;
@@ -267,6 +276,8 @@ fn the_store_moves_into_the_project_and_back_keeping_its_turns() -> TestResult {
     Ok(())
 }
 
+/// Linux only: the XDG layout (`$XDG_DATA_HOME`, `~/.local/share`).
+#[cfg(target_os = "linux")]
 #[test]
 fn without_turnback_data_dir_the_store_goes_to_the_platform_data_directory() -> TestResult {
     let tmp = tempfile::tempdir()?;
@@ -335,12 +346,7 @@ fn a_copy_whose_original_lost_its_marker_still_gets_its_own_store() -> TestResul
     let r = Repo::new()?;
     r.earlier_turn()?;
     let copy = r.root.with_file_name("copy");
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(&r.root)
-        .arg(&copy)
-        .status()?;
-    assert!(status.success());
+    copy_dir(&r.root, &copy)?;
     // A command in the original deletes its marker before the copy is used.
     std::fs::remove_dir_all(r.root.join(".turnback"))?;
     let out = r.tb_in(&copy, &["rewind", "t0"])?;
@@ -388,12 +394,14 @@ fn a_new_clone_at_the_old_path_of_a_moved_project_and_the_moved_project_both_kee
     Ok(())
 }
 
+/// Unix only: a symlink on Windows needs a privilege tests cannot count on.
+#[cfg(unix)]
 #[test]
 fn a_marker_directory_that_is_a_symlink_is_refused() -> TestResult {
     let r = Repo::new()?;
     let other = r.root.with_file_name("other");
     std::fs::create_dir(&other)?;
-    std::os::unix::fs::symlink(&other, r.root.join(".turnback"))?;
+    common::portable::symlink(&other, r.root.join(".turnback"))?;
     let out = r.tb_in(&r.root, &["list"])?;
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -436,5 +444,28 @@ fn a_nested_project_whose_marker_was_deleted_is_not_taken_for_the_outer_one() ->
         listed.contains("inner") && !listed.contains("t0"),
         "{listed}"
     );
+    Ok(())
+}
+
+/// Copies the folder `from` to `to` with its files' modes (what `cp -a`
+/// does for the files, directories and symlinks of these projects).
+fn copy_dir(from: &Path, to: &Path) -> TestResult {
+    std::fs::create_dir(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let ft = e.file_type()?;
+        if ft.is_dir() {
+            copy_dir(&src, &dst)?;
+        } else if ft.is_symlink() {
+            #[cfg(unix)]
+            common::portable::symlink(std::fs::read_link(&src)?, &dst)?;
+            #[cfg(not(unix))]
+            return Err(format!("{}: a symlink", src.display()).into());
+        } else {
+            // Copies the permissions too.
+            std::fs::copy(&src, &dst)?;
+        }
+    }
     Ok(())
 }

@@ -1,7 +1,6 @@
 //! The test environment: a temporary project folder and the real binary.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
@@ -9,6 +8,12 @@ use serde_json::Value;
 
 pub type TestResult = Result<(), Box<dyn std::error::Error>>;
 pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+#[path = "../common/portable.rs"]
+mod portable;
+#[cfg(unix)]
+pub use portable::symlink;
+pub use portable::{canonical, file_id, file_mode, mode_of, set_mode};
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_turnback");
@@ -40,7 +45,7 @@ pub struct Project {
 impl Project {
     pub fn new() -> Res<Project> {
         let tmp = tempfile::Builder::new().prefix("turnback-cli-").tempdir()?;
-        let outer = std::fs::canonicalize(tmp.path())?;
+        let outer = canonical(tmp.path())?;
         let root = outer.join("project");
         std::fs::create_dir(&root)?;
         Ok(Project {
@@ -66,12 +71,12 @@ impl Project {
     }
 
     pub fn chmod(&self, rel: &str, mode: u32) -> TestResult {
-        std::fs::set_permissions(self.path(rel), std::fs::Permissions::from_mode(mode))?;
+        set_mode(&self.path(rel), mode)?;
         Ok(())
     }
 
     pub fn mode(&self, rel: &str) -> Res<u32> {
-        Ok(std::fs::metadata(self.path(rel))?.permissions().mode() & 0o7777)
+        Ok(mode_of(&std::fs::metadata(self.path(rel))?))
     }
 
     pub fn read(&self, rel: &str) -> Res<Vec<u8>> {
@@ -150,7 +155,6 @@ fn walk_state(
     out: &mut Vec<(String, u32, Vec<u8>)>,
     inodes: &mut BTreeMap<(u64, u64), BTreeSet<String>>,
 ) -> TestResult {
-    use std::os::unix::fs::MetadataExt;
     for e in std::fs::read_dir(dir)? {
         let p = e?.path();
         // The store, and the root's `.turnback/` marker (the store lives
@@ -160,7 +164,7 @@ fn walk_state(
         }
         let meta = std::fs::symlink_metadata(&p)?;
         let rel = p.strip_prefix(root)?.to_string_lossy().into_owned();
-        let mode = meta.permissions().mode() & 0o7777;
+        let mode = mode_of(&meta);
         if meta.file_type().is_symlink() {
             let target = std::fs::read_link(&p)?;
             out.push((rel, 0, target.to_string_lossy().as_bytes().to_vec()));
@@ -169,7 +173,7 @@ fn walk_state(
             walk_state(root, &p, store, out, inodes)?;
         } else {
             inodes
-                .entry((meta.dev(), meta.ino()))
+                .entry(file_id(&p, &meta)?)
                 .or_default()
                 .insert(rel.clone());
             out.push((rel, mode, std::fs::read(&p)?));
@@ -183,7 +187,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, u32, Vec<u8>)>) -> TestR
         let p = e?.path();
         let meta = std::fs::symlink_metadata(&p)?;
         let rel = p.strip_prefix(root)?.to_string_lossy().into_owned();
-        let mode = meta.permissions().mode() & 0o7777;
+        let mode = mode_of(&meta);
         if meta.file_type().is_symlink() {
             let target = std::fs::read_link(&p)?;
             out.push((rel, 0, target.to_string_lossy().as_bytes().to_vec()));

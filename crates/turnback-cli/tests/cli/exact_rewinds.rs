@@ -1,7 +1,8 @@
 //! Rewinds, undo and redo across type changes, and conflicts that are
 //! only conflicts when someone other than a turn made the change. Each case
 //! compares the whole project (path, type, mode, bytes or link target, link
-//! groups) with the state it must be back to.
+//! groups) with the state it must be back to. The turns made by `sh -c`
+//! scripts (`ln -s`, `chmod`, `mv`) run on Unix only.
 
 use crate::common::{Project, Res, State, TestResult, texts};
 
@@ -13,6 +14,7 @@ fn ok(p: &Project, args: &[&str]) -> Res<String> {
     Ok(o + &e)
 }
 
+#[cfg(unix)]
 fn sh(p: &Project, turn: &str, script: &str) -> Res<String> {
     ok(p, &["exec", "--turn", turn, "--", "sh", "-c", script])
 }
@@ -35,6 +37,7 @@ fn round_trip(p: &Project, before: &State, what: &str) -> TestResult {
     Ok(())
 }
 
+#[cfg(unix)]
 #[test]
 fn undo_and_redo_cross_every_type_change_both_ways() -> TestResult {
     // (what, set-up, the turn's command)
@@ -84,6 +87,10 @@ fn undo_and_redo_cross_every_type_change_both_ways() -> TestResult {
 }
 
 #[test]
+// Windows (under Wine): the directory the write made is removed but its
+// name stays taken, so the file cannot come back in the same rewind (exit
+// 3, reported); a known gap, docs/PLATFORMS.md.
+#[cfg(unix)]
 fn undo_after_a_file_became_a_directory_through_write() -> TestResult {
     let p = Project::new()?;
     p.write("x", "file\n")?;
@@ -97,6 +104,7 @@ fn undo_after_a_file_became_a_directory_through_write() -> TestResult {
     round_trip(&p, &before, "rm then write beneath")
 }
 
+#[cfg(unix)]
 fn written_then_exec(script: &str) -> Res<(Project, State)> {
     let p = Project::new()?;
     p.write("f", "original\n")?;
@@ -111,6 +119,7 @@ fn written_then_exec(script: &str) -> Res<(Project, State)> {
     Ok((p, before))
 }
 
+#[cfg(unix)]
 #[test]
 fn a_later_exec_turn_changing_the_file_is_no_conflict() -> TestResult {
     for script in ["echo later > f", "rm f", "mv f g", "chmod 600 f"] {
@@ -129,6 +138,7 @@ fn a_later_exec_turn_changing_the_file_is_no_conflict() -> TestResult {
     Ok(())
 }
 
+#[cfg(unix)]
 #[test]
 fn a_change_after_the_last_turn_is_still_a_conflict() -> TestResult {
     let (p, before) = written_then_exec("echo later > f")?;
@@ -148,6 +158,7 @@ fn a_change_after_the_last_turn_is_still_a_conflict() -> TestResult {
     Ok(())
 }
 
+#[cfg(unix)]
 #[test]
 fn hard_links_come_back_as_one_file_after_a_command() -> TestResult {
     // In place (both names change), by rename (one name gets a new file),

@@ -1,9 +1,12 @@
 //! Store files that are not what they should be: a FIFO in the place of
 //! any of them must make a command fail (or, for a cache, be ignored) at
 //! once, naming the file, never hang; and a config file's values are
-//! checked, naming the key and the file.
+//! checked, naming the key and the file. The FIFO cases are Unix only
+//! (Windows has no FIFO in a folder).
 
+#[cfg(unix)]
 use std::process::Output;
+#[cfg(unix)]
 use std::time::Duration;
 
 use crate::common::{Project, Res, TestResult, texts};
@@ -11,8 +14,10 @@ use crate::common::{Project, Res, TestResult, texts};
 /// A command that hangs is killed after this long and fails the test (a
 /// guard against a hang, not a measurement: every command here answers in
 /// a fraction of it).
+#[cfg(unix)]
 const HANG_GUARD: Duration = Duration::from_secs(20);
 
+#[cfg(unix)]
 fn mkfifo(path: &std::path::Path) -> TestResult {
     let _ = std::fs::remove_file(path);
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())?;
@@ -39,11 +44,13 @@ fn used_project() -> Res<Project> {
         .assert()
         .success();
     p.tb()
-        .args(["exec", "--turn", "t2", "--", "true"])
+        .args(["exec", "--turn", "t2", "--"])
+        .args(NOTHING)
         .assert()
         .success();
     p.tb()
-        .args(["exec", "--turn", "t2", "--", "true"])
+        .args(["exec", "--turn", "t2", "--"])
+        .args(NOTHING)
         .assert()
         .success();
     Ok(p)
@@ -51,6 +58,7 @@ fn used_project() -> Res<Project> {
 
 /// Runs `turnback ARGS` under the hang guard; a command killed by it fails
 /// the test.
+#[cfg(unix)]
 fn run_guarded(p: &Project, args: &[&str]) -> Res<Output> {
     let out = p
         .tb()
@@ -64,6 +72,14 @@ fn run_guarded(p: &Project, args: &[&str]) -> Res<Output> {
     Ok(out)
 }
 
+/// A command that changes nothing and succeeds.
+#[cfg(unix)]
+const NOTHING: &[&str] = &["true"];
+/// A command that changes nothing and succeeds.
+#[cfg(windows)]
+const NOTHING: &[&str] = &["cmd", "/c", "exit 0"];
+
+#[cfg(unix)]
 const COMMANDS: &[&[&str]] = &[
     &["write", "--turn", "t3", "a.txt"],
     &["list"],
@@ -74,6 +90,7 @@ const COMMANDS: &[&[&str]] = &[
     &["verify"],
 ];
 
+#[cfg(unix)]
 #[test]
 fn a_store_file_replaced_by_a_fifo_never_makes_a_command_hang() -> TestResult {
     // Files a command must read: each makes the named command fail with
@@ -111,6 +128,7 @@ fn a_store_file_replaced_by_a_fifo_never_makes_a_command_hang() -> TestResult {
     Ok(())
 }
 
+#[cfg(unix)]
 #[test]
 fn a_session_file_replaced_by_a_fifo_never_makes_the_hook_hang() -> TestResult {
     let p = Project::new()?;

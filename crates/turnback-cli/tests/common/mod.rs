@@ -2,10 +2,10 @@
 //! project, and a byte-for-byte picture of a folder.
 #![allow(dead_code)]
 
+pub mod portable;
 pub mod scenario;
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -93,7 +93,7 @@ pub fn tree(root: &Path) -> Result<Tree, Box<dyn std::error::Error>> {
                 continue;
             }
             let m = std::fs::symlink_metadata(&p)?;
-            let mode = m.permissions().mode() & 0o7777;
+            let mode = portable::mode_of(&m);
             if m.file_type().is_symlink() {
                 let t = std::fs::read_link(&p)?;
                 out.insert(
@@ -136,6 +136,6 @@ pub fn project() -> Result<tempfile::TempDir, Box<dyn std::error::Error>> {
     )?;
     let tool = r.join("build.sh");
     std::fs::write(&tool, "#!/bin/sh\necho build\n")?;
-    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755))?;
+    portable::set_mode(&tool, 0o755)?;
     Ok(tmp)
 }

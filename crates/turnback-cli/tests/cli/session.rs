@@ -1,0 +1,79 @@
+//! A user's session end to end, on every platform (on Windows under Wine in
+//! CI): an agent writes a file, captures others, runs a shell command that
+//! deletes and creates files (`cmd /c` on Windows, `sh -c` elsewhere);
+//! then the user rewinds the first turn, undoes that rewind and verifies
+//! the store. Each step is compared with the whole folder as it was.
+
+use crate::common::*;
+
+/// A shell command that deletes `notes.txt`, creates `gen/out.txt` and
+/// appends a line to `src/main.c`, as an agent's shell tool would.
+fn shell_command() -> Vec<&'static str> {
+    if cfg!(windows) {
+        vec![
+            "cmd",
+            "/c",
+            r"del notes.txt && mkdir gen && echo generated> gen\out.txt && echo // more>> src\main.c",
+        ]
+    } else {
+        vec![
+            "sh",
+            "-c",
+            "rm notes.txt && mkdir gen && echo generated > gen/out.txt && echo // more >> src/main.c",
+        ]
+    }
+}
+
+#[test]
+fn write_capture_exec_rewind_undo_verify_give_back_the_folder_byte_for_byte() -> TestResult {
+    let p = Project::new()?;
+    p.write("src/main.c", "int main() { return 0; }\n")?;
+    p.write("notes.txt", "the user's notes\n")?;
+    p.write(".env", "SECRET=1\n")?;
+    p.write("docs/readme.md", "# readme\n")?;
+    let before = p.state()?;
+
+    // Turn t1: the agent's file tool writes main.c and captures readme.md
+    // before editing it by hand.
+    let out = p
+        .tb()
+        .args([
+            "write",
+            "--turn",
+            "t1",
+            "--label",
+            "edit main",
+            "src/main.c",
+        ])
+        .write_stdin("int main() { return 1; }\n")
+        .output()?;
+    assert!(out.status.success(), "write: {:?}", texts(&out));
+    p.ok(&["capture", "--turn", "t1", "docs/readme.md"])?;
+    p.write("docs/readme.md", "# readme, edited by the agent\n")?;
+
+    // Turn t2: a shell command, recorded by exec; its exit code comes back.
+    let mut exec = p.tb();
+    exec.args(["exec", "--turn", "t2", "--"])
+        .args(shell_command());
+    let out = exec.output()?;
+    assert!(out.status.success(), "exec failed: {:?}", texts(&out));
+    assert!(!p.exists("notes.txt") && p.exists("gen/out.txt"));
+    let after = p.state()?;
+    assert_ne!(before, after, "the turns changed nothing");
+
+    // Rewind t1 (and t2 after it): the folder as before t1, byte for byte.
+    let out = p.tb().args(["rewind", "t1"]).output()?;
+    assert_eq!(out.status.code(), Some(0), "rewind: {:?}", texts(&out));
+    let rewound = p.state()?;
+    assert_eq!(rewound, before, "the folder after the rewind");
+
+    // Undo the rewind: the folder as the turns left it.
+    let out = p.tb().args(["undo"]).output()?;
+    assert_eq!(out.status.code(), Some(0), "undo: {:?}", texts(&out));
+    assert_eq!(p.state()?, after, "the folder after the undo");
+
+    // The store is whole.
+    let v = p.json(&["verify"])?;
+    assert_eq!(v["whole"], serde_json::Value::Bool(true), "verify: {v}");
+    Ok(())
+}
