@@ -8,7 +8,9 @@
 //!    older than `keep_days` (never the newest), then the oldest until the
 //!    packs fit in `max_size`; rewinds and reverts older than the oldest
 //!    kept turn (they can no longer be undone), with the turns they ended
-//!    and the `saved` records only they used.
+//!    and the `saved` records only they used. A `saved` record of an
+//!    interrupted operation stays as long as the turns around it, and its
+//!    `rolled_back` record with it.
 //! 2. Compact the log: every kept record is rewritten with its original
 //!    sequence number; a kept record that names a blob introduced by a
 //!    dropped one now introduces it itself, with that blob's own pack (so no
@@ -107,6 +109,25 @@ pub struct GcReport {
     pub bytes_before: u64,
     /// Bytes of packs and log after.
     pub bytes_after: u64,
+}
+
+/// What gc needs to know of a kept record to decide which saved records
+/// and rolled_back records stay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    Saved,
+    RolledBack(u64),
+    Other,
+}
+
+impl Kept {
+    fn of(op: &Op) -> Kept {
+        match op {
+            Op::Saved { .. } => Kept::Saved,
+            Op::RolledBack { saved, .. } => Kept::RolledBack(*saved),
+            _ => Kept::Other,
+        }
+    }
 }
 
 impl Store {
@@ -324,15 +345,15 @@ impl Store {
                 Op::Snapshot { blobs, .. } => tree_blobs
                     .as_ref()
                     .is_none_or(|named| blobs.iter().any(|b| named.contains(&b.id))),
-                Op::Saved { .. } => true,
+                Op::Saved { .. } | Op::RolledBack { .. } => true,
             }
         };
         // One record at a time: the log's records are never all in memory
         // at once (at 100,000 paths they took 260 MB).
         let log_bytes = self.read_log_bytes()?;
         let mut total = 0;
-        // (seq, is a saved record) of the records kept.
-        let mut kept_seqs: Vec<(u64, bool)> = Vec::new();
+        // (seq, what kind of record) of the records kept.
+        let mut kept_seqs: Vec<(u64, Kept)> = Vec::new();
         let mut trims = false;
         for_each_record(&log_bytes, &log_path, |r| {
             total += 1;
@@ -342,14 +363,26 @@ impl Store {
                 {
                     trims = true;
                 }
-                kept_seqs.push((r.seq, matches!(r.op, Op::Saved { .. })));
+                kept_seqs.push((r.seq, Kept::of(&r.op)));
             }
         })?;
         report.records_before = total;
         // A saved record no kept operation names is one whose operation was
         // interrupted: the bytes it holds may exist nowhere else, so it
         // stays as long as the turns around it.
-        kept_seqs.retain(|&(seq, saved)| !saved || kept_saved.contains(&seq) || seq >= oldest_kept);
+        kept_seqs.retain(|&(seq, kind)| {
+            kind != Kept::Saved || kept_saved.contains(&seq) || seq >= oldest_kept
+        });
+        // A rolled_back record stays with the saved record it names.
+        let saved_left: HashSet<u64> = kept_seqs
+            .iter()
+            .filter(|k| k.1 == Kept::Saved)
+            .map(|k| k.0)
+            .collect();
+        kept_seqs.retain(|&(_, kind)| match kind {
+            Kept::RolledBack(saved) => saved_left.contains(&saved),
+            _ => true,
+        });
         let unchanged = kept_seqs.len() == total && !trims;
 
         // Nothing dropped (the usual case after a rewind): the log stays as

@@ -434,6 +434,13 @@ impl Index {
             }
             Op::Undo { op, saved, .. } => self.flip(true, *op, *saved)?,
             Op::Redo { op, saved, .. } => self.flip(false, *op, *saved)?,
+            Op::RolledBack { saved, .. } => {
+                if *saved != self.last_seq || !self.saved.contains_key(saved) {
+                    return Err(format!(
+                        "rolls back saved record {saved}, which is not the record just before it"
+                    ));
+                }
+            }
         }
         self.last_seq = rec.seq;
         Ok(())

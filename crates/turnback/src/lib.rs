@@ -68,6 +68,7 @@ pub mod repair;
 mod restore;
 mod rewind;
 pub mod session;
+mod settle;
 mod snapshot;
 mod sparse;
 mod special;

@@ -11,6 +11,8 @@
 //! {"seq":1,"at":1700000000000000000,"type":"capture","turn":"t1","label":"fix","pack":"000000000001-0123456789abcdef.pack","blobs":[{"id":"<64 hex>","offset":8,"len":41,"size":52}],"files":[{"path":"src/a.rs","pre":{"kind":"file","blob":"<64 hex>","size":52,"mode":420}}],"crc":"1a2b3c4d"}
 //! {"seq":2,"at":1700000000000000001,"type":"saved","files":[{"path":"src/a.rs","pre":{"kind":"file","blob":"<64 hex>","size":60,"mode":420}}],"crc":"…"}
 //! {"seq":3,"at":1700000000000000002,"type":"rewind","turn":"t1","from_seq":1,"saved":2,"crc":"…"}
+//! {"seq":4,"at":1700000000000000003,"type":"saved","files":[{"path":"gen","pre":{"kind":"absent"}}],"crc":"…"}
+//! {"seq":5,"at":1700000000000000004,"type":"rolled_back","saved":4,"crc":"…"}
 //! ```
 //!
 //! A path is a JSON string when its bytes are UTF-8 and otherwise an object
@@ -34,6 +36,11 @@
 //!   before it existed, which read as files with one name.
 //! - A `saved` record holds the state of paths just before a rewind,
 //!   revert, undo or redo changed them, and precedes that operation's record.
+//!   When the operation was interrupted before its record, the next
+//!   mutation puts its paths back and appends a `rolled_back` record naming
+//!   the `saved` record, which it directly follows (see [`crate::settle`]):
+//!   a `saved` record that is the log's last one is the mark of an
+//!   interrupted operation, and no other.
 //! - A `rewind` record ends every live turn whose first record has
 //!   `seq >= from_seq`; `revert` ends one turn; `undo` and `redo` name the
 //!   operation they reverse, which must be on top of its stack.
@@ -183,6 +190,17 @@ pub enum Op {
         /// The `saved` record holding what the redo overwrote.
         saved: u64,
         /// Paths that could not be restored.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        failed: Vec<FailedPath>,
+    },
+    /// The rewind, revert, undo or redo that appended the `saved` record
+    /// just before this one was interrupted before its own record: what it
+    /// changed was put back to the saved states (see [`crate::settle`]).
+    RolledBack {
+        /// The `saved` record of the interrupted operation.
+        saved: u64,
+        /// Paths left as they are, with the reason (changed by someone
+        /// else since, or not restorable).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         failed: Vec<FailedPath>,
     },

@@ -47,8 +47,12 @@
 //! the current states, checking write permission, staging and renaming
 //! each open every directory once, and a rewind opens about two files per
 //! restored file (the current file to save it, the temporary file). A
-//! crash before step 5 ends leaves the turns live; running the operation
-//! again finishes it (reusing the interrupted operation's `saved` record).
+//! crash (or an error) after step 2 and before the operation's record
+//! leaves its `saved` record last in the log: the next mutation, whatever
+//! it is, first rolls the operation back from that record (its changed
+//! paths, the temporary files it staged and the directories it made; see
+//! `settle.rs`), so the turns stay live and the folder is as it was before
+//! it; running the operation again starts from there.
 //!
 //! Choices measured on the development machine (ext4 without a journal,
 //! mounted with `discard`; see the report of the branch `rewind`):
@@ -226,7 +230,7 @@ impl Report {
         self.failed.is_empty()
     }
 
-    fn new(
+    pub(crate) fn new(
         operation: &'static str,
         turn: TurnId,
         turns: Vec<TurnId>,
@@ -268,7 +272,7 @@ pub struct RewindPlan {
 /// Turns recorded states into steps. (A path that must not exist but is
 /// the directory of a restored path is handled in [`Store::execute`]: only
 /// a file or symlink standing there is removed.)
-fn steps_from<'a>(
+pub(crate) fn steps_from<'a>(
     states: impl Iterator<Item = (&'a RelPath, &'a Pre)>,
     store: &Store,
 ) -> Vec<Step> {
@@ -595,26 +599,6 @@ impl Store {
         Ok(report)
     }
 
-    /// The `saved` record of an interrupted operation: the log's last record,
-    /// a `saved` one (no operation names it), holding every path in `paths`.
-    fn interrupted_save(&self, paths: &[RelPath]) -> Option<(u64, Vec<FileEntry>)> {
-        let seq = self.index.last_seq;
-        let entries = self.index.saved.get(&seq)?;
-        let held: HashSet<&RelPath> = entries.iter().map(|e| &e.path).collect();
-        if !paths.iter().all(|p| held.contains(p)) {
-            return None;
-        }
-        let wanted: HashSet<&RelPath> = paths.iter().collect();
-        Some((
-            seq,
-            entries
-                .iter()
-                .filter(|e| wanted.contains(&e.path))
-                .cloned()
-                .collect(),
-        ))
-    }
-
     /// The current state of every path the plan may change: saved durably
     /// (not on a dry run), and returned as hashes.
     fn current_states(&mut self, report: &mut Report) -> Result<HashMap<RelPath, Post>> {
@@ -624,17 +608,10 @@ impl Store {
                 .into_iter()
                 .map(|p| (p.path, p.post))
                 .collect()
-        } else if let Some((seq, entries)) = self.interrupted_save(&paths) {
-            // An operation saved these paths and was interrupted before its
-            // record: the folder may be half changed, so the state it saved
-            // is the one to keep (an undo then gives back the folder from
-            // before the first attempt).
-            report.saved = Some(seq);
-            entries
-                .into_iter()
-                .map(|e| (e.path, post_of(&e.pre)))
-                .collect()
         } else {
+            // An operation interrupted before its record was rolled back
+            // when the lock was taken (see `settle.rs`): the states saved
+            // here are the folder as it was before that operation began.
             let (seq, entries) = self.save_states(&paths)?;
             report.saved = Some(seq);
             entries
@@ -699,7 +676,7 @@ impl Store {
     }
 
     /// Applies `steps` (after the current states were saved).
-    fn execute(&self, steps: &[Step], report: &mut Report) -> Result<()> {
+    pub(crate) fn execute(&self, steps: &[Step], report: &mut Report) -> Result<()> {
         let mut dirs = DirCache::new(self)?;
         let mut lifts = Lifts::default();
         let steps = writable_steps(self, &mut lifts, steps, report)?;

@@ -163,7 +163,7 @@ pub struct Store {
     pub(crate) dirs: Option<Dirs>,
     pub(crate) index: Index,
     pub(crate) options: Options,
-    warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for Store {
@@ -278,7 +278,8 @@ impl Store {
         &self.options
     }
 
-    /// Warnings gathered while reading the log (a torn final line).
+    /// Warnings gathered while reading the log (a torn final line) and by
+    /// mutations (an interrupted operation rolled back).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
     }
@@ -406,7 +407,8 @@ impl Store {
     }
 
     /// Takes the exclusive lock, catches up with the log, sweeps temporary
-    /// packs left by a crash and cuts a torn final line.
+    /// packs left by a crash, cuts a torn final line and rolls back an
+    /// operation interrupted before its record (see `settle.rs`).
     pub(crate) fn begin_mutation(&mut self) -> Result<LockGuard> {
         self.open_dirs(true)?;
         let guard = lock::acquire(
@@ -426,6 +428,9 @@ impl Store {
                 .ctx("cut the torn final line of", &path)?;
             fsx::fdatasync(&f).ctx("fsync", &path)?;
         }
+        // An operation interrupted before its record is rolled back before
+        // anything else changes the project (see `settle.rs`).
+        self.settle_interrupted()?;
         Ok(guard)
     }
 
@@ -811,6 +816,19 @@ impl Store {
 
     /// The current state of `rels` as hashes (nothing is stored).
     pub(crate) fn hash_states(&self, rels: &[RelPath]) -> Result<Vec<PostEntry>> {
+        Ok(self
+            .current_entries(rels)?
+            .into_iter()
+            .map(|e| PostEntry {
+                post: post_of(&e.pre),
+                path: e.path,
+            })
+            .collect())
+    }
+
+    /// The current state of `rels`, modes included, each file's blob id
+    /// its bytes' hash (nothing is stored).
+    pub(crate) fn current_entries(&self, rels: &[RelPath]) -> Result<Vec<FileEntry>> {
         let collected = self.collect(rels, &HashSet::new(), Collect::State)?;
         let mut entries = collected.entries;
         let mut walk = DirStack::new(&self.root_fd);
@@ -832,13 +850,7 @@ impl Store {
                 }
             }
         }
-        Ok(entries
-            .into_iter()
-            .map(|e| PostEntry {
-                post: post_of(&e.pre),
-                path: e.path,
-            })
-            .collect())
+        Ok(entries)
     }
 
     /// Saves the current state of `rels` (bytes included, whatever their

@@ -10,7 +10,9 @@
 //!   and hashes to its id, and its pack is a regular file;
 //! - I3: every turn that must be live is live, and rewinding it (in a copy
 //!   of the lab) gives back the folder as it was before it, bytes and modes;
-//!   `undo` of that rewind gives back the folder as it was before the rewind;
+//!   `undo` of that rewind gives back the folder as it was before the rewind
+//!   (after the rollback of an interrupted operation, which every mutation
+//!   does first);
 //! - I4: the canary folder outside the root is unchanged;
 //! - I5: right after the fault, every path holds what it held before the
 //!   command or what the complete command leaves there, nothing else (stray
@@ -18,7 +20,11 @@
 //!   exactly what the complete command leaves;
 //! - I6: recovery (opening the store and running a gc that keeps everything,
 //!   which cuts a torn line and sweeps temporary and unreferenced packs)
-//!   run twice leaves the store byte-identical to running it once.
+//!   run twice leaves the store byte-identical to running it once;
+//! - I7: after a fault in a rewind or undo, the rollback the next mutation
+//!   does first leaves the folder exactly as before the command (or as
+//!   after it, when its record landed), with no temporary file or
+//!   directory of the interrupted command left.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
@@ -674,9 +680,6 @@ impl Checker {
             }
         }
         drop(store);
-        // Stray temporary files are judged by check_midway, and a rewind
-        // sweeps them: leave them out of the comparison.
-        let now = without_temps(project_tree(&lab.root)?);
         for (k, (id, want)) in self.must_live.iter().chain(&self.may_live).enumerate() {
             if !live.contains(id) {
                 continue;
@@ -684,6 +687,12 @@ impl Checker {
             let copy = lab.scratch(&format!("rewind-check-{k}"));
             copy_tree(&lab.root, &copy)?;
             let mut store = Store::open(&copy)?;
+            // The rewind first rolls back an operation interrupted before
+            // its record: its undo gives back the folder from there. Stray
+            // temporary files are judged by check_midway, and a rewind
+            // sweeps them: leave them out of the comparison.
+            store.ensure_created()?;
+            let now = without_temps(project_tree(&copy)?);
             let report = store.rewind(&TurnId::new(id.as_str())?, &RewindOptions::default())?;
             if !report.complete() {
                 return Err(format!("I3: rewind of {id} incomplete: {:?}", report.failed).into());
@@ -776,6 +785,38 @@ pub fn check_midway(root: &Path, allowed: &[&Tree]) -> Res<Vec<String>> {
         }
     }
     Ok(temps)
+}
+
+/// I7, after a fault in a rewind or undo: the rollback of the interrupted
+/// operation, which the next mutation does first, leaves the folder
+/// exactly as it was before the command, or as the complete command leaves
+/// it when its record landed: temporary files and directories it made
+/// included. Run in a copy; returns which of the two it was (true: before).
+pub fn check_settled(lab: &Lab, before: &Tree, after: &Tree) -> Res<bool> {
+    let copy = lab.scratch("settle-check");
+    copy_tree(&lab.root, &copy)?;
+    Store::open(&copy)?
+        .ensure_created()
+        .map_err(|e| format!("I7: the next mutation fails: {e}"))?;
+    let got = project_tree(&copy)?;
+    std::fs::remove_dir_all(&copy)?;
+    if &got == before {
+        return Ok(true);
+    }
+    if &got != after {
+        return Err(format!(
+            "I7: after the rollback of the interrupted command the folder is neither as before it nor as after it; against before:\n{}",
+            diff(before, &got)
+        )
+        .into());
+    }
+    Ok(false)
+}
+
+/// Whether a command is a rewind or an undo (a fault leaves it half
+/// applied until the next mutation rolls it back).
+pub fn rolls_back(inv: &Invocation) -> bool {
+    matches!(inv.name(), "rewind" | "undo")
 }
 
 /// Limits under which gc keeps every turn and operation.

@@ -1655,6 +1655,9 @@ struct SimStats {
     refused_with_zeros: usize,
     torn_tails: usize,
     stray_temps: usize,
+    /// States of a rewind or undo that the next mutation rolled back to the
+    /// folder before it (I7).
+    rolled_back: usize,
     blobs_verified: usize,
     rewinds_checked: usize,
     recoveries: usize,
@@ -1802,6 +1805,9 @@ fn check_state(
     let temps = check_midway(&lab.root, &[&sc.before, &sc.after])?;
     if !temps.is_empty() {
         stats.stray_temps += 1;
+    }
+    if rolls_back(&sc.inv) {
+        stats.rolled_back += usize::from(check_settled(&lab, &sc.before, &sc.after)?);
     }
     if fin {
         // Ack implies durable: the command's whole effect survives.
@@ -2027,7 +2033,7 @@ fn powerloss(sc: Scenario) -> Res {
         &mut Audit::default(),
     )?;
     println!(
-        "powerloss {}: {} operations on the lab from the trace, {} crash points, {} crash states ({} durable only, {} everything, {} random, K={}), {} distinct checked, {} refused at open for a damaged unanswered final record ({} of them with a zero-filled block){}, {} with a torn final line, {} with stray temporary files, {} with a record of the command, {} blob reads verified, {} rewinds checked, {} recoveries checked twice, {} next snapshots succeeded ({} rebuilt a damaged tree); ordering monitor: 0 violations; {:.1} s",
+        "powerloss {}: {} operations on the lab from the trace, {} crash points, {} crash states ({} durable only, {} everything, {} random, K={}), {} distinct checked, {} refused at open for a damaged unanswered final record ({} of them with a zero-filled block){}, {} with a torn final line, {} with stray temporary files, {} rolled back to the folder before the command by the next mutation, {} with a record of the command, {} blob reads verified, {} rewinds checked, {} recoveries checked twice, {} next snapshots succeeded ({} rebuilt a damaged tree); ordering monitor: 0 violations; {:.1} s",
         sc.name,
         trace.steps.len(),
         stats.points,
@@ -2045,6 +2051,7 @@ fn powerloss(sc: Scenario) -> Res {
             .map_or(String::new(), |r| format!(" (first: {r})")),
         stats.torn_tails,
         stats.stray_temps,
+        stats.rolled_back,
         stats.new_record_present,
         stats.blobs_verified,
         stats.rewinds_checked,
@@ -2104,6 +2111,11 @@ fn powerloss_undo() -> Res {
 #[test]
 fn powerloss_rewind_per_file_fsync() -> Res {
     powerloss(scenarios::rewind_per_file()?)
+}
+
+#[test]
+fn powerloss_undo_per_file_fsync() -> Res {
+    powerloss(scenarios::undo_per_file()?)
 }
 
 #[test]

@@ -315,9 +315,20 @@ fn rewind_flushed(name: &'static str, inv: Invocation) -> Res<Scenario> {
 
 /// `undo` of a `rewind t1`.
 pub fn undo() -> Res<Scenario> {
+    undo_flushed("undo", Invocation::new(&["undo"]))
+}
+
+/// [`undo`] made durable file by file (see [`rewind_per_file`]). It makes
+/// `gen/` and stages `gen/.new.txt.turnback-tmp-*` in it: a fault there
+/// leaves both until the next mutation rolls the undo back.
+pub fn undo_per_file() -> Res<Scenario> {
+    let inv = Invocation::new(&["undo"]).with_env(PER_FILE.0, PER_FILE.1);
+    undo_flushed("undo (per-file fsync)", inv)
+}
+
+fn undo_flushed(name: &'static str, inv: Invocation) -> Res<Scenario> {
     let (lab, [b0, b1, b2, _]) = three_turns()?;
     Store::open(&lab.root)?.rewind(&t("t1"), &RewindOptions::default())?;
-    let inv = Invocation::new(&["undo"]);
     let mid = checker(&lab, vec![("t0".into(), b0.clone())], vec![])?;
     let fin = checker(
         &lab,
@@ -328,7 +339,7 @@ pub fn undo() -> Res<Scenario> {
         let is_undo = |op: &turnback::log::Op| matches!(op, turnback::log::Op::Undo { .. });
         Ok(count_ops(&lab.log_bytes(), is_undo) == count_ops(before, is_undo))
     }
-    finish("undo", lab, inv, mid, fin, rerun, None)
+    finish(name, lab, inv, mid, fin, rerun, None)
 }
 
 /// `gc --keep-turns 2` over five turns and a rewind: two turns dropped,
