@@ -879,8 +879,12 @@ impl Store {
     /// normalization, on a file system that does not tell them apart): the
     /// identity is the file (`st_dev`, `st_ino`), the key only finds the
     /// candidates (`crate::names::identity_key`).
+    /// Only where such file systems are the default (macOS, Windows): on
+    /// Linux (ext4's casefold directories aside) it costs nothing. It keys
+    /// every path the turn captured, so a capture into a turn of n paths
+    /// costs O(n) there.
     fn first_spellings(&self, already: &HashSet<RelPath>, rels: &[RelPath]) -> Vec<RelPath> {
-        if rels.iter().all(|r| already.contains(r)) {
+        if !crate::sys::CASE_INSENSITIVE_DEFAULT || rels.iter().all(|r| already.contains(r)) {
             return rels.to_vec();
         }
         let keyed: HashMap<String, &RelPath> = already

@@ -90,3 +90,28 @@ impl Drop for ChildSignals {
         CHILD.store(0, Ordering::SeqCst);
     }
 }
+
+/// `program` quoted for the POSIX shell the agents run hooks through:
+/// as it is when it holds only safe characters, else in single quotes.
+pub fn quote_program(program: &str) -> String {
+    if !program.is_empty()
+        && program
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:@".contains(&b))
+    {
+        program.to_owned()
+    } else {
+        format!("'{}'", program.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_are_quoted_for_the_shell() {
+        assert_eq!(quote_program("/usr/bin/turnback"), "/usr/bin/turnback");
+        assert_eq!(quote_program("/a b/it's"), r"'/a b/it'\''s'");
+    }
+}

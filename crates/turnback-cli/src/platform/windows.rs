@@ -72,3 +72,24 @@ impl Drop for ChildSignals {
         }
     }
 }
+
+/// `program` in double quotes, which keep its backslashes and spaces in
+/// the shells agents run hooks through on Windows (Git Bash for Claude
+/// Code, `cmd`); PowerShell runs a quoted program only after `&`, so there
+/// turnback should be on PATH (then `init` writes plain `turnback`).
+pub fn quote_program(program: &str) -> String {
+    format!("\"{program}\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_are_quoted_for_bash_and_cmd() {
+        assert_eq!(
+            quote_program(r"C:\Program Files\turnback\turnback.exe"),
+            r#""C:\Program Files\turnback\turnback.exe""#
+        );
+    }
+}

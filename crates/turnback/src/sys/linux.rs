@@ -128,3 +128,6 @@ pub(crate) const WINDOWS_NAMES: bool = false;
 
 /// A removed directory's name is free at once, whoever holds it open.
 pub(crate) const HANDLES_KEEP_NAMES: bool = false;
+
+/// ext4 and most Linux file systems tell case apart.
+pub(crate) const CASE_INSENSITIVE_DEFAULT: bool = false;

@@ -150,3 +150,6 @@ pub(crate) const WINDOWS_NAMES: bool = false;
 
 /// A removed directory's name is free at once, whoever holds it open.
 pub(crate) const HANDLES_KEEP_NAMES: bool = false;
+
+/// APFS, by default, does not tell case or Unicode normalization apart.
+pub(crate) const CASE_INSENSITIVE_DEFAULT: bool = true;

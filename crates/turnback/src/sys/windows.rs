@@ -1170,3 +1170,6 @@ pub(crate) const WINDOWS_NAMES: bool = true;
 
 /// A directory removed while a handle to it is open stays in its parent (delete pending) until the handle closes.
 pub(crate) const HANDLES_KEEP_NAMES: bool = true;
+
+/// NTFS, by default, does not tell case apart.
+pub(crate) const CASE_INSENSITIVE_DEFAULT: bool = true;

@@ -468,7 +468,7 @@ fn default_program() -> anyhow::Result<Program> {
         .map(|p| std::env::split_paths(&p).collect::<Vec<PathBuf>>())
         .unwrap_or_default()
         .into_iter()
-        .map(|d| d.join("turnback"))
+        .map(|d| d.join(format!("turnback{}", std::env::consts::EXE_SUFFIX)))
         .find(|c| c.is_file());
     if let Some(found) = on_path
         && std::fs::canonicalize(&found).is_ok_and(|c| c == exe)
@@ -480,29 +480,7 @@ fn default_program() -> anyhow::Result<Program> {
     }
     let raw = exe.to_string_lossy().into_owned();
     Ok(Program {
-        shell: shell_quote(&raw),
+        shell: crate::platform::quote_program(&raw),
         raw,
     })
-}
-
-fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:@".contains(&b))
-    {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn programs_are_quoted_for_the_shell() {
-        assert_eq!(shell_quote("/usr/bin/turnback"), "/usr/bin/turnback");
-        assert_eq!(shell_quote("/a b/it's"), r"'/a b/it'\''s'");
-    }
 }
