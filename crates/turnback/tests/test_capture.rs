@@ -615,3 +615,89 @@ fn capture_of_a_retargeted_link_captures_its_new_target() -> TestResult {
     crate::common::assert_same(&before, &p.snapshot()?, "after the rewind");
     Ok(())
 }
+
+/// A path longer than Windows' old 260-character limit is captured and
+/// rewound like any other (std writes it with the `\\?\` prefix there).
+#[test]
+fn a_path_longer_than_260_characters_round_trips() -> TestResult {
+    let p = Project::new()?;
+    let deep: Vec<String> = (0..6).map(|i| format!("{i}-{}", "d".repeat(60))).collect();
+    let rel = format!("{}/file.txt", deep.join("/"));
+    assert!(p.path(&rel).as_os_str().len() > 300, "{}", rel.len());
+    p.write(&rel, "before\n")?;
+    let mut store = p.open()?;
+    let t1 = turn("t1")?;
+    store.write(&t1, None, &rel, b"after\n")?;
+    store.write(&t1, None, format!("{}/new.txt", deep.join("/")), b"new\n")?;
+    let report = store.rewind(&t1, &RewindOptions::default())?;
+    assert!(report.complete(), "{:?}", report.failed);
+    assert_eq!(p.read(&rel)?, b"before\n");
+    assert!(!p.exists(&format!("{}/new.txt", deep.join("/"))));
+    Ok(())
+}
+
+/// Windows: a file another process holds open for reading without letting
+/// it be deleted or renamed (as many editors and scanners do) cannot be
+/// replaced. The rewind retries, then reports that path (not restored,
+/// with the reason) and restores the rest; once the file is closed, undo
+/// and the rewind again finish it. A file held with no sharing
+/// at all cannot even be read to be saved: the rewind then refuses before
+/// it changes anything, naming the file.
+#[cfg(windows)]
+#[test]
+fn a_file_held_open_elsewhere_is_reported_and_undo_then_rewind_finish() -> TestResult {
+    use std::os::windows::fs::OpenOptionsExt;
+    const FILE_SHARE_READ: u32 = 1;
+    let p = Project::new()?;
+    p.write("held.txt", "held before\n")?;
+    p.write("free.txt", "free before\n")?;
+    let mut store = p.open()?;
+    let t1 = turn("t1")?;
+    store.write(&t1, None, "held.txt", b"held after\n")?;
+    store.write(&t1, None, "free.txt", b"free after\n")?;
+
+    // Held with no sharing: nothing changes, and the error names it.
+    let exclusive = std::fs::OpenOptions::new()
+        .read(true)
+        .share_mode(0)
+        .open(p.path("held.txt"))?;
+    let err = expect_err(
+        store.rewind(&t1, &RewindOptions::default()),
+        "a rewind over a file held open with no sharing",
+    )?;
+    assert!(err.to_string().contains("held.txt"), "{err}");
+    drop(exclusive);
+    assert_eq!(p.read("free.txt")?, b"free after\n", "changed anyway");
+
+    // Held for reading, sharing reads only: that path is reported.
+    let holder = std::fs::OpenOptions::new()
+        .read(true)
+        .share_mode(FILE_SHARE_READ)
+        .open(p.path("held.txt"))?;
+    let report = store.rewind(&t1, &RewindOptions::default())?;
+    let failed: Vec<String> = report.failed.iter().map(|f| f.path.to_string()).collect();
+    assert_eq!(failed, ["held.txt"], "{:?}", report.failed);
+    assert!(
+        report.failed[0]
+            .reason
+            .contains("another process has it open"),
+        "{:?}",
+        report.failed
+    );
+    assert_eq!(p.read("free.txt")?, b"free before\n");
+    drop(holder);
+    assert_eq!(
+        p.read("held.txt")?,
+        b"held after\n",
+        "the held file was touched"
+    );
+    // Undo gives back the folder as before that rewind; the rewind again,
+    // with the file closed, is whole.
+    store.undo()?;
+    assert_eq!(p.read("free.txt")?, b"free after\n");
+    let again = store.rewind(&t1, &RewindOptions::default())?;
+    assert!(again.complete(), "{:?}", again.failed);
+    assert_eq!(p.read("held.txt")?, b"held before\n");
+    assert_eq!(p.read("free.txt")?, b"free before\n");
+    Ok(())
+}

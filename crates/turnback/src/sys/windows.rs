@@ -101,6 +101,8 @@ impl Errno {
     pub(crate) const NXIO: Errno = Errno(50);
     /// `ERROR_INVALID_HANDLE` (what a missing process gives).
     pub(crate) const SRCH: Errno = Errno(6);
+    /// `ERROR_PRIVILEGE_NOT_HELD`: symbolic links cannot be made here.
+    pub(crate) const NOSYMLINK: Errno = Errno(1314);
     /// `ERROR_REPARSE_POINT_ENCOUNTERED`: a symlink, junction or mount
     /// point where none is followed.
     pub(crate) const LOOP: Errno = Errno(4395);
@@ -147,6 +149,10 @@ impl From<Errno> for io::Error {
             Errno::BUSY => io::Error::new(
                 io::ErrorKind::ResourceBusy,
                 "another process has it open and does not let it be replaced or removed (a sharing violation); close it, then run the rewind again (or `turnback undo`)",
+            ),
+            Errno::NOSYMLINK => io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "this Windows does not let turnback make a symbolic link here (it needs Developer Mode or the privilege to create symbolic links); the link is not restored",
             ),
             Errno::NXIO => io::Error::new(
                 io::ErrorKind::Unsupported,
@@ -755,11 +761,25 @@ pub(crate) fn renameat(
     let a = from_dir.as_fd().child(&from.as_os())?;
     let b = to_dir.as_fd().child(&to.as_os())?;
     match retrying(|| std::fs::rename(&a, &b)) {
-        // A file renamed over a directory: POSIX says EISDIR, which the
-        // callers handle; Windows says access denied.
-        Err(Errno::ACCESS) if std::fs::symlink_metadata(&b).is_ok_and(|m| m.is_dir()) => {
-            Err(Errno::ISDIR)
-        }
+        Err(Errno::ACCESS) => match std::fs::symlink_metadata(&b) {
+            // A file renamed over a directory: POSIX says EISDIR, which the
+            // callers handle; Windows says access denied.
+            Ok(m) if m.is_dir() => Err(Errno::ISDIR),
+            // Unix replaces a read-only file; Windows wants it writable.
+            Ok(m) if m.permissions().readonly() => {
+                let f = OpenOptions::new().write(true).open(&b)?;
+                set_readonly(&f, false)?;
+                drop(f);
+                retrying(|| std::fs::rename(&a, &b))
+            }
+            // Replacing a file another process has open is refused as
+            // access denied too: in use, as far as can be told.
+            Ok(_) => retrying(|| match std::fs::rename(&a, &b) {
+                Err(e) if e.raw_os_error() == Some(5) => Err(io::Error::from_raw_os_error(32)),
+                r => r,
+            }),
+            Err(_) => Err(Errno::ACCESS),
+        },
         r => r,
     }
 }
@@ -839,12 +859,16 @@ pub(crate) fn symlinkat(target: impl Arg, dir: impl AsFd, name: impl Arg) -> Res
         .parent()
         .map(|p| p.join(&t))
         .unwrap_or_else(|| t.clone());
-    let made = if resolved.is_dir() {
-        std::os::windows::fs::symlink_dir(&t, &link)
+    if resolved.is_dir() {
+        std::os::windows::fs::symlink_dir(&t, &link)?;
     } else {
-        std::os::windows::fs::symlink_file(&t, &link)
-    };
-    Ok(made?)
+        std::os::windows::fs::symlink_file(&t, &link)?;
+    }
+    // Some implementations (Wine) report success and make nothing.
+    match std::fs::symlink_metadata(&link) {
+        Ok(m) if m.file_type().is_symlink() => Ok(()),
+        _ => Err(Errno::NOSYMLINK),
+    }
 }
 
 /// `linkat`: `CreateHardLinkW`.
