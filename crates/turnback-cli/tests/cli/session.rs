@@ -77,3 +77,46 @@ fn write_capture_exec_rewind_undo_verify_give_back_the_folder_byte_for_byte() ->
     assert_eq!(v["whole"], serde_json::Value::Bool(true), "verify: {v}");
     Ok(())
 }
+
+/// A turn that renamed `Readme.md` to `README.md` (only the case changes)
+/// rewinds to the old spelling, on a file system that tells case apart and
+/// on one that does not (on Windows the rename is made in two steps, as
+/// Wine ignores a case-only rename).
+#[test]
+fn a_case_only_rename_rewinds_to_the_old_spelling() -> TestResult {
+    let p = Project::new()?;
+    p.write("Readme.md", "# the readme\n")?;
+    p.write("other.txt", "kept\n")?;
+    let before = p.state()?;
+    let script: Vec<&str> = if cfg!(windows) {
+        vec![
+            "cmd",
+            "/c",
+            "move Readme.md tmp.md >nul && move tmp.md README.md >nul",
+        ]
+    } else {
+        vec!["sh", "-c", "mv Readme.md README.md"]
+    };
+    let mut exec = p.tb();
+    exec.args(["exec", "--turn", "t1", "--"]).args(&script);
+    let out = exec.output()?;
+    assert!(out.status.success(), "exec: {:?}", texts(&out));
+    let names = |p: &Project| -> Res<Vec<String>> {
+        let mut v: Vec<String> = std::fs::read_dir(&p.root)?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<Result<_, _>>()?;
+        v.retain(|n| n != ".turnback");
+        v.sort();
+        Ok(v)
+    };
+    assert_eq!(names(&p)?, ["README.md", "other.txt"], "the rename");
+    let out = p.tb().args(["rewind", "t1"]).output()?;
+    assert_eq!(out.status.code(), Some(0), "rewind: {:?}", texts(&out));
+    assert_eq!(
+        names(&p)?,
+        ["Readme.md", "other.txt"],
+        "the spelling after the rewind"
+    );
+    assert_eq!(p.state()?, before);
+    Ok(())
+}
