@@ -236,7 +236,12 @@ mod tests {
 
     /// The name of a temporary file beside `name` of a process that is gone.
     fn stale_temp(name: &str) -> std::io::Result<String> {
-        let mut child = std::process::Command::new("true").spawn()?;
+        // This test program, listing its tests: a process that exits at
+        // once, on every platform.
+        let mut child = std::process::Command::new(std::env::current_exe()?)
+            .arg("--list")
+            .stdout(std::process::Stdio::null())
+            .spawn()?;
         let dead = child.id();
         child.wait()?;
         Ok(format!(".{name}{TEMP_MARK}{dead}-0"))
