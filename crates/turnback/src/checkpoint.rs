@@ -367,7 +367,7 @@ fn open(file: File) -> Option<(Covered, Index)> {
         };
     let rows = stream(TURN_ROW, turns, true, &mut turn_row_check(bodies_len))?;
     let ids = stream(16, turns, true, &mut id_row_check(turns))?;
-    let recs = stream(16, records, true, &mut increasing(8))?;
+    let recs = stream(16, records, true, &mut increasing())?;
     let mut fences = Vec::new();
     let mut blob_ok = blob_row_check(blobs);
     stream(BLOB_ROW, blobs, false, &mut |k, row| {
@@ -401,27 +401,32 @@ fn open(file: File) -> Option<(Covered, Index)> {
     Some((covered, index))
 }
 
-/// Rows whose first `key` bytes (a little-endian u64 when 8, else at most
-/// 32 bytes compared as they are) increase.
-fn increasing(key: usize) -> impl FnMut(usize, &[u8]) -> bool {
-    let mut last: Option<[u8; 32]> = None;
+/// Rows whose first 8 bytes, a little-endian u64, increase.
+fn increasing() -> impl FnMut(usize, &[u8]) -> bool {
+    let mut last: Option<u64> = None;
     move |_, row| {
-        let mut k = [0; 32];
-        if key == 8 {
-            k[..8].copy_from_slice(&u64_at(row, 0).to_be_bytes());
-        } else {
-            k[..key].copy_from_slice(&row[..key]);
-        }
+        let k = u64_at(row, 0);
         let ok = last.is_none_or(|l| l < k);
         last = Some(k);
         ok
     }
 }
 
+/// A 32-byte id as four big-endian words: ordered as its bytes are.
+fn id_words(row: &[u8]) -> [u64; 4] {
+    let mut w = [0; 4];
+    for (i, word) in w.iter_mut().enumerate() {
+        let mut b = [0; 8];
+        b.copy_from_slice(&row[i * 8..i * 8 + 8]);
+        *word = u64::from_be_bytes(b);
+    }
+    w
+}
+
 /// Turn rows: `first_seq` increasing, each turn's bytes ending after the
 /// one before's, the last at the end of the turns' bytes.
 fn turn_row_check(bodies_len: usize) -> impl FnMut(usize, &[u8]) -> bool {
-    let mut first = increasing(8);
+    let mut first = increasing();
     let mut end = 0u64;
     move |_, row| {
         let e = u64_at(row, 8);
@@ -450,10 +455,13 @@ fn id_row_check(n: usize) -> impl FnMut(usize, &[u8]) -> bool {
 /// Blob rows: ids increasing, pack names of turnback's form, bases naming
 /// another row.
 fn blob_row_check(n: usize) -> impl FnMut(usize, &[u8]) -> bool {
-    let mut ids = increasing(32);
+    let mut last: Option<[u64; 4]> = None;
     move |k, row| {
         let base = u32_at(row, 90) as usize;
-        ids(k, row)
+        let id = id_words(row);
+        let sorted = last.is_none_or(|l| l < id);
+        last = Some(id);
+        sorted
             && std::str::from_utf8(&row[32..66]).is_ok_and(pack::is_pack_name)
             && base <= n
             && base != k + 1
