@@ -46,31 +46,39 @@
 //!           name (34 bytes), offset, compressed length, size (u64 each),
 //!           base (u32: 1 + the row of the blob it is a delta against, 0
 //!           for none)
+//! check     CRC-32 (IEEE) of everything before it (4 bytes, little endian)
 //! -- turns' bytes --
 //! each turn, oldest first: its id, label, first_seq, start time, sealed,
-//!           ended_by, captures, post-images, paths
-//! check     CRC-32 (IEEE) of everything before it (4 bytes, little endian)
+//!           ended_by, captures, post-images, paths (each checked by the
+//!           CRC-32 in its row)
 //! ```
 //!
-//! Read lazily: opening reads the head and decodes it, then reads the rest
-//! in chunks of 64 KiB to compute the check and check every table row as
-//! it passes (rows sorted, turn ends increasing to the length of the turns'
+//! Read lazily: opening reads the head and decodes it, then the tables in
+//! chunks of 64 KiB, computing the check and checking every row as it
+//! passes (rows sorted, turn ends increasing to the length of the turns'
 //! bytes, each turn named once by the id table, pack names of turnback's
-//! form, bases naming another row); any failure ignores the checkpoint.
-//! The turn, id and record tables are kept (a few hundred KiB for 10,000
-//! turns); the blob table and the turns' bytes stay in the file, which
-//! stays open: a blob is found by reading the one block of 64 rows its
-//! kept first id says, a turn by the hash of its id or by binary search on
-//! first_seq, and a turn's bytes are read (and compared with their row's
-//! CRC) and decoded the first time it is used. So a write into a store of
-//! 10,000 turns decodes the one or two newest turns and copies no table
-//! into maps. The file is never changed in place (a new checkpoint replaces
-//! it by rename), so what is read later is what was checked; should a
-//! later read fail or a turn's CRC not match (an I/O error, or the file
-//! rewritten in place by something other than turnback), the process stops
-//! with a message naming the file to delete rather than go on with part of
-//! an index. Writing a new checkpoint copies the bytes of every turn that
-//! was not decoded as they are.
+//! form, bases naming another row), and the file's length against the
+//! sizes; any failure ignores the checkpoint. The turn, id and record
+//! tables are kept (a few hundred KiB for 10,000 turns); the blob table and
+//! the turns' bytes stay in the file, which stays open: a blob is found by
+//! reading the one block of 64 rows its kept first id points to, a turn by
+//! the hash of its id or by binary search on first_seq, and a turn's bytes
+//! are read, compared with their row's CRC and decoded the first time the
+//! turn is used. So a write into a store of 10,000 turns decodes the one or
+//! two newest turns, copies no table into maps and does not read the
+//! turns' bytes it does not use.
+//!
+//! A turn whose bytes cannot be read back whole (their CRC differs, an
+//! I/O error) is taken instead from the index the covered log prefix gives
+//! (the prefix read and applied once, as an open without a checkpoint
+//! does): a damaged turn costs a read of the log, never a wrong turn. The
+//! file is never changed in place (a new checkpoint replaces it by rename),
+//! so the blob rows read later are those checked; a blob block that cannot
+//! be read makes its blobs unknown (reading one then fails with that
+//! error, a capture stores it again), and listing every blob (gc, verify)
+//! stops the process if the table cannot be read again rather than go on
+//! without it. Writing a new checkpoint copies the bytes of every turn
+//! that was not decoded and still matches its CRC.
 //!
 //! When it is trusted: opening reads the checkpoint and `fstat`s the log;
 //! the checkpoint stands for the first `log_len` bytes of the log only if
@@ -177,11 +185,17 @@ pub(crate) fn load(store: &OwnedFd, log: &File, ident: (u64, u64), size: u64) ->
     // A cache: one that is not a regular file is ignored (the next write
     // replaces it by rename).
     let file = fsx::open_store_file(store, INDEX_FILE, OFlags::RDONLY, None).ok()??;
-    let (covered, index) = open(file)?;
+    let (covered, mut index) = open(file)?;
     if (covered.dev, covered.ino) != ident || covered.len > size {
         return None;
     }
-    (Covered::of(log, ident, covered.len)? == covered).then_some(index)
+    if Covered::of(log, ident, covered.len)? != covered {
+        return None;
+    }
+    if let (Some(turns), Ok(log)) = (index.turns.frozen_mut(), log.try_clone()) {
+        turns.log = Some((log, covered.len));
+    }
+    Some(index)
 }
 
 /// Writes a checkpoint of `index`, which was built from the first
@@ -225,9 +239,10 @@ fn encode(index: &Index, covered: &Covered) -> Option<Vec<u8>> {
     w.num(covered.len);
     w.0.extend_from_slice(&covered.head);
     w.0.extend_from_slice(&covered.tail);
-    w.index(index)?;
+    let bodies = w.index(index)?;
     let check = crc32fast::hash(&w.0);
     w.0.extend_from_slice(&check.to_le_bytes());
+    w.0.extend_from_slice(&bodies);
     Some(w.0)
 }
 
@@ -337,6 +352,7 @@ fn open(file: File) -> Option<(Covered, Index)> {
     if total.checked_add(4)? != size {
         return None;
     }
+    let bodies_at = (total - bodies_len) as u64 + 4;
     let mut crc = crc32fast::Hasher::new();
     crc.update(&head);
     let mut at = head_len as u64;
@@ -376,8 +392,6 @@ fn open(file: File) -> Option<(Covered, Index)> {
         }
         blob_ok(k, row)
     })?;
-    // The turns' bytes: only the check (width 1 is not split in rows).
-    stream(1, bodies_len, false, &mut |_, _| true)?;
     let check = read_at(&file, at, 4)?;
     if crc.finalize().to_le_bytes()[..] != check[..] {
         return None;
@@ -388,8 +402,10 @@ fn open(file: File) -> Option<(Covered, Index)> {
         file: Arc::clone(&file),
         rows,
         ids,
-        bodies: blobs_at + sizes[3] as u64,
+        bodies: bodies_at,
         cells: (0..turns).map(|_| OnceLock::new()).collect(),
+        log: None,
+        rebuilt: OnceLock::new(),
     });
     index.record_turn = RecordTurns::from_frozen(SeqTable { rows: recs });
     index.blobs = Blobs::from_frozen(BlobTable {
@@ -623,6 +639,12 @@ pub(crate) struct FrozenTurns {
     /// Where the turns' bytes start in the file.
     bodies: u64,
     cells: Vec<OnceLock<Box<Turn>>>,
+    /// The log and the length of it the checkpoint covers: a turn whose
+    /// bytes cannot be read back whole is taken from the index that prefix
+    /// gives.
+    pub(crate) log: Option<(File, u64)>,
+    /// That index's turns, once built.
+    rebuilt: OnceLock<Option<Vec<Turn>>>,
 }
 
 /// FNV-1a (64 bits) of a turn id: fixed here, so a checkpoint's id table
@@ -667,17 +689,43 @@ impl FrozenTurns {
         (start, u64_at(&self.rows, i * TURN_ROW + 8))
     }
 
-    /// The encoded turn `i`, read from the file and checked against its
-    /// row's CRC.
-    pub(crate) fn raw(&self, i: usize) -> Vec<u8> {
+    /// The encoded turn `i`, read from the file, if it matches its row's
+    /// CRC.
+    fn raw(&self, i: usize) -> Option<Vec<u8>> {
         let (start, end) = self.span(i);
-        let bytes = reread(&self.file, self.bodies + start, (end - start) as usize);
-        let check = u32_at(&self.rows, i * TURN_ROW + 16);
-        assert!(
-            crc32fast::hash(&bytes) == check,
-            "the index checkpoint changed since the store was opened; delete <store>/index"
-        );
-        bytes
+        let bytes = read_at(
+            &self.file,
+            self.bodies + start,
+            usize::try_from(end - start).ok()?,
+        )?;
+        self.whole(i, &bytes).then_some(bytes)
+    }
+
+    /// Whether `bytes` are turn `i`'s, by its row's CRC.
+    fn whole(&self, i: usize, bytes: &[u8]) -> bool {
+        crc32fast::hash(bytes) == u32_at(&self.rows, i * TURN_ROW + 16)
+    }
+
+    /// Turn `i` as the log prefix the checkpoint covers gives it (its
+    /// bytes in the checkpoint being damaged): that prefix read and applied
+    /// once, as an open without a checkpoint does.
+    fn from_log(&self, i: usize) -> Option<Turn> {
+        let turns = self.rebuilt.get_or_init(|| {
+            let (log, len) = self.log.as_ref()?;
+            let bytes = read_at(log, 0, usize::try_from(*len).ok()?)?;
+            let parsed = crate::log::parse(&bytes, 1);
+            let mut index = Index::default();
+            for (_, rec) in &parsed.lines {
+                index.apply(rec.as_ref().ok()?).ok()?;
+            }
+            Some(index.turns.iter().cloned().collect())
+        });
+        let first = self.first_seq(i);
+        turns
+            .as_ref()?
+            .iter()
+            .find(|t| t.first_seq == first)
+            .cloned()
     }
 
     /// Whether turn `i` was decoded (and so may have changed since).
@@ -727,16 +775,17 @@ impl FrozenTurns {
     }
 
     fn decode(&self, i: usize) -> Turn {
-        let bytes = self.raw(i);
-        let mut r = Reader {
-            rest: &bytes,
-            at: 0,
-        };
-        // The checks matched, so these are the bytes this version's encoder
-        // wrote for a turn (see the module doc): they decode.
-        r.turn()
-            .filter(|_| r.rest.is_empty())
-            .expect("a checkpoint whose checks match holds turns that decode")
+        let decoded = self.raw(i).and_then(|bytes| {
+            let mut r = Reader {
+                rest: &bytes,
+                at: 0,
+            };
+            r.turn().filter(|_| r.rest.is_empty())
+        });
+        decoded.or_else(|| self.from_log(i)).expect(
+            "a turn of the index checkpoint is damaged and the log it covers no longer \
+             gives it; `turnback verify` checks the store",
+        )
     }
 
     /// Every turn's bytes, read at once (writing a new checkpoint).
@@ -885,8 +934,8 @@ impl Writer {
 
     /// The index after the log prefix it covers: the head (counters, the
     /// small maps, the tables' sizes; its length set in the preamble),
-    /// then the tables and the turns' bytes.
-    fn index(&mut self, x: &Index) -> Option<()> {
+    /// then the tables. Returns the turns' bytes, which go after the check.
+    fn index(&mut self, x: &Index) -> Option<Vec<u8>> {
         self.num(x.last_seq);
         self.num(x.captures);
         self.num(x.lines as u64);
@@ -936,8 +985,7 @@ impl Writer {
             self.u64(v);
         }
         self.0.extend_from_slice(&blobs);
-        self.0.extend_from_slice(&bodies);
-        Some(())
+        Some(bodies)
     }
 }
 
@@ -1558,14 +1606,50 @@ mod tests {
 
     #[test]
     fn a_damaged_checkpoint_is_ignored() -> TestResult {
-        let (_dir, store) = rich_store()?;
+        let (dir, store) = rich_store()?;
         checkpoint_now(&store)?;
         let bytes = std::fs::read(index_path(&store))?;
-        assert!(decode(&bytes).is_some());
-        for i in 0..bytes.len() {
+        let (_, index) = decode(&bytes).ok_or("decodes")?;
+        let turns = index.turns.frozen().ok_or("turns")?;
+        let bodies_len = turns.span(turns.len() - 1).1 as usize;
+        let bodies_at = bytes.len() - bodies_len;
+        // Everything before the turns' bytes is under the check.
+        for i in 0..bodies_at {
             let mut bad = bytes.clone();
             bad[i] ^= 0x01;
             assert!(decode(&bad).is_none(), "byte {i} flipped");
+        }
+        // A turn's bytes are checked when it is read: a damaged one is
+        // taken from the log the checkpoint covers.
+        let whole = from_log_alone(dir.path(), &store)?;
+        for at in [bodies_at, bodies_at + bodies_len / 2, bytes.len() - 1] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x01;
+            std::fs::write(index_path(&store), &bad)?;
+            let opened = Store::open(dir.path())?;
+            assert!(
+                opened.index.turns.frozen().is_some(),
+                "the checkpoint is used"
+            );
+            assert_eq!(
+                opened
+                    .index
+                    .turns
+                    .iter()
+                    .map(|t| t.files.clone())
+                    .collect::<Vec<_>>(),
+                whole
+                    .turns
+                    .iter()
+                    .map(|t| t.files.clone())
+                    .collect::<Vec<_>>(),
+                "byte {at} flipped"
+            );
+            assert_eq!(
+                bytes_of(&opened.index),
+                bytes_of(&whole),
+                "byte {at} flipped"
+            );
         }
         for cut in [0, 1, MAGIC.len(), bytes.len() / 2, bytes.len() - 1] {
             assert!(decode(&bytes[..cut]).is_none(), "cut at {cut}");

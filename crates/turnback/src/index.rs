@@ -562,6 +562,10 @@ impl Turns {
         }
     }
 
+    pub(crate) fn frozen_mut(&mut self) -> Option<&mut FrozenTurns> {
+        self.frozen.as_mut()
+    }
+
     /// The checkpoint's turns, if the index was opened from one.
     pub(crate) fn frozen(&self) -> Option<&FrozenTurns> {
         self.frozen.as_ref()
