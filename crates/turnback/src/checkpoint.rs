@@ -709,7 +709,7 @@ impl FrozenTurns {
     /// Turn `i` as the log prefix the checkpoint covers gives it (its
     /// bytes in the checkpoint being damaged): that prefix read and applied
     /// once, as an open without a checkpoint does.
-    fn from_log(&self, i: usize) -> Option<Turn> {
+    fn turn_in_log(&self, i: usize) -> Option<Turn> {
         let turns = self.rebuilt.get_or_init(|| {
             let (log, len) = self.log.as_ref()?;
             let bytes = read_at(log, 0, usize::try_from(*len).ok()?)?;
@@ -782,7 +782,7 @@ impl FrozenTurns {
             };
             r.turn().filter(|_| r.rest.is_empty())
         });
-        decoded.or_else(|| self.from_log(i)).expect(
+        decoded.or_else(|| self.turn_in_log(i)).expect(
             "a turn of the index checkpoint is damaged and the log it covers no longer \
              gives it; `turnback verify` checks the store",
         )
