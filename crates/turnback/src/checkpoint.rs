@@ -6,28 +6,79 @@
 //! missing, damaged, of another version, or that does not name the log as
 //! it is now is ignored and the whole log is read, as without it.
 //!
-//! Format, all integers LEB128 varints unless stated, strings and byte runs
-//! a varint length then the bytes:
+//! Format, all integers LEB128 varints unless stated (`u32`, `u64`: little
+//! endian, fixed width), strings and byte runs a varint length then the
+//! bytes:
 //!
 //! ```text
-//! magic     "turnback-index-3\n"       (17 bytes; the 3 is the version:
+//! magic     "turnback-index-4\n"       (17 bytes; the 4 is the version:
 //!                                      version 2 added each capture's
 //!                                      `shared_with` turns, version 3
 //!                                      names the log by identity instead
-//!                                      of hashing the prefix it covers)
+//!                                      of hashing the prefix it covers,
+//!                                      version 4 keeps turns, capture
+//!                                      records and blobs in tables read
+//!                                      in place)
+//! head_len  u64: bytes from the start of the file to the end of the head
+//! -- head --
 //! log_dev   st_dev of the log file it was built from
 //! log_ino   st_ino of that file
 //! log_len   bytes of the log covered   (whole lines only; > 0)
 //! log_head  SHA-256 of the first min(log_len, 4096) bytes (32 bytes)
 //! log_tail  SHA-256 of the last min(log_len, 4096) bytes of the covered
 //!           prefix, which end with its last line (32 bytes)
-//! index     the index's fields in a fixed order; every map written sorted
-//!           by key, so equal indexes give equal bytes; a pre-image is a
-//!           tag (0 file, 1 symlink, 2 absent, 3 dir, 4 skipped, 5 fifo,
-//!           6 file with its hard-link key after the mode) then its fields;
-//!           a reader that does not know a tag ignores the checkpoint
+//! counters  last_seq, captures, lines, consumed, live turns, stored bytes
+//! small     saved records, operations, the done and undone stacks, the
+//!           newest blob of each path; every map written sorted by key, so
+//!           equal indexes give equal bytes; a pre-image is a tag (0 file,
+//!           1 symlink, 2 absent, 3 dir, 4 skipped, 5 fifo, 6 file with its
+//!           hard-link key after the mode) then its fields
+//! sizes     turns, bytes of the turns, records, blobs
+//! -- tables --
+//! turns     a row of 20 bytes per turn, oldest first: first_seq u64, end
+//!           u64 (where its bytes end among the turns' bytes), CRC-32 of
+//!           its bytes u32
+//! ids       a row (FNV-1a hash of the turn's id u64, turn u64) per turn,
+//!           sorted
+//! records   a row (seq u64, first_seq u64) per capture and seal record,
+//!           sorted: the turn each applied to
+//! blobs     a row of 94 bytes per blob, sorted by id: id (32 bytes), pack
+//!           name (34 bytes), offset, compressed length, size (u64 each),
+//!           base (u32: 1 + the row of the blob it is a delta against, 0
+//!           for none)
 //! check     CRC-32 (IEEE) of everything before it (4 bytes, little endian)
+//! -- turns' bytes --
+//! each turn, oldest first: its id, label, first_seq, start time, sealed,
+//!           ended_by, captures, post-images, paths (each checked by the
+//!           CRC-32 in its row)
 //! ```
+//!
+//! Read lazily: opening reads the head and decodes it, then the tables in
+//! chunks of 64 KiB, computing the check and checking every row as it
+//! passes (rows sorted, turn ends increasing to the length of the turns'
+//! bytes, each turn named once by the id table, pack names of turnback's
+//! form, bases naming another row), and the file's length against the
+//! sizes; any failure ignores the checkpoint. The turn, id and record
+//! tables are kept (a few hundred KiB for 10,000 turns); the blob table and
+//! the turns' bytes stay in the file, which stays open: a blob is found by
+//! reading the one block of 64 rows its kept first id points to, a turn by
+//! the hash of its id or by binary search on first_seq, and a turn's bytes
+//! are read, compared with their row's CRC and decoded the first time the
+//! turn is used. So a write into a store of 10,000 turns decodes the one or
+//! two newest turns, copies no table into maps and does not read the
+//! turns' bytes it does not use.
+//!
+//! A turn whose bytes cannot be read back whole (their CRC differs, an
+//! I/O error) is taken instead from the index the covered log prefix gives
+//! (the prefix read and applied once, as an open without a checkpoint
+//! does): a damaged turn costs a read of the log, never a wrong turn. The
+//! file is never changed in place (a new checkpoint replaces it by rename),
+//! so the blob rows read later are those checked; a blob block that cannot
+//! be read makes its blobs unknown (reading one then fails with that
+//! error, a capture stores it again), and listing every blob (gc, verify)
+//! stops the process if the table cannot be read again rather than go on
+//! without it. Writing a new checkpoint copies the bytes of every turn
+//! that was not decoded and still matches its CRC.
 //!
 //! When it is trusted: opening reads the checkpoint and `fstat`s the log;
 //! the checkpoint stands for the first `log_len` bytes of the log only if
@@ -69,11 +120,14 @@
 use crate::sys::OwnedFd;
 use std::collections::HashMap;
 use std::fs::File;
+use std::sync::{Arc, OnceLock};
+
+use crate::sys::fs::OFlags;
 use std::io::Write as _;
 
 use crate::fsx;
 use crate::id::{BlobId, TurnId};
-use crate::index::{Applied, Captured, Index, OpInfo, Turn};
+use crate::index::{Applied, Blobs, Captured, Index, OpInfo, RecordTurns, Turn, Turns};
 use crate::log::{FileEntry, Post, Pre};
 use crate::pack::{self, BlobLoc};
 use crate::path::RelPath;
@@ -81,7 +135,7 @@ use crate::path::RelPath;
 /// The file name in the store directory.
 pub const INDEX_FILE: &str = "index";
 
-const MAGIC: &[u8] = b"turnback-index-3\n";
+const MAGIC: &[u8] = b"turnback-index-4\n";
 
 /// A process that parsed at least this many bytes of log past the
 /// checkpoint writes a new one.
@@ -129,12 +183,18 @@ impl Covered {
 pub(crate) fn load(store: &OwnedFd, log: &File, ident: (u64, u64), size: u64) -> Option<Index> {
     // A cache: one that is not a regular file is ignored (the next write
     // replaces it by rename).
-    let bytes = fsx::read_store_file(store, INDEX_FILE).ok()??;
-    let (covered, index) = decode(&bytes)?;
+    let file = fsx::open_store_file(store, INDEX_FILE, OFlags::RDONLY, None).ok()??;
+    let (covered, mut index) = open(file)?;
     if (covered.dev, covered.ino) != ident || covered.len > size {
         return None;
     }
-    (Covered::of(log, ident, covered.len)? == covered).then_some(index)
+    if Covered::of(log, ident, covered.len)? != covered {
+        return None;
+    }
+    if let (Some(turns), Ok(log)) = (index.turns.frozen_mut(), log.try_clone()) {
+        turns.log = Some((log, covered.len));
+    }
+    Some(index)
 }
 
 /// Writes a checkpoint of `index`, which was built from the first
@@ -145,7 +205,9 @@ pub(crate) fn write(store: &OwnedFd, index: &Index, log: &File, ident: (u64, u64
     let Some(covered) = Covered::of(log, ident, index.consumed) else {
         return;
     };
-    let bytes = encode(index, &covered);
+    let Some(bytes) = encode(index, &covered) else {
+        return;
+    };
     let Ok((mut f, tmp)) = fsx::create_temp(store, INDEX_FILE, 0o644) else {
         return;
     };
@@ -163,39 +225,33 @@ pub(crate) fn remove(store: &OwnedFd) -> std::io::Result<()> {
     }
 }
 
-/// The checkpoint's bytes for `index`, built from the log prefix `covered`.
-fn encode(index: &Index, covered: &Covered) -> Vec<u8> {
-    let mut w = Writer(Vec::with_capacity(128 + index.blobs.len() * 64));
+/// The checkpoint's bytes for `index`, built from the log prefix `covered`
+/// (none when a delta's base is not a known blob or a pack name is not one
+/// turnback makes, which the tables cannot hold, or when the checkpoint the
+/// index came from cannot be read again).
+fn encode(index: &Index, covered: &Covered) -> Option<Vec<u8>> {
+    let mut w = Writer(Vec::with_capacity(128 + index.blobs.len() * BLOB_ROW));
     w.0.extend_from_slice(MAGIC);
+    w.u64(0); // head_len, set below
     w.num(covered.dev);
     w.num(covered.ino);
     w.num(covered.len);
     w.0.extend_from_slice(&covered.head);
     w.0.extend_from_slice(&covered.tail);
-    w.index(index);
+    let bodies = w.index(index)?;
     let check = crc32fast::hash(&w.0);
     w.0.extend_from_slice(&check.to_le_bytes());
-    w.0
+    w.0.extend_from_slice(&bodies);
+    Some(w.0)
 }
 
-/// The index in `bytes` and the log prefix it covers, if they are a whole
-/// checkpoint.
+/// The index in the checkpoint `bytes` and the log prefix it covers, if
+/// they are a whole checkpoint (tests: the bytes are put in a file).
+#[cfg(test)]
 fn decode(bytes: &[u8]) -> Option<(Covered, Index)> {
-    let body = bytes.strip_prefix(MAGIC)?;
-    let (body, check) = body.split_at_checked(body.len().checked_sub(4)?)?;
-    if crc32fast::hash(&bytes[..bytes.len() - 4]).to_le_bytes() != check {
-        return None;
-    }
-    let mut r = Reader(body);
-    let covered = Covered {
-        dev: r.num()?,
-        ino: r.num()?,
-        len: r.num()?,
-        head: r.take(32)?.try_into().ok()?,
-        tail: r.take(32)?.try_into().ok()?,
-    };
-    let index = r.index()?;
-    (r.0.is_empty() && covered.len > 0 && index.consumed == covered.len).then_some((covered, index))
+    let mut f = tempfile::tempfile().ok()?;
+    f.write_all(bytes).ok()?;
+    open(f)
 }
 
 /// Whether two indexes are equal (they encode to the same bytes).
@@ -207,7 +263,535 @@ pub(crate) fn same(a: &Index, b: &Index) -> bool {
         head: [0; 32],
         tail: [0; 32],
     };
-    encode(a, &none(a)) == encode(b, &none(b))
+    match (encode(a, &none(a)), encode(b, &none(b))) {
+        (Some(x), Some(y)) => x == y,
+        _ => false,
+    }
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut b = [0; 8];
+    b.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(b)
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    let mut b = [0; 4];
+    b.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_le_bytes(b)
+}
+
+/// `len` bytes of `file` at `at`.
+fn read_at(file: &File, at: u64, len: usize) -> Option<Vec<u8>> {
+    let mut buf = vec![0; len];
+    crate::sys::read_exact_at(file, &mut buf, at).ok()?;
+    Some(buf)
+}
+
+/// `len` bytes of the checkpoint `file` at `at`, read again after its
+/// check matched when it was opened. The file is never changed in place
+/// (a new checkpoint replaces it by rename, and this process holds the one
+/// it opened), so this fails only on an I/O error or when something other
+/// than turnback rewrote it meanwhile: then the process stops rather than
+/// go on with part of an index.
+fn reread(file: &File, at: u64, len: usize) -> Vec<u8> {
+    read_at(file, at, len).expect(
+        "the index checkpoint read when the store was opened can be read again; \
+         if it cannot, delete <store>/index",
+    )
+}
+
+/// Bytes read at once while the check of a checkpoint is computed.
+const CHUNK: usize = 64 << 10;
+
+/// Opens the checkpoint `file`: reads its head, then the rest in chunks to
+/// compute its check and check its tables' rows; keeps the turn, id and
+/// record tables, and leaves the blob table and the turns' bytes in the
+/// file, read when used.
+fn open(file: File) -> Option<(Covered, Index)> {
+    let size = usize::try_from(file.metadata().ok()?.len()).ok()?;
+    let start = read_at(&file, 0, MAGIC.len() + 8)?;
+    if !start.starts_with(MAGIC) {
+        return None;
+    }
+    let head_len = usize::try_from(u64_at(&start, MAGIC.len())).ok()?;
+    if head_len < start.len() || head_len > size {
+        return None;
+    }
+    let head = read_at(&file, 0, head_len)?;
+    let mut r = Reader {
+        rest: &head[start.len()..],
+        at: start.len(),
+    };
+    let covered = Covered {
+        dev: r.num()?,
+        ino: r.num()?,
+        len: r.num()?,
+        head: r.take(32)?.try_into().ok()?,
+        tail: r.take(32)?.try_into().ok()?,
+    };
+    let mut index = r.index()?;
+    let turns = r.len_any()?;
+    let bodies_len = r.len_any()?;
+    let records = r.len_any()?;
+    let blobs = r.len_any()?;
+    if !r.rest.is_empty() || covered.len == 0 || index.consumed != covered.len {
+        return None;
+    }
+    let sizes = [
+        turns.checked_mul(TURN_ROW)?,
+        turns.checked_mul(16)?,
+        records.checked_mul(16)?,
+        blobs.checked_mul(BLOB_ROW)?,
+        bodies_len,
+    ];
+    let total = sizes
+        .iter()
+        .try_fold(head_len, |acc, &n| acc.checked_add(n))?;
+    if total.checked_add(4)? != size {
+        return None;
+    }
+    let bodies_at = (total - bodies_len) as u64 + 4;
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&head);
+    let mut at = head_len as u64;
+    let mut stream =
+        |width: usize, n: usize, keep: bool, row_ok: &mut dyn FnMut(usize, &[u8]) -> bool| {
+            let mut kept = Vec::new();
+            let per = (CHUNK / width).max(1);
+            let mut done = 0;
+            while done < n {
+                let k = per.min(n - done);
+                let chunk = read_at(&file, at, k * width)?;
+                crc.update(&chunk);
+                if width > 1
+                    && !chunk
+                        .chunks_exact(width)
+                        .enumerate()
+                        .all(|(j, row)| row_ok(done + j, row))
+                {
+                    return None;
+                }
+                if keep {
+                    kept.extend_from_slice(&chunk);
+                }
+                at += (k * width) as u64;
+                done += k;
+            }
+            Some(kept)
+        };
+    let rows = stream(TURN_ROW, turns, true, &mut turn_row_check(bodies_len))?;
+    let ids = stream(16, turns, true, &mut id_row_check(turns))?;
+    let recs = stream(16, records, true, &mut increasing())?;
+    let mut fences = Vec::new();
+    let mut blob_ok = blob_row_check(blobs);
+    stream(BLOB_ROW, blobs, false, &mut |k, row| {
+        if k % BLOB_BLOCK == 0 {
+            fences.push(row[..32].to_vec());
+        }
+        blob_ok(k, row)
+    })?;
+    let check = read_at(&file, at, 4)?;
+    if crc.finalize().to_le_bytes()[..] != check[..] {
+        return None;
+    }
+    let file = Arc::new(file);
+    let blobs_at = (head_len + sizes[0] + sizes[1] + sizes[2]) as u64;
+    index.turns = Turns::from_frozen(FrozenTurns {
+        file: Arc::clone(&file),
+        rows,
+        ids,
+        bodies: bodies_at,
+        cells: (0..turns).map(|_| OnceLock::new()).collect(),
+        log: None,
+        rebuilt: OnceLock::new(),
+    });
+    index.record_turn = RecordTurns::from_frozen(SeqTable { rows: recs });
+    index.blobs = Blobs::from_frozen(BlobTable {
+        file,
+        at: blobs_at,
+        n: blobs,
+        fences,
+    });
+    Some((covered, index))
+}
+
+/// Rows whose first 8 bytes, a little-endian u64, increase.
+fn increasing() -> impl FnMut(usize, &[u8]) -> bool {
+    let mut last: Option<u64> = None;
+    move |_, row| {
+        let k = u64_at(row, 0);
+        let ok = last.is_none_or(|l| l < k);
+        last = Some(k);
+        ok
+    }
+}
+
+/// A 32-byte id as four big-endian words: ordered as its bytes are.
+fn id_words(row: &[u8]) -> [u64; 4] {
+    let mut w = [0; 4];
+    for (i, word) in w.iter_mut().enumerate() {
+        let mut b = [0; 8];
+        b.copy_from_slice(&row[i * 8..i * 8 + 8]);
+        *word = u64::from_be_bytes(b);
+    }
+    w
+}
+
+/// Turn rows: `first_seq` increasing, each turn's bytes ending after the
+/// one before's, the last at the end of the turns' bytes.
+fn turn_row_check(bodies_len: usize) -> impl FnMut(usize, &[u8]) -> bool {
+    let mut first = increasing();
+    let mut end = 0u64;
+    move |_, row| {
+        let e = u64_at(row, 8);
+        let ok = first(0, row) && e > end && e <= bodies_len as u64;
+        end = e;
+        ok
+    }
+}
+
+/// Id rows: sorted, each turn named once.
+fn id_row_check(n: usize) -> impl FnMut(usize, &[u8]) -> bool {
+    let mut named = vec![false; n];
+    let mut last: Option<(u64, u64)> = None;
+    move |_, row| {
+        let key = (u64_at(row, 0), u64_at(row, 8));
+        let fresh = usize::try_from(key.1)
+            .ok()
+            .and_then(|i| named.get_mut(i))
+            .is_some_and(|seen| !std::mem::replace(seen, true));
+        let ok = fresh && last.is_none_or(|l| l < key);
+        last = Some(key);
+        ok
+    }
+}
+
+/// Blob rows: ids increasing, pack names of turnback's form, bases naming
+/// another row.
+fn blob_row_check(n: usize) -> impl FnMut(usize, &[u8]) -> bool {
+    let mut last: Option<[u64; 4]> = None;
+    move |k, row| {
+        let base = u32_at(row, 90) as usize;
+        let id = id_words(row);
+        let sorted = last.is_none_or(|l| l < id);
+        last = Some(id);
+        sorted
+            && std::str::from_utf8(&row[32..66]).is_ok_and(pack::is_pack_name)
+            && base <= n
+            && base != k + 1
+    }
+}
+
+/// Bytes of one row of the turn table.
+const TURN_ROW: usize = 20;
+
+/// Bytes of one row of the blob table.
+const BLOB_ROW: usize = 94;
+
+/// Rows of the blob table read at once to find one blob.
+const BLOB_BLOCK: usize = 64;
+
+/// The checkpoint's blobs: rows of [`BLOB_ROW`] bytes sorted by id, left in
+/// the file. The id of the first row of every block of [`BLOB_BLOCK`] rows
+/// is kept, so finding a blob reads one block. Checked when the checkpoint
+/// is opened.
+#[derive(Debug)]
+pub(crate) struct BlobTable {
+    file: Arc<File>,
+    at: u64,
+    n: usize,
+    fences: Vec<Vec<u8>>,
+}
+
+/// One row of the blob table, and its number.
+pub(crate) struct BlobRow {
+    row: Vec<u8>,
+}
+
+impl BlobRow {
+    pub(crate) fn size(&self) -> u64 {
+        u64_at(&self.row, 82)
+    }
+
+    fn base_row(&self) -> Option<usize> {
+        (u32_at(&self.row, 90) as usize).checked_sub(1)
+    }
+}
+
+impl BlobTable {
+    pub(crate) fn len(&self) -> usize {
+        self.n
+    }
+
+    /// The row of blob `id`: the block its fence says, read and searched.
+    /// `None` when it is not there (or the block cannot be read: then the
+    /// blob is as good as unknown, and reading it fails with that).
+    pub(crate) fn find(&self, id: &BlobId) -> Option<BlobRow> {
+        let block = self.fences.partition_point(|f| f[..] <= id.0[..]);
+        let block = block.checked_sub(1)?;
+        let first = block * BLOB_BLOCK;
+        let rows = BLOB_BLOCK.min(self.n - first);
+        let bytes = read_at(
+            &self.file,
+            self.at + (first * BLOB_ROW) as u64,
+            rows * BLOB_ROW,
+        )?;
+        let j = bytes
+            .chunks_exact(BLOB_ROW)
+            .position(|r| r[..32] == id.0[..])?;
+        Some(BlobRow {
+            row: bytes[j * BLOB_ROW..(j + 1) * BLOB_ROW].to_vec(),
+        })
+    }
+
+    fn id_of_row(&self, k: usize) -> Option<BlobId> {
+        let b = read_at(&self.file, self.at + (k * BLOB_ROW) as u64, 32)?;
+        Some(BlobId(b.try_into().ok()?))
+    }
+
+    /// The blob `row` is a delta against.
+    pub(crate) fn base(&self, row: &BlobRow) -> Option<BlobId> {
+        self.id_of_row(row.base_row()?)
+    }
+
+    pub(crate) fn loc(&self, row: &BlobRow) -> BlobLoc {
+        BlobLoc {
+            pack: String::from_utf8_lossy(&row.row[32..66]).into_owned(),
+            offset: u64_at(&row.row, 66),
+            len: u64_at(&row.row, 74),
+            size: row.size(),
+            base: self.base(row),
+        }
+    }
+
+    /// Every row, read at once (gc and verify list every blob).
+    pub(crate) fn all(&self) -> Vec<u8> {
+        reread(&self.file, self.at, self.n * BLOB_ROW)
+    }
+
+    /// The id and place of each row of `all`.
+    pub(crate) fn rows(all: &[u8]) -> impl Iterator<Item = (BlobId, BlobLoc)> + '_ {
+        all.chunks_exact(BLOB_ROW).map(move |r| {
+            let mut id = [0; 32];
+            id.copy_from_slice(&r[..32]);
+            let base = (u32_at(r, 90) as usize).checked_sub(1).map(|b| {
+                let mut id = [0; 32];
+                id.copy_from_slice(&all[b * BLOB_ROW..b * BLOB_ROW + 32]);
+                BlobId(id)
+            });
+            let loc = BlobLoc {
+                pack: String::from_utf8_lossy(&r[32..66]).into_owned(),
+                offset: u64_at(r, 66),
+                len: u64_at(r, 74),
+                size: u64_at(r, 82),
+                base,
+            };
+            (BlobId(id), loc)
+        })
+    }
+}
+
+/// The checkpoint's capture and seal records, each with the `first_seq`
+/// of its turn: rows of two little-endian u64, sorted by record.
+#[derive(Debug)]
+pub(crate) struct SeqTable {
+    rows: Vec<u8>,
+}
+
+impl SeqTable {
+    fn pair(&self, i: usize) -> (u64, u64) {
+        (u64_at(&self.rows, i * 16), u64_at(&self.rows, i * 16 + 8))
+    }
+
+    fn n(&self) -> usize {
+        self.rows.len() / 16
+    }
+
+    pub(crate) fn get(&self, seq: u64) -> Option<u64> {
+        let (mut lo, mut hi) = (0, self.n());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let (k, v) = self.pair(mid);
+            match k.cmp(&seq) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(v),
+            }
+        }
+        None
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        (0..self.n()).map(|i| self.pair(i))
+    }
+}
+
+/// The checkpoint's turns: the table of `(first_seq, end of its bytes,
+/// CRC-32 of its bytes)` rows and the id table are kept; a turn's bytes are
+/// read from the file and decoded the first time it is used, and kept.
+pub(crate) struct FrozenTurns {
+    file: Arc<File>,
+    rows: Vec<u8>,
+    /// A row `(id_hash u64, turn u64)` per turn, sorted.
+    ids: Vec<u8>,
+    /// Where the turns' bytes start in the file.
+    bodies: u64,
+    cells: Vec<OnceLock<Box<Turn>>>,
+    /// The log and the length of it the checkpoint covers: a turn whose
+    /// bytes cannot be read back whole is taken from the index that prefix
+    /// gives.
+    pub(crate) log: Option<(File, u64)>,
+    /// That index's turns, once built.
+    rebuilt: OnceLock<Option<Vec<Turn>>>,
+}
+
+/// FNV-1a (64 bits) of a turn id: fixed here, so a checkpoint's id table
+/// means the same to every build that reads it.
+fn id_hash(id: &[u8]) -> u64 {
+    id.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The id at the start of a turn's bytes.
+fn id_in(turn: &[u8]) -> Option<&[u8]> {
+    let mut r = Reader { rest: turn, at: 0 };
+    let n = r.len()?;
+    r.take(n)
+}
+
+impl std::fmt::Debug for FrozenTurns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrozenTurns")
+            .field("len", &self.cells.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl FrozenTurns {
+    pub(crate) fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    pub(crate) fn first_seq(&self, i: usize) -> u64 {
+        u64_at(&self.rows, i * TURN_ROW)
+    }
+
+    /// Where turn `i`'s bytes start and end among the turns' bytes.
+    fn span(&self, i: usize) -> (u64, u64) {
+        let start = if i == 0 {
+            0
+        } else {
+            u64_at(&self.rows, (i - 1) * TURN_ROW + 8)
+        };
+        (start, u64_at(&self.rows, i * TURN_ROW + 8))
+    }
+
+    /// The encoded turn `i`, read from the file, if it matches its row's
+    /// CRC.
+    fn raw(&self, i: usize) -> Option<Vec<u8>> {
+        let (start, end) = self.span(i);
+        let bytes = read_at(
+            &self.file,
+            self.bodies + start,
+            usize::try_from(end - start).ok()?,
+        )?;
+        self.whole(i, &bytes).then_some(bytes)
+    }
+
+    /// Whether `bytes` are turn `i`'s, by its row's CRC.
+    fn whole(&self, i: usize, bytes: &[u8]) -> bool {
+        crc32fast::hash(bytes) == u32_at(&self.rows, i * TURN_ROW + 16)
+    }
+
+    /// Turn `i` as the log prefix the checkpoint covers gives it (its
+    /// bytes in the checkpoint being damaged): that prefix read and applied
+    /// once, as an open without a checkpoint does.
+    fn turn_in_log(&self, i: usize) -> Option<Turn> {
+        let turns = self.rebuilt.get_or_init(|| {
+            let (log, len) = self.log.as_ref()?;
+            let bytes = read_at(log, 0, usize::try_from(*len).ok()?)?;
+            let parsed = crate::log::parse(&bytes, 1);
+            let mut index = Index::default();
+            for (_, rec) in &parsed.lines {
+                index.apply(rec.as_ref().ok()?).ok()?;
+            }
+            Some(index.turns.iter().cloned().collect())
+        });
+        let first = self.first_seq(i);
+        turns
+            .as_ref()?
+            .iter()
+            .find(|t| t.first_seq == first)
+            .cloned()
+    }
+
+    /// Whether turn `i` was decoded (and so may have changed since).
+    pub(crate) fn decoded(&self, i: usize) -> bool {
+        self.cells[i].get().is_some()
+    }
+
+    /// Whether turn `i`'s id is `id`.
+    pub(crate) fn id_is(&self, i: usize, id: &TurnId) -> bool {
+        &self.get(i).id == id
+    }
+
+    fn id_row(&self, k: usize) -> (u64, u64) {
+        (u64_at(&self.ids, k * 16), u64_at(&self.ids, k * 16 + 8))
+    }
+
+    /// The turns that may have id `id` (those whose id hashes the same),
+    /// newest first, found by binary search in the id table.
+    pub(crate) fn candidates(&self, id: &TurnId) -> impl Iterator<Item = usize> + '_ {
+        let hash = id_hash(id.as_str().as_bytes());
+        let n = self.len();
+        let lo = {
+            let (mut lo, mut hi) = (0, n);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if self.id_row(mid).0 < hash {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        };
+        let end = (lo..n).find(|&k| self.id_row(k).0 != hash).unwrap_or(n);
+        (lo..end).rev().map(|k| self.id_row(k).1 as usize)
+    }
+
+    pub(crate) fn get(&self, i: usize) -> &Turn {
+        self.cells[i].get_or_init(|| Box::new(self.decode(i)))
+    }
+
+    pub(crate) fn get_mut(&mut self, i: usize) -> &mut Turn {
+        self.get(i);
+        self.cells[i]
+            .get_mut()
+            .expect("the turn was decoded just above")
+    }
+
+    fn decode(&self, i: usize) -> Turn {
+        let decoded = self.raw(i).and_then(|bytes| {
+            let mut r = Reader {
+                rest: &bytes,
+                at: 0,
+            };
+            r.turn().filter(|_| r.rest.is_empty())
+        });
+        decoded.or_else(|| self.turn_in_log(i)).expect(
+            "a turn of the index checkpoint is damaged and the log it covers no longer \
+             gives it; `turnback verify` checks the store",
+        )
+    }
+
+    /// Every turn's bytes, read at once (writing a new checkpoint).
+    fn all_raw(&self) -> Option<Vec<u8>> {
+        let end = self.span(self.len().checked_sub(1)?).1;
+        read_at(&self.file, self.bodies, usize::try_from(end).ok()?)
+    }
 }
 
 struct Writer(Vec<u8>);
@@ -339,34 +923,24 @@ impl Writer {
         });
     }
 
-    fn index(&mut self, x: &Index) {
+    fn u64(&mut self, n: u64) {
+        self.0.extend_from_slice(&n.to_le_bytes());
+    }
+
+    fn u32(&mut self, n: u32) {
+        self.0.extend_from_slice(&n.to_le_bytes());
+    }
+
+    /// The index after the log prefix it covers: the head (counters, the
+    /// small maps, the tables' sizes; its length set in the preamble),
+    /// then the tables. Returns the turns' bytes, which go after the check.
+    fn index(&mut self, x: &Index) -> Option<Vec<u8>> {
         self.num(x.last_seq);
         self.num(x.captures);
         self.num(x.lines as u64);
         self.num(x.consumed);
-        self.num(x.turns.len() as u64);
-        for t in &x.turns {
-            self.turn(t);
-        }
-        // Pack names repeat across blobs: each is written once.
-        let mut packs: Vec<&str> = x.blobs.values().map(|l| l.pack.as_str()).collect();
-        packs.sort_unstable();
-        packs.dedup();
-        self.num(packs.len() as u64);
-        for p in &packs {
-            self.str(p);
-        }
-        self.sorted(&x.blobs, |w, id, loc| {
-            w.blob(id);
-            let at = packs
-                .binary_search(&loc.pack.as_str())
-                .expect("every pack name is in the table");
-            w.num(at as u64);
-            w.num(loc.offset);
-            w.num(loc.len);
-            w.num(loc.size);
-            w.opt(loc.base.as_ref(), Self::blob);
-        });
+        self.num(x.live_count as u64);
+        self.num(x.stored_bytes);
         self.sorted(&x.saved, |w, seq, entries| {
             w.num(*seq);
             w.num(entries.len() as u64);
@@ -394,19 +968,114 @@ impl Writer {
             w.bytes(path.as_bytes());
             w.blob(id);
         });
-        self.sorted(&x.record_turn, |w, k, v| {
-            w.num(*k);
-            w.num(*v);
-        });
+        let (rows, ids, bodies) = turn_tables(&x.turns)?;
+        let records = x.record_turn.sorted();
+        let blobs = blob_table(&x.blobs)?;
+        self.num(x.turns.len() as u64);
+        self.num(bodies.len() as u64);
+        self.num(records.len() as u64);
+        self.num((blobs.len() / BLOB_ROW) as u64);
+        let head_len = self.0.len() as u64;
+        self.0[MAGIC.len()..MAGIC.len() + 8].copy_from_slice(&head_len.to_le_bytes());
+        self.0.extend_from_slice(&rows);
+        self.0.extend_from_slice(&ids);
+        for (k, v) in records {
+            self.u64(k);
+            self.u64(v);
+        }
+        self.0.extend_from_slice(&blobs);
+        Some(bodies)
     }
 }
 
-struct Reader<'a>(&'a [u8]);
+/// The turn table, the id table and the turns' bytes: those of the
+/// checkpoint the index came from copied as they are unless decoded since.
+fn turn_tables(turns: &Turns) -> Option<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+    let frozen = turns.frozen();
+    let old = match frozen {
+        Some(f) if (0..f.len()).any(|i| !f.decoded(i)) => Some(f.all_raw()?),
+        _ => None,
+    };
+    let mut bodies = Writer(Vec::new());
+    let mut rows = Writer(Vec::with_capacity(turns.len() * TURN_ROW));
+    let mut ids = Vec::with_capacity(turns.len());
+    for i in 0..turns.len() {
+        let start = bodies.0.len();
+        let first = match (frozen, &old) {
+            (Some(f), Some(old)) if i < f.len() && !f.decoded(i) => {
+                let (a, b) = f.span(i);
+                bodies.0.extend_from_slice(
+                    old.get(usize::try_from(a).ok()?..usize::try_from(b).ok()?)?,
+                );
+                f.first_seq(i)
+            }
+            _ => {
+                let t = turns.get(i)?;
+                bodies.turn(t);
+                t.first_seq
+            }
+        };
+        let body = &bodies.0[start..];
+        rows.u64(first);
+        rows.u64(bodies.0.len() as u64);
+        rows.u32(crc32fast::hash(body));
+        ids.push((id_hash(id_in(body)?), i as u64));
+    }
+    ids.sort_unstable();
+    let mut id_rows = Writer(Vec::with_capacity(ids.len() * 16));
+    for (hash, i) in ids {
+        id_rows.u64(hash);
+        id_rows.u64(i);
+    }
+    Some((rows.0, id_rows.0, bodies.0))
+}
+
+/// The blob table ([`BLOB_ROW`] bytes a row, sorted by id): the rows of the
+/// checkpoint the index came from merged with the blobs added since. A
+/// base is a row (1 + its number; 0 for none): one that is not a known
+/// blob makes no table, nor does a pack name of another form.
+fn blob_table(blobs: &Blobs) -> Option<Vec<u8>> {
+    let (table, added) = blobs.parts();
+    let old: Vec<(BlobId, BlobLoc)> = match table {
+        Some(t) => BlobTable::rows(&t.all()).collect(),
+        None => Vec::new(),
+    };
+    let mut all: Vec<(&BlobId, &BlobLoc)> = old.iter().map(|(i, l)| (i, l)).collect();
+    all.extend(added.iter());
+    all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let at = |id: &BlobId| -> Option<u32> {
+        let k = all.binary_search_by(|(r, _)| (*r).cmp(id)).ok()?;
+        u32::try_from(k + 1).ok()
+    };
+    let mut w = Writer(Vec::with_capacity(all.len() * BLOB_ROW));
+    for (id, loc) in &all {
+        if !pack::is_pack_name(&loc.pack) {
+            return None;
+        }
+        w.blob(id);
+        w.0.extend_from_slice(loc.pack.as_bytes());
+        w.u64(loc.offset);
+        w.u64(loc.len);
+        w.u64(loc.size);
+        w.u32(match &loc.base {
+            Some(b) => at(b)?,
+            None => 0,
+        });
+    }
+    Some(w.0)
+}
+
+/// Reads a checkpoint's bytes; `at` is where `rest` starts in them.
+struct Reader<'a> {
+    rest: &'a [u8],
+    at: usize,
+}
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, rest) = self.0.split_at_checked(n)?;
-        self.0 = rest;
+        let (head, rest) = self.rest.split_at_checked(n)?;
+        self.rest = rest;
+        self.at += n;
         Some(head)
     }
 
@@ -429,7 +1098,7 @@ impl<'a> Reader<'a> {
     fn len(&mut self) -> Option<usize> {
         let n = usize::try_from(self.num()?).ok()?;
         // Every element takes at least one byte: a bound on allocations.
-        (n <= self.0.len()).then_some(n)
+        (n <= self.rest.len()).then_some(n)
     }
 
     fn str(&mut self) -> Option<String> {
@@ -552,26 +1221,20 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// A count or length, with no bound but the platform's.
+    fn len_any(&mut self) -> Option<usize> {
+        usize::try_from(self.num()?).ok()
+    }
+
+    /// The head's part of the index: counters and small maps; the tables
+    /// are added by [`open`].
     fn index(&mut self) -> Option<Index> {
         let last_seq = self.num()?;
         let captures = self.num()?;
-        let lines = usize::try_from(self.num()?).ok()?;
+        let lines = self.len_any()?;
         let consumed = self.num()?;
-        let turns = self.vec(Self::turn)?;
-        // Borrowed: each blob's location owns a copy of its pack's name.
-        let packs = self.vec(Self::str_ref)?;
-        let blobs = self.map(|r| {
-            let id = r.blob()?;
-            let pack = (*packs.get(usize::try_from(r.num()?).ok()?)?).to_owned();
-            let loc = BlobLoc {
-                pack,
-                offset: r.num()?,
-                len: r.num()?,
-                size: r.num()?,
-                base: r.opt(Self::blob)?,
-            };
-            Some((id, loc))
-        })?;
+        let live_count = self.len_any()?;
+        let stored_bytes = self.num()?;
         let saved = self.map(|r| Some((r.num()?, r.vec(Self::entry)?)))?;
         let ops = self.map(|r| {
             let seq = r.num()?;
@@ -591,10 +1254,7 @@ impl<'a> Reader<'a> {
         let done = self.vec(applied)?;
         let undone = self.vec(applied)?;
         let path_blob = self.map(|r| Some((r.path()?, r.blob()?)))?;
-        let record_turn = self.map(|r| Some((r.num()?, r.num()?)))?;
         Some(Index {
-            turns,
-            blobs,
             saved,
             ops,
             done,
@@ -602,16 +1262,11 @@ impl<'a> Reader<'a> {
             last_seq,
             path_blob,
             captures,
-            record_turn,
             lines,
             consumed,
-            ident: None,
-            live_count: 0,
-            stored_bytes: 0,
-        })
-        .map(|mut index| {
-            index.recount();
-            index
+            live_count,
+            stored_bytes,
+            ..Index::default()
         })
     }
 }
@@ -692,7 +1347,12 @@ mod tests {
             head: [0; 32],
             tail: [0; 32],
         };
-        encode(index, &none)
+        encode(index, &none).expect("every base is a known blob")
+    }
+
+    /// The checkpoint of `index` covering `covered`.
+    fn bytes_of_at(index: &Index, covered: &Covered) -> Vec<u8> {
+        encode(index, covered).expect("every base is a known blob")
     }
 
     /// The index the whole log gives, with no checkpoint.
@@ -732,12 +1392,12 @@ mod tests {
             head: [3; 32],
             tail: [4; 32],
         };
-        let bytes = encode(&full.index, &covered);
+        let bytes = encode(&full.index, &covered).ok_or("encodes")?;
         let (back_covered, back) = decode(&bytes).ok_or("a fresh checkpoint decodes")?;
         assert_eq!(back_covered, covered);
         assert_eq!(
             encode(&back, &covered),
-            bytes,
+            Some(bytes),
             "decode is the inverse of encode"
         );
         assert_eq!(back.turns.len(), full.index.turns.len());
@@ -750,7 +1410,7 @@ mod tests {
         );
         assert!(!back.saved.is_empty() && !back.ops.is_empty() && !back.undone.is_empty());
         assert!(
-            back.blobs.values().any(|l| l.base.is_some()),
+            back.blobs.iter().any(|(_, l)| l.base.is_some()),
             "a delta is kept"
         );
         Ok(())
@@ -779,16 +1439,216 @@ mod tests {
         Ok(())
     }
 
+    /// `bytes` with its check recomputed (a checkpoint changed on purpose,
+    /// still whole by its CRC).
+    fn rechecked(mut bytes: Vec<u8>) -> Vec<u8> {
+        let n = bytes.len() - 4;
+        let check = crc32fast::hash(&bytes[..n]);
+        bytes[n..].copy_from_slice(&check.to_le_bytes());
+        bytes
+    }
+
+    /// How many of the checkpoint's turns `index` has decoded.
+    fn decoded(index: &Index) -> usize {
+        index
+            .turns
+            .frozen()
+            .map_or(0, |f| (0..f.len()).filter(|&i| f.decoded(i)).count())
+    }
+
     #[test]
-    fn a_damaged_checkpoint_is_ignored() -> TestResult {
-        let (_dir, store) = rich_store()?;
+    fn a_checkpoint_read_in_place_answers_as_the_whole_index() -> TestResult {
+        let (dir, mut store) = rich_store()?;
+        checkpoint_now(&store)?;
+        // Records after the checkpoint: the tables and what was added since
+        // are searched together.
+        store.write(&t("t6"), None, "e.txt", b"e\n")?;
+        store.write(&t("t1"), None, "a.txt", b"a3\n")?;
+        let lazy = Store::open(dir.path())?.index;
+        assert!(lazy.turns.frozen().is_some(), "opened from the checkpoint");
+        let full = from_log_alone(dir.path(), &store)?;
+        assert!(full.turns.frozen().is_none());
+        assert!(full.blobs.len() > 5 && lazy.blobs.len() == full.blobs.len());
+        for (id, loc) in full.blobs.iter() {
+            assert_eq!(lazy.blobs.get(&id), Some(loc.clone()), "{id}");
+            assert_eq!(lazy.blobs.size_of(&id), Some(loc.size));
+            assert_eq!(lazy.blobs.base_of(&id), loc.base);
+            assert_eq!(lazy.delta_depth(&id), full.delta_depth(&id));
+        }
+        let absent = BlobId([0xab; 32]);
+        assert!(!lazy.blobs.contains_key(&absent) && lazy.blobs.get(&absent).is_none());
+        for seq in 0..=full.last_seq + 1 {
+            assert_eq!(lazy.record_turn.get(&seq), full.record_turn.get(&seq));
+        }
+        assert_eq!(
+            decoded(&lazy),
+            1,
+            "only t1, which a record after it changed"
+        );
+        for name in ["s0", "t1", "t2", "t2b", "t3", "t4", "t5", "t6", "nope"] {
+            let id = t(name);
+            let first = |x: &Index| x.turn(&id).map(|t| t.first_seq);
+            assert_eq!(first(&lazy), first(&full), "{name}");
+            assert_eq!(lazy.ended(&id), full.ended(&id), "{name}");
+        }
+        for turn in &full.turns {
+            let at = lazy
+                .turn_at(turn.first_seq)
+                .ok_or("a turn by its first_seq")?;
+            assert_eq!(at.id, turn.id);
+            assert_eq!(at.files, turn.files);
+        }
+        assert!(lazy.turn_at(full.last_seq + 1).is_none());
+        assert_eq!(lazy.live().count(), full.live().count());
+        assert_eq!(lazy.live_count, full.live_count);
+        assert_eq!(lazy.stored_bytes, full.stored_bytes);
+        assert_eq!(bytes_of(&lazy), bytes_of(&full));
+        Ok(())
+    }
+
+    #[test]
+    fn a_checkpoint_is_written_again_from_its_own_tables() -> TestResult {
+        let (dir, store) = rich_store()?;
         checkpoint_now(&store)?;
         let bytes = std::fs::read(index_path(&store))?;
-        assert!(decode(&bytes).is_some());
-        for i in 0..bytes.len() {
+        let (covered, lazy) = decode(&bytes).ok_or("decodes")?;
+        // Nothing decoded: the turns' bytes and the rows are copied.
+        assert_eq!(bytes_of_at(&lazy, &covered), bytes);
+        assert_eq!(decoded(&lazy), 0);
+        // Every turn decoded, one changed: written from the decoded turns.
+        let (_, mut changed) = decode(&bytes).ok_or("decodes")?;
+        changed.turns.last_mut().ok_or("a turn")?.label = Some("changed".into());
+        assert_ne!(bytes_of_at(&changed, &covered), bytes);
+        let whole = from_log_alone(dir.path(), &store)?;
+        for x in [&lazy, &whole] {
+            let (_, back) = decode(&bytes_of_at(x, &covered)).ok_or("decodes")?;
+            assert_eq!(bytes_of(&back), bytes_of(&whole));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_write_into_a_checkpointed_store_decodes_only_the_newest_turns() -> TestResult {
+        let (dir, _store) = large_store()?;
+        let mut store = Store::open(dir.path())?;
+        assert_eq!(store.index.turns.frozen().map(FrozenTurns::len), Some(400));
+        store.write(&t("new"), None, "f1.txt", b"new\n")?;
+        store.write(&t("new"), None, "f2.txt", b"new\n")?;
+        assert!(
+            decoded(&store.index) <= 2,
+            "{} decoded",
+            decoded(&store.index)
+        );
+        assert_eq!(store.turns().len(), 401);
+        let whole = from_log_alone(dir.path(), &store)?;
+        assert_eq!(bytes_of(&store.index), bytes_of(&whole));
+        Ok(())
+    }
+
+    #[test]
+    fn a_checkpoint_whose_tables_are_out_of_order_or_range_is_ignored() -> TestResult {
+        let (dir, store) = large_store()?;
+        let bytes = std::fs::read(index_path(&store))?;
+        let (_, index) = decode(&bytes).ok_or("decodes")?;
+        let blobs = index.blobs.parts().0.ok_or("a blob table")?;
+        let turns = index.turns.frozen().ok_or("a turn table")?;
+        let n = turns.len();
+        assert!(blobs.len() > 2 && n > 2);
+        // Where the tables are: the turn rows right after the head, the id
+        // rows after them; the blob rows before the turns' bytes.
+        let tt = u64_at(&bytes, MAGIC.len()) as usize;
+        let ids = tt + n * TURN_ROW;
+        let bodies_len = u64_at(&bytes, tt + (n - 1) * TURN_ROW + 8) as usize;
+        let b = bytes.len() - 4 - bodies_len - blobs.len() * BLOB_ROW;
+        let mut bad: Vec<(&str, Vec<u8>)> = Vec::new();
+        let mut swap = bytes.clone();
+        swap[b..b + 2 * BLOB_ROW].rotate_left(BLOB_ROW);
+        bad.push(("blob rows swapped", swap));
+        let mut pack = bytes.clone();
+        pack[b + 32] = b'/';
+        bad.push(("a pack name of another form", pack));
+        let mut base = bytes.clone();
+        base[b + 90..b + 94].copy_from_slice(&1u32.to_le_bytes());
+        bad.push(("a blob its own base", base));
+        let mut end = bytes.clone();
+        end[tt + 8..tt + 16].copy_from_slice(&0u64.to_le_bytes());
+        bad.push(("a turn of no bytes", end));
+        let mut order = bytes.clone();
+        order[tt..tt + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        bad.push(("turns out of order", order));
+        let mut ids_swapped = bytes.clone();
+        ids_swapped[ids..ids + 32].rotate_left(16);
+        bad.push(("id rows swapped", ids_swapped));
+        let mut twice = bytes.clone();
+        let first = u64_at(&bytes, ids + 8);
+        twice[ids + 24..ids + 32].copy_from_slice(&first.to_le_bytes());
+        bad.push(("a turn named twice by the id table", twice));
+        let mut long = bytes.clone();
+        long[MAGIC.len()..MAGIC.len() + 8].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+        bad.push(("a head as long as the file", long));
+        let whole = from_log_alone(dir.path(), &store)?;
+        for (what, b) in bad {
+            let b = rechecked(b);
+            assert!(decode(&b).is_none(), "{what}");
+            std::fs::write(index_path(&store), &b)?;
+            assert!(load_now(&store)?.is_none(), "{what}");
+            let opened = Store::open(dir.path())?;
+            assert_eq!(bytes_of(&opened.index), bytes_of(&whole), "{what}");
+        }
+        // Cut short: ignored, and the store opens from its log.
+        std::fs::write(index_path(&store), &bytes[..bytes.len() / 3])?;
+        assert!(load_now(&store)?.is_none());
+        let opened = Store::open(dir.path())?;
+        assert_eq!(bytes_of(&opened.index), bytes_of(&whole));
+        Ok(())
+    }
+
+    #[test]
+    fn a_damaged_checkpoint_is_ignored() -> TestResult {
+        let (dir, store) = rich_store()?;
+        checkpoint_now(&store)?;
+        let bytes = std::fs::read(index_path(&store))?;
+        let (_, index) = decode(&bytes).ok_or("decodes")?;
+        let turns = index.turns.frozen().ok_or("turns")?;
+        let bodies_len = turns.span(turns.len() - 1).1 as usize;
+        let bodies_at = bytes.len() - bodies_len;
+        // Everything before the turns' bytes is under the check.
+        for i in 0..bodies_at {
             let mut bad = bytes.clone();
             bad[i] ^= 0x01;
             assert!(decode(&bad).is_none(), "byte {i} flipped");
+        }
+        // A turn's bytes are checked when it is read: a damaged one is
+        // taken from the log the checkpoint covers.
+        let whole = from_log_alone(dir.path(), &store)?;
+        for at in [bodies_at, bodies_at + bodies_len / 2, bytes.len() - 1] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x01;
+            std::fs::write(index_path(&store), &bad)?;
+            let opened = Store::open(dir.path())?;
+            assert!(
+                opened.index.turns.frozen().is_some(),
+                "the checkpoint is used"
+            );
+            assert_eq!(
+                opened
+                    .index
+                    .turns
+                    .iter()
+                    .map(|t| t.files.clone())
+                    .collect::<Vec<_>>(),
+                whole
+                    .turns
+                    .iter()
+                    .map(|t| t.files.clone())
+                    .collect::<Vec<_>>(),
+                "byte {at} flipped"
+            );
+            assert_eq!(
+                bytes_of(&opened.index),
+                bytes_of(&whole),
+                "byte {at} flipped"
+            );
         }
         for cut in [0, 1, MAGIC.len(), bytes.len() / 2, bytes.len() - 1] {
             assert!(decode(&bytes[..cut]).is_none(), "cut at {cut}");
@@ -859,7 +1719,7 @@ mod tests {
             ino: ident.1,
             ..covered
         };
-        std::fs::write(index_path(&store), encode(&stale.1, &reused))?;
+        std::fs::write(index_path(&store), bytes_of_at(&stale.1, &reused))?;
         assert!(load_now(&store)?.is_none(), "an inode reused");
         // A change in the middle of the prefix, same file, same length:
         // the checkpoint still stands.
@@ -867,7 +1727,7 @@ mod tests {
         let ident = ident_of(&path)?;
         std::fs::write(
             index_path(&store),
-            encode(
+            bytes_of_at(
                 &stale.1,
                 &Covered {
                     dev: ident.0,
@@ -946,7 +1806,7 @@ mod tests {
                 ..covered
             },
         ] {
-            std::fs::write(index_path(&store), encode(&old, &c))?;
+            std::fs::write(index_path(&store), bytes_of_at(&old, &c))?;
             let opened = Store::open(dir.path())?;
             assert_eq!(opened.turns().len(), 300);
             let whole = from_log_alone(dir.path(), &store)?;
@@ -991,7 +1851,7 @@ mod tests {
         let whole = from_log_alone(dir.path(), &store)?;
         assert_eq!(bytes_of(&opened.index), bytes_of(&whole));
         assert_eq!(
-            opened.index.turns.last().map(|t| t.started_at),
+            opened.index.turns.iter().next_back().map(|t| t.started_at),
             Some(rec.at),
             "the new record's time, not the checkpoint's"
         );

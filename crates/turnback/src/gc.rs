@@ -327,7 +327,7 @@ impl Store {
                     .index
                     .record_turn
                     .get(&r.seq)
-                    .is_some_and(|t| kept_turns.contains(t)),
+                    .is_some_and(|t| kept_turns.contains(&t)),
                 Op::Rewind { saved, .. } | Op::Revert { saved, .. } => {
                     let keep = kept_ops.contains(&r.seq);
                     if keep {
@@ -391,7 +391,7 @@ impl Store {
         // paths that was most of a rewind's memory).
         let referenced: HashSet<String> = if unchanged {
             report.records_after = report.records_before;
-            self.index.blobs.values().map(|l| l.pack.clone()).collect()
+            self.index.blobs.iter().map(|(_, l)| l.pack).collect()
         } else {
             let keep: HashSet<u64> = kept_seqs.iter().map(|k| k.0).collect();
             let mut chosen = Vec::with_capacity(keep.len());
@@ -473,7 +473,7 @@ impl Store {
             .ctx("remove", self.store_path.join(checkpoint::INDEX_FILE))?;
         self.write_store_file(&dirs.store, LOG_FILE, &out)?;
         fsx::fsync(&dirs.store).ctx("fsync", &self.store_path)?;
-        Ok(check.blobs.into_values().map(|l| l.pack).collect())
+        Ok(check.blobs.iter().map(|(_, l)| l.pack).collect())
     }
 
     /// The log's bytes.

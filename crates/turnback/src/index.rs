@@ -2,6 +2,11 @@
 //! what every operation saved, and the undo/redo stacks. Built by applying
 //! records in order; nothing here is stored on disk apart from the log.
 //!
+//! An index opened from a checkpoint ([`crate::checkpoint`]) keeps the
+//! checkpoint's turns, blobs and capture records in its tables, read in
+//! place: a turn is decoded the first time it is used, a blob or record is
+//! found by binary search. What the log adds after it is kept beside them.
+//!
 //! Invariants checked while applying (a record that breaks one is reported
 //! as damage, with its line number):
 //! - sequence numbers strictly increase;
@@ -14,6 +19,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use crate::checkpoint::{BlobRow, BlobTable, FrozenTurns, SeqTable};
 use crate::id::{BlobId, TurnId};
 use crate::log::{FileEntry, Op, Post, Pre, Record, StoredBlob};
 use crate::pack::{self, BlobLoc};
@@ -93,8 +99,8 @@ pub(crate) struct Applied {
 #[derive(Debug, Default)]
 pub(crate) struct Index {
     /// Every turn seen, live or ended, by `first_seq`.
-    pub(crate) turns: Vec<Turn>,
-    pub(crate) blobs: HashMap<BlobId, BlobLoc>,
+    pub(crate) turns: Turns,
+    pub(crate) blobs: Blobs,
     /// `saved` records: seq -> the states they hold.
     pub(crate) saved: HashMap<u64, Vec<FileEntry>>,
     pub(crate) ops: HashMap<u64, OpInfo>,
@@ -109,7 +115,7 @@ pub(crate) struct Index {
     pub(crate) captures: u64,
     /// For capture and seal records: the `first_seq` of the turn each
     /// applied to (gc keeps or drops records with their turn).
-    pub(crate) record_turn: HashMap<u64, u64>,
+    pub(crate) record_turn: RecordTurns,
     pub(crate) lines: usize,
     pub(crate) consumed: u64,
     pub(crate) ident: Option<(u64, u64)>,
@@ -124,14 +130,12 @@ pub(crate) struct Index {
 impl Index {
     /// The live turn with this id (the newest, should ids repeat).
     pub(crate) fn turn(&self, id: &TurnId) -> Option<&Turn> {
-        self.turns.iter().rev().find(|t| t.is_live() && &t.id == id)
+        self.turns.find(id, true).and_then(|i| self.turns.get(i))
     }
 
     fn turn_mut(&mut self, id: &TurnId) -> Option<&mut Turn> {
-        self.turns
-            .iter_mut()
-            .rev()
-            .find(|t| t.is_live() && &t.id == id)
+        let i = self.turns.find(id, true)?;
+        self.turns.get_mut(i)
     }
 
     /// Live turns, oldest first.
@@ -141,23 +145,27 @@ impl Index {
 
     /// The seq of the operation that ended the newest ended turn with `id`.
     pub(crate) fn ended(&self, id: &TurnId) -> Option<u64> {
+        let i = self.turns.find(id, false)?;
+        self.turns.get(i).and_then(|t| t.ended_by)
+    }
+
+    /// The turn whose first record is `first_seq`.
+    pub(crate) fn turn_at(&self, first_seq: u64) -> Option<&Turn> {
         self.turns
-            .iter()
-            .rev()
-            .find(|t| &t.id == id)
-            .and_then(|t| t.ended_by)
+            .by_first_seq(first_seq)
+            .and_then(|i| self.turns.get(i))
     }
 
     /// How many deltas deep a blob is (0: stored whole).
     pub(crate) fn delta_depth(&self, id: &BlobId) -> usize {
         let mut depth = 0;
-        let mut cur = self.blobs.get(id).and_then(|l| l.base);
+        let mut cur = self.blobs.base_of(id);
         while let Some(b) = cur {
             depth += 1;
             if depth > pack::MAX_DELTA_DEPTH {
                 break;
             }
-            cur = self.blobs.get(&b).and_then(|l| l.base);
+            cur = self.blobs.base_of(&b);
         }
         depth
     }
@@ -201,17 +209,18 @@ impl Index {
         }
         for f in files {
             if let Pre::File { blob, size, .. } = &f.pre {
-                match fresh.get(blob).or_else(|| self.blobs.get(blob)) {
+                let known = fresh.get(blob).map(|l| l.size);
+                match known.or_else(|| self.blobs.size_of(blob)) {
                     None => {
                         return Err(format!(
                             "{} names blob {blob} that no record stored",
                             f.path
                         ));
                     }
-                    Some(loc) if loc.size != *size => {
+                    Some(known) if known != *size => {
                         return Err(format!(
-                            "{} gives size {size} for blob {blob} of {}",
-                            f.path, loc.size
+                            "{} gives size {size} for blob {blob} of {known}",
+                            f.path
                         ));
                     }
                     Some(_) => {}
@@ -219,9 +228,9 @@ impl Index {
             }
         }
         for (id, loc) in fresh {
-            if let std::collections::hash_map::Entry::Vacant(v) = self.blobs.entry(id) {
-                self.stored_bytes += loc.len;
-                v.insert(loc);
+            let len = loc.len;
+            if self.blobs.insert_new(id, loc) {
+                self.stored_bytes += len;
             }
         }
         for f in files {
@@ -233,23 +242,21 @@ impl Index {
     }
 
     fn end_turns(&mut self, first_seqs: &[u64], by: Option<u64>) {
-        for t in &mut self.turns {
-            if first_seqs.contains(&t.first_seq) {
-                match (t.ended_by.is_some(), by.is_some()) {
-                    (false, true) => self.live_count -= 1,
-                    (true, false) => self.live_count += 1,
-                    _ => {}
-                }
-                t.ended_by = by;
+        for &first in first_seqs {
+            let Some(t) = self
+                .turns
+                .by_first_seq(first)
+                .and_then(|i| self.turns.get_mut(i))
+            else {
+                continue;
+            };
+            match (t.ended_by.is_some(), by.is_some()) {
+                (false, true) => self.live_count -= 1,
+                (true, false) => self.live_count += 1,
+                _ => {}
             }
+            t.ended_by = by;
         }
-    }
-
-    /// Recomputes the counters kept while applying records (after a
-    /// checkpoint is decoded).
-    pub(crate) fn recount(&mut self) {
-        self.live_count = self.live().count();
-        self.stored_bytes = self.blobs.values().map(|l| l.len).sum();
     }
 
     /// Moves operation `op` from the top of one stack to the other: an undo
@@ -355,16 +362,7 @@ impl Index {
                 self.record_turn.insert(rec.seq, first);
             }
             Op::Snapshot { pack, blobs, .. } => {
-                let before = self.blobs.len();
-                let fresh: u64 = blobs
-                    .iter()
-                    .filter(|b| !self.blobs.contains_key(&b.id))
-                    .map(|b| b.len)
-                    .sum();
-                apply_snapshot(&mut self.blobs, pack, blobs)?;
-                if self.blobs.len() > before {
-                    self.stored_bytes += fresh;
-                }
+                self.stored_bytes += apply_snapshot(&mut self.blobs, pack, blobs)?;
             }
             Op::Saved { pack, blobs, files } => {
                 self.register_blobs(pack, blobs, files)?;
@@ -448,22 +446,294 @@ impl Index {
 }
 
 /// Applies a `snapshot` record to the blob map (for `Index::apply`).
+/// Returns the compressed bytes of the blobs it added.
 pub(crate) fn apply_snapshot(
-    known: &mut HashMap<BlobId, BlobLoc>,
+    known: &mut Blobs,
     pack: &str,
     blobs: &[StoredBlob],
-) -> std::result::Result<(), String> {
+) -> std::result::Result<u64, String> {
     if !pack::is_pack_name(pack) {
         return Err(format!("bad pack name {pack:?}"));
     }
+    let mut added = 0;
     for b in blobs {
-        known.entry(b.id).or_insert(BlobLoc {
+        let loc = BlobLoc {
             pack: b.pack.clone().unwrap_or_else(|| pack.to_owned()),
             offset: b.offset,
             len: b.len,
             size: b.size,
             base: b.base,
-        });
+        };
+        if known.insert_new(b.id, loc) {
+            added += b.len;
+        }
     }
-    Ok(())
+    Ok(added)
+}
+
+/// Every turn seen, live or ended, in the order they began: those of the
+/// checkpoint the index was opened from, each decoded the first time it is
+/// used, then those the log added (all of them without a checkpoint).
+#[derive(Debug, Default)]
+pub(crate) struct Turns {
+    frozen: Option<FrozenTurns>,
+    list: Vec<Turn>,
+}
+
+impl Turns {
+    /// The checkpoint's turns, with none after them yet.
+    pub(crate) fn from_frozen(frozen: FrozenTurns) -> Turns {
+        Turns {
+            frozen: Some(frozen),
+            list: Vec::new(),
+        }
+    }
+
+    fn frozen_len(&self) -> usize {
+        self.frozen.as_ref().map_or(0, FrozenTurns::len)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.frozen_len() + self.list.len()
+    }
+
+    /// The `i`th turn (decoded now if it is the checkpoint's).
+    pub(crate) fn get(&self, i: usize) -> Option<&Turn> {
+        match &self.frozen {
+            Some(f) if i < f.len() => Some(f.get(i)),
+            _ => self.list.get(i - self.frozen_len()),
+        }
+    }
+
+    pub(crate) fn get_mut(&mut self, i: usize) -> Option<&mut Turn> {
+        let n = self.frozen_len();
+        match &mut self.frozen {
+            Some(f) if i < n => Some(f.get_mut(i)),
+            _ => self.list.get_mut(i - n),
+        }
+    }
+
+    /// The `first_seq` of the `i`th turn, without decoding it.
+    fn first_seq(&self, i: usize) -> Option<u64> {
+        match &self.frozen {
+            Some(f) if i < f.len() => Some(f.first_seq(i)),
+            _ => self.list.get(i - self.frozen_len()).map(|t| t.first_seq),
+        }
+    }
+
+    /// Where the newest turn with this id is (live ones only if `live`):
+    /// the turns after the checkpoint's are scanned, the checkpoint's looked
+    /// up by the hash of the id; only turns whose id matches are decoded.
+    fn find(&self, id: &TurnId, live: bool) -> Option<usize> {
+        let n = self.frozen_len();
+        let fits = |t: &Turn| !live || t.is_live();
+        if let Some(k) = self.list.iter().rposition(|t| &t.id == id && fits(t)) {
+            return Some(n + k);
+        }
+        let f = self.frozen.as_ref()?;
+        f.candidates(id)
+            .filter(|&i| f.id_is(i, id))
+            .find(|&i| fits(f.get(i)))
+    }
+
+    /// Where the turn whose first record is `first_seq` is (turns are
+    /// ordered by it).
+    pub(crate) fn by_first_seq(&self, first_seq: u64) -> Option<usize> {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.first_seq(mid)?.cmp(&first_seq) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(mid),
+            }
+        }
+        None
+    }
+
+    pub(crate) fn push(&mut self, t: Turn) {
+        self.list.push(t);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn last_mut(&mut self) -> Option<&mut Turn> {
+        let n = self.len();
+        self.get_mut(n.checked_sub(1)?)
+    }
+
+    /// Every turn, oldest first (each decoded as it is reached).
+    pub(crate) fn iter(&self) -> TurnsIter<'_> {
+        TurnsIter {
+            turns: self,
+            range: 0..self.len(),
+        }
+    }
+
+    pub(crate) fn frozen_mut(&mut self) -> Option<&mut FrozenTurns> {
+        self.frozen.as_mut()
+    }
+
+    /// The checkpoint's turns, if the index was opened from one.
+    pub(crate) fn frozen(&self) -> Option<&FrozenTurns> {
+        self.frozen.as_ref()
+    }
+}
+
+impl<'a> IntoIterator for &'a Turns {
+    type Item = &'a Turn;
+    type IntoIter = TurnsIter<'a>;
+
+    fn into_iter(self) -> TurnsIter<'a> {
+        self.iter()
+    }
+}
+
+/// The turns of an index, oldest first.
+pub(crate) struct TurnsIter<'a> {
+    turns: &'a Turns,
+    range: std::ops::Range<usize>,
+}
+
+impl<'a> Iterator for TurnsIter<'a> {
+    type Item = &'a Turn;
+
+    fn next(&mut self) -> Option<&'a Turn> {
+        self.range.next().and_then(|i| self.turns.get(i))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.range.size_hint()
+    }
+}
+
+impl DoubleEndedIterator for TurnsIter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.range.next_back().and_then(|i| self.turns.get(i))
+    }
+}
+
+impl ExactSizeIterator for TurnsIter<'_> {}
+
+/// Where every blob is: those of the checkpoint the index was opened from
+/// in its sorted table, searched in place, then those the log added.
+#[derive(Debug, Default)]
+pub(crate) struct Blobs {
+    frozen: Option<BlobTable>,
+    /// Blobs not in the table.
+    added: HashMap<BlobId, BlobLoc>,
+}
+
+impl Blobs {
+    pub(crate) fn from_frozen(table: BlobTable) -> Blobs {
+        Blobs {
+            frozen: Some(table),
+            added: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.frozen.as_ref().map_or(0, BlobTable::len) + self.added.len()
+    }
+
+    fn frozen_row(&self, id: &BlobId) -> Option<(&BlobTable, BlobRow)> {
+        let t = self.frozen.as_ref()?;
+        t.find(id).map(|row| (t, row))
+    }
+
+    pub(crate) fn contains_key(&self, id: &BlobId) -> bool {
+        self.added.contains_key(id) || self.frozen_row(id).is_some()
+    }
+
+    /// Where blob `id` is stored.
+    pub(crate) fn get(&self, id: &BlobId) -> Option<BlobLoc> {
+        match self.added.get(id) {
+            Some(loc) => Some(loc.clone()),
+            None => self.frozen_row(id).map(|(t, row)| t.loc(&row)),
+        }
+    }
+
+    /// The uncompressed size of blob `id`.
+    pub(crate) fn size_of(&self, id: &BlobId) -> Option<u64> {
+        match self.added.get(id) {
+            Some(loc) => Some(loc.size),
+            None => self.frozen_row(id).map(|(_, row)| row.size()),
+        }
+    }
+
+    /// The blob `id` is a delta against, if it is known and one.
+    pub(crate) fn base_of(&self, id: &BlobId) -> Option<BlobId> {
+        match self.added.get(id) {
+            Some(loc) => loc.base,
+            None => self.frozen_row(id).and_then(|(t, row)| t.base(&row)),
+        }
+    }
+
+    /// Records where blob `id` is, unless it is known already (the first
+    /// record of a blob wins). Returns whether it was new.
+    pub(crate) fn insert_new(&mut self, id: BlobId, loc: BlobLoc) -> bool {
+        if self.frozen_row(&id).is_some() {
+            return false;
+        }
+        match self.added.entry(id) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(loc);
+                true
+            }
+            std::collections::hash_map::Entry::Occupied(_) => false,
+        }
+    }
+
+    /// Every blob and where it is, the table's in id order first (its rows
+    /// read at once).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (BlobId, BlobLoc)> + '_ {
+        let table = self.frozen.as_ref().map(BlobTable::all).unwrap_or_default();
+        let frozen: Vec<(BlobId, BlobLoc)> = BlobTable::rows(&table).collect();
+        frozen
+            .into_iter()
+            .chain(self.added.iter().map(|(id, loc)| (*id, loc.clone())))
+    }
+
+    /// The checkpoint's table and the blobs added since.
+    pub(crate) fn parts(&self) -> (Option<&BlobTable>, &HashMap<BlobId, BlobLoc>) {
+        (self.frozen.as_ref(), &self.added)
+    }
+}
+
+/// For capture and seal records: the `first_seq` of the turn each applied
+/// to. Those of the checkpoint in its sorted table, then those added.
+#[derive(Debug, Default)]
+pub(crate) struct RecordTurns {
+    frozen: Option<SeqTable>,
+    added: HashMap<u64, u64>,
+}
+
+impl RecordTurns {
+    pub(crate) fn from_frozen(table: SeqTable) -> RecordTurns {
+        RecordTurns {
+            frozen: Some(table),
+            added: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn get(&self, seq: &u64) -> Option<u64> {
+        match self.added.get(seq) {
+            Some(t) => Some(*t),
+            None => self.frozen.as_ref().and_then(|t| t.get(*seq)),
+        }
+    }
+
+    pub(crate) fn insert(&mut self, seq: u64, first_seq: u64) {
+        self.added.insert(seq, first_seq);
+    }
+
+    /// Every pair, sorted by record.
+    pub(crate) fn sorted(&self) -> Vec<(u64, u64)> {
+        let mut all: Vec<(u64, u64)> = self.added.iter().map(|(k, v)| (*k, *v)).collect();
+        if let Some(t) = &self.frozen {
+            all.extend(t.iter());
+        }
+        all.sort_unstable();
+        all.dedup_by_key(|p| p.0);
+        all
+    }
 }

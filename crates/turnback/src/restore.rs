@@ -154,7 +154,7 @@ impl Store {
         // All-zero blocks become holes: a sparse pre-image comes back sparse.
         let mut w = SparseWriter::new(file);
         let res = self
-            .copy_blob_from(pack, blob, loc, &mut w)
+            .copy_blob_from(pack, blob, &loc, &mut w)
             .map_err(|e| e.to_string())
             .and_then(|()| w.finish().map_err(|e| format!("cannot write: {e}")))
             .and_then(|f| {

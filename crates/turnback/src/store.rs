@@ -793,7 +793,7 @@ impl Store {
     }
 
     fn seal_turn(&mut self, first_seq: u64) -> Result<usize> {
-        let Some(t) = self.index.turns.iter().find(|t| t.first_seq == first_seq) else {
+        let Some(t) = self.index.turn_at(first_seq) else {
             return Ok(0);
         };
         let id = t.id.clone();
@@ -1443,7 +1443,7 @@ impl Store {
             reason: "no record stores it".into(),
         })?;
         let pack = self.open_pack(&loc.pack)?;
-        self.copy_blob_from(&pack, id, loc, out)
+        self.copy_blob_from(&pack, id, &loc, out)
     }
 
     /// Decompresses blob `id` at `loc` in the open `pack` into `out`,
@@ -1481,7 +1481,7 @@ impl Store {
         let bytes = match packs.get(&loc.pack) {
             Some(pack) => {
                 let mut out = Vec::with_capacity(loc.size as usize);
-                self.copy_blob_from(pack, &base, loc, &mut out)
+                self.copy_blob_from(pack, &base, &loc, &mut out)
                     .ok()
                     .map(|()| out)
             }
@@ -1493,7 +1493,7 @@ impl Store {
     /// The previous version of `path` a new version of `size` bytes is
     /// compressed against, and where it is stored, when a delta is worth
     /// making.
-    fn delta_base_loc(&self, path: &RelPath, size: u64) -> Option<(BlobId, &BlobLoc)> {
+    fn delta_base_loc(&self, path: &RelPath, size: u64) -> Option<(BlobId, BlobLoc)> {
         let base = *self.index.path_blob.get(path)?;
         let loc = self.index.blobs.get(&base)?;
         if loc.size < 1024

@@ -623,8 +623,11 @@ fn check_packs(
     index: &Index,
     users: &HashMap<BlobId, Vec<BlobUse>>,
 ) -> Result<HashMap<BlobId, Result<(), String>>> {
+    // The index verify builds is read from the log, never from a
+    // checkpoint: its blobs are all in memory already; one map of them.
+    let all: HashMap<BlobId, BlobLoc> = index.blobs.iter().collect();
     let mut by_pack: BTreeMap<&str, PackBlobs<'_>> = BTreeMap::new();
-    for (id, loc) in &index.blobs {
+    for (id, loc) in &all {
         by_pack
             .entry(loc.pack.as_str())
             .or_default()
@@ -671,7 +674,7 @@ fn check_packs(
     };
     let outcomes: Vec<(&str, io::Result<PackOutcome>)> = by_pack
         .par_iter()
-        .map(|(name, blobs)| (*name, check_pack(&packs_fd, name, blobs, &index.blobs)))
+        .map(|(name, blobs)| (*name, check_pack(&packs_fd, name, blobs, &all)))
         .collect();
     for (name, outcome) in outcomes {
         let blobs = &by_pack[name];

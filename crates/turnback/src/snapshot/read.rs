@@ -11,7 +11,7 @@
 //! symlink, changed type, grew past the size cap or vanished since the walk
 //! is recorded as what it is now, never followed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
@@ -24,7 +24,7 @@ use super::{Progress, ScanStats};
 use crate::error::{IoResultExt, Result};
 use crate::id::BlobId;
 use crate::log::StoredBlob;
-use crate::pack::{self, BlobLoc, PackWriter};
+use crate::pack::{self, PackWriter};
 use crate::store::Store;
 use crate::tree::{Entry, Excluded, Kind, Stat};
 
@@ -244,7 +244,7 @@ fn read_one(
     root: &Path,
     rel: &[u8],
     cap: u64,
-    compress: Option<(&HashMap<BlobId, BlobLoc>, i32)>,
+    compress: Option<(&crate::index::Blobs, i32)>,
 ) -> ReadOne {
     let full = root.join(crate::sys::os_str(rel));
     let fd = match crate::sys::fs::open(

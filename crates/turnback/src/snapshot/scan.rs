@@ -15,7 +15,7 @@ use crate::error::{IoResultExt, Result};
 use crate::exclude::{Ignores, build_matcher};
 use crate::id::BlobId;
 use crate::log::StoredBlob;
-use crate::pack::{BlobLoc, PackWriter};
+use crate::pack::PackWriter;
 use crate::store::Store;
 use crate::tree::{Entry, Kind, Tree};
 
@@ -110,7 +110,7 @@ impl Store {
 fn merge(
     found: Vec<Found>,
     old: Option<&Tree>,
-    known: &std::collections::HashMap<BlobId, BlobLoc>,
+    known: &crate::index::Blobs,
     mode: Reading,
 ) -> (Vec<Entry>, Vec<usize>, u64) {
     let (old_entries, stamp) = match old {
