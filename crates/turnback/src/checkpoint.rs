@@ -387,7 +387,9 @@ fn open(file: File) -> Option<(Covered, Index)> {
     let mut blob_ok = blob_row_check(blobs);
     stream(BLOB_ROW, blobs, false, &mut |k, row| {
         if k % BLOB_BLOCK == 0 {
-            fences.push(row[..32].to_vec());
+            let mut id = [0; 32];
+            id.copy_from_slice(&row[..32]);
+            fences.push(id);
         }
         blob_ok(k, row)
     })?;
@@ -411,6 +413,7 @@ fn open(file: File) -> Option<(Covered, Index)> {
         file,
         at: blobs_at,
         n: blobs,
+        blocks: (0..fences.len()).map(|_| OnceLock::new()).collect(),
         fences,
     });
     Some((covered, index))
@@ -494,14 +497,18 @@ const BLOB_BLOCK: usize = 64;
 
 /// The checkpoint's blobs: rows of [`BLOB_ROW`] bytes sorted by id, left in
 /// the file. The id of the first row of every block of [`BLOB_BLOCK`] rows
-/// is kept, so finding a blob reads one block. Checked when the checkpoint
-/// is opened.
+/// is kept, so finding a blob reads one block, once: a block read is kept
+/// (a scan looks up every blob of the tree, so the blocks it touches are
+/// read one `pread` each, not one per blob). Checked when the checkpoint is
+/// opened.
 #[derive(Debug)]
 pub(crate) struct BlobTable {
     file: Arc<File>,
     at: u64,
     n: usize,
-    fences: Vec<Vec<u8>>,
+    fences: Vec<[u8; 32]>,
+    /// Each block's rows once read (`None`: it could not be read).
+    blocks: Vec<OnceLock<Option<Box<[u8]>>>>,
 }
 
 /// One row of the blob table, and its number.
@@ -529,24 +536,47 @@ impl BlobTable {
     /// blob is as good as unknown, and reading it fails with that).
     pub(crate) fn find(&self, id: &BlobId) -> Option<BlobRow> {
         let block = self.fences.partition_point(|f| f[..] <= id.0[..]);
-        let block = block.checked_sub(1)?;
-        let first = block * BLOB_BLOCK;
-        let rows = BLOB_BLOCK.min(self.n - first);
-        let bytes = read_at(
-            &self.file,
-            self.at + (first * BLOB_ROW) as u64,
-            rows * BLOB_ROW,
-        )?;
-        let j = bytes
-            .chunks_exact(BLOB_ROW)
-            .position(|r| r[..32] == id.0[..])?;
+        let bytes = self.block(block.checked_sub(1)?)?;
+        let id_at = |j: usize| &bytes[j * BLOB_ROW..j * BLOB_ROW + 32];
+        let rows = bytes.len() / BLOB_ROW;
+        let (mut lo, mut hi) = (0, rows);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if id_at(mid) < &id.0[..] {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let j = lo;
+        if j == rows || id_at(j) != &id.0[..] {
+            return None;
+        }
         Some(BlobRow {
             row: bytes[j * BLOB_ROW..(j + 1) * BLOB_ROW].to_vec(),
         })
     }
 
+    /// The rows of block `block`, read the first time they are needed.
+    fn block(&self, block: usize) -> Option<&[u8]> {
+        self.blocks
+            .get(block)?
+            .get_or_init(|| {
+                let first = block * BLOB_BLOCK;
+                let rows = BLOB_BLOCK.min(self.n - first);
+                read_at(
+                    &self.file,
+                    self.at + (first * BLOB_ROW) as u64,
+                    rows * BLOB_ROW,
+                )
+                .map(Vec::into_boxed_slice)
+            })
+            .as_deref()
+    }
+
     fn id_of_row(&self, k: usize) -> Option<BlobId> {
-        let b = read_at(&self.file, self.at + (k * BLOB_ROW) as u64, 32)?;
+        let at = (k % BLOB_BLOCK) * BLOB_ROW;
+        let b = self.block(k / BLOB_BLOCK)?.get(at..at + 32)?;
         Some(BlobId(b.try_into().ok()?))
     }
 
