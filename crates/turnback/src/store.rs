@@ -289,6 +289,13 @@ impl Store {
         self.index.live().collect()
     }
 
+    /// The live turn `id` and every live turn after it, oldest first: the
+    /// turns `rewind(id)` undoes. Older turns are not read.
+    pub fn turns_from(&self, id: &TurnId) -> Result<Vec<&Turn>> {
+        let first = self.turn(id)?.first_seq;
+        Ok(self.index.live_from(first).collect())
+    }
+
     /// One live turn.
     pub fn turn(&self, id: &TurnId) -> Result<&Turn> {
         self.index.turn(id).ok_or_else(|| self.unknown_turn(id))
