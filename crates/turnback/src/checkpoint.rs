@@ -405,6 +405,7 @@ fn open(file: File) -> Option<(Covered, Index)> {
         ids,
         bodies: bodies_at,
         cells: (0..turns).map(|_| OnceLock::new()).collect(),
+        heads: (0..turns).map(|_| OnceLock::new()).collect(),
         log: None,
         rebuilt: OnceLock::new(),
     });
@@ -668,12 +669,22 @@ pub(crate) struct FrozenTurns {
     /// Where the turns' bytes start in the file.
     bodies: u64,
     cells: Vec<OnceLock<Box<Turn>>>,
+    /// For a turn not decoded: when it began and what ended it, read from
+    /// the start of its bytes (`None`: they could not be read whole).
+    heads: Vec<OnceLock<Option<Head>>>,
     /// The log and the length of it the checkpoint covers: a turn whose
     /// bytes cannot be read back whole is taken from the index that prefix
     /// gives.
     pub(crate) log: Option<(File, u64)>,
     /// That index's turns, once built.
     rebuilt: OnceLock<Option<Vec<Turn>>>,
+}
+
+/// What a turn's bytes begin with, besides its id and label.
+#[derive(Debug, Clone, Copy)]
+struct Head {
+    started_at: u64,
+    ended_by: Option<u64>,
 }
 
 /// FNV-1a (64 bits) of a turn id: fixed here, so a checkpoint's id table
@@ -755,6 +766,56 @@ impl FrozenTurns {
             .iter()
             .find(|t| t.first_seq == first)
             .cloned()
+    }
+
+    /// When turn `i` began and the operation that ended it: from the
+    /// decoded turn if it was decoded (it may have changed since), else
+    /// from the start of its bytes, read and checked against its row's CRC
+    /// but not decoded (its files and post-images stay bytes). `None` when
+    /// its bytes cannot be read whole: decoding it then takes it from the
+    /// log.
+    fn head(&self, i: usize) -> Option<Head> {
+        if let Some(t) = self.cells[i].get() {
+            return Some(Head {
+                started_at: t.started_at,
+                ended_by: t.ended_by,
+            });
+        }
+        *self.heads[i].get_or_init(|| {
+            let bytes = self.raw(i)?;
+            let mut r = Reader {
+                rest: &bytes,
+                at: 0,
+            };
+            r.turn_id()?;
+            r.opt(Reader::str)?;
+            if r.num()? != self.first_seq(i) {
+                return None;
+            }
+            let started_at = r.num()?;
+            r.byte()?;
+            let ended_by = r.opt(Reader::num)?;
+            Some(Head {
+                started_at,
+                ended_by,
+            })
+        })
+    }
+
+    /// Whether turn `i` is live, without decoding it.
+    pub(crate) fn is_live(&self, i: usize) -> bool {
+        match self.head(i) {
+            Some(h) => h.ended_by.is_none(),
+            None => self.get(i).is_live(),
+        }
+    }
+
+    /// When turn `i` began, without decoding it.
+    pub(crate) fn started_at(&self, i: usize) -> u64 {
+        match self.head(i) {
+            Some(h) => h.started_at,
+            None => self.get(i).started_at,
+        }
     }
 
     /// Whether turn `i` was decoded (and so may have changed since).
@@ -1572,6 +1633,40 @@ mod tests {
         assert_eq!(store.turns().len(), 401);
         let whole = from_log_alone(dir.path(), &store)?;
         assert_eq!(bytes_of(&store.index), bytes_of(&whole));
+        Ok(())
+    }
+
+    #[test]
+    fn a_rewind_of_the_newest_turn_decodes_no_older_turn() -> TestResult {
+        let (dir, store) = large_store()?;
+        // The automatic gc check after the rewind runs (no limit reached).
+        std::fs::write(
+            store.store_dir().join(crate::config::CONFIG_FILE),
+            "[retention]\nkeep_turns = 1000000\n",
+        )?;
+        let mut store = Store::open(dir.path())?;
+        store.write(&t("new"), None, "f1.txt", b"new\n")?;
+        let report = store.rewind(&t("new"), &crate::RewindOptions::default())?;
+        assert_eq!(report.turns, vec![t("new")]);
+        // f1.txt as t393 (the last of i % 7 == 1) left it.
+        assert_eq!(std::fs::read(dir.path().join("f1.txt"))?, b"393\n");
+        // The write sealed the turn before it (decoded); the plan, the
+        // record and the gc check decoded none of the 399 older ones.
+        assert!(
+            decoded(&store.index) <= 1,
+            "{} decoded",
+            decoded(&store.index)
+        );
+        // Reopened: applying the rewind record decodes none either.
+        let again = Store::open(dir.path())?;
+        assert!(decoded(&again.index) <= 1, "{}", decoded(&again.index));
+        assert_eq!(again.index.live_count, 400);
+        // The oldest live turn's start is read without decoding it.
+        assert!(again.gc_due(&again.config()?, u64::MAX), "t0 is too old");
+        assert!(decoded(&again.index) <= 1, "{}", decoded(&again.index));
+        assert_eq!(again.turns().len(), 400);
+        let whole = from_log_alone(dir.path(), &again)?;
+        assert_eq!(bytes_of(&again.index), bytes_of(&whole));
         Ok(())
     }
 

@@ -10,9 +10,12 @@
 //!   written (`fsync`, not `fdatasync`: its mode is metadata), and once
 //!   every entry is in place each directory whose entries or mode the
 //!   operation may have changed is `fsync`ed: the parent of every path it
-//!   touched and every ancestor up to the root (an `fsync` of a directory
-//!   that has nothing dirty returns at once), plus every directory it made
-//!   or gave a mode. Only the operation's own inodes are flushed.
+//!   touched and every ancestor up to the root, plus every directory it
+//!   made or gave a mode. Only the operation's own inodes are flushed.
+//!   The directories are flushed at the same time, one thread each (up to
+//!   eight): on ext4 an `fsync` of a directory with nothing dirty still
+//!   waits for the device to flush its cache, and the waits overlap, so a
+//!   file five levels down costs about one flush, not six in a row.
 //! - [`Durability::WholeFs`]: one `syncfs` after the temporary files are
 //!   written and one after the renames. `syncfs` also waits for every dirty
 //!   page of every other process on the file system (a build writing
@@ -104,19 +107,73 @@ impl DirsToSync {
         }
     }
 
-    /// `fsync`s every directory, walking them in path order from `root`,
-    /// then commits them (see `fsx::commit_queued`).
+    /// `fsync`s every directory (reached in path order from `root`, all
+    /// flushed at once: see [`fsync_all`]), then commits them (see
+    /// `fsx::commit_queued`).
     /// A directory that no longer exists (the operation removed it, or it
     /// is not a directory now) is passed over: its parent holds the change.
     pub(crate) fn sync(&self, root: &OwnedFd) -> io::Result<()> {
         let mut walk = DirStack::new(root);
+        let mut fds = Vec::with_capacity(self.dirs.len());
         for dir in &self.dirs {
             if let Reach::Open(fd) = walk.reach(dir, false)? {
-                fsx::fsync_queued(fd)?;
+                fds.push(crate::sys::dup(fd)?);
             }
         }
+        drop(walk);
+        fsync_all(&fds)?;
         fsx::commit_queued(root)
     }
+}
+
+/// Threads [`fsync_all`] uses at most.
+const FSYNC_THREADS: usize = 8;
+
+/// `fsync`s every handle, the flushes running at the same time: each one
+/// waits for the device (on ext4, an `fsync` of a directory nothing
+/// changed still waits for a cache flush, 0.1 to 4 ms on the development
+/// machine), and overlapping waits cost about one. So the directories
+/// above a restored file cost about one flush, not one per level. Every
+/// result is checked: the first error is returned, after every flush has
+/// ended. A thread that cannot be started leaves its share to this one.
+fn fsync_all(fds: &[OwnedFd]) -> io::Result<()> {
+    if fds.len() <= 1 {
+        return fds.iter().try_for_each(fsx::fsync_queued);
+    }
+    let per = fds.len().div_ceil(FSYNC_THREADS);
+    let mut chunks = fds.chunks(per);
+    let mine = chunks.next().unwrap_or_default();
+    let flush = |chunk: &[OwnedFd]| -> io::Result<()> {
+        // Every one is flushed even after an error: none is left running.
+        let mut first = Ok(());
+        for fd in chunk {
+            let r = fsx::fsync_queued(fd);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    };
+    std::thread::scope(|s| {
+        let mut results = Vec::new();
+        let mut threads = Vec::new();
+        for chunk in chunks {
+            match std::thread::Builder::new().spawn_scoped(s, move || flush(chunk)) {
+                Ok(t) => threads.push(t),
+                Err(_) => results.push(flush(chunk)),
+            }
+        }
+        results.push(flush(mine));
+        for t in threads {
+            results.push(t.join().unwrap_or_else(|_| {
+                Err(io::Error::other("a thread flushing directories panicked"))
+            }));
+        }
+        results
+            .into_iter()
+            .collect::<io::Result<Vec<()>>>()
+            .map(|_| ())
+    })
 }
 
 #[cfg(test)]

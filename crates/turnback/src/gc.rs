@@ -157,7 +157,8 @@ impl Store {
     /// Whether a limit of `config` is exceeded by its margin
     /// ([`AUTO_MARGIN`]), from what the index keeps in memory: the number
     /// of live turns and of operations, the oldest of each, and the bytes
-    /// of the blobs. Constant time: no file is read, no list walked.
+    /// of the blobs. No list walked, no turn decoded: at most the start of
+    /// the oldest live turn's bytes is read from the checkpoint.
     pub(crate) fn gc_due(&self, config: &Config, now: u64) -> bool {
         let r = &config.retention;
         let over = |n: u64, limit: u64| n > limit.saturating_add((limit / AUTO_MARGIN).max(1));
@@ -170,11 +171,11 @@ impl Store {
         let too_old = |at: u64| now.saturating_sub(at) > keep_ns;
         // The oldest live turn is the first one that is live: turns are
         // kept in the order they began, and the ended ones are few (a
-        // rewind's, until gc drops its operation).
-        let oldest_live = self.index.live().next().map(|t| t.started_at);
+        // rewind's, until gc drops its operation). Its start is read only
+        // when it matters, from the start of its bytes (not decoded).
         let live = self.index.live_count as u64;
         over(live, r.keep_turns as u64)
-            || (live > 1 && oldest_live.is_some_and(too_old))
+            || (live > 1 && self.index.oldest_live_start().is_some_and(too_old))
             || over(self.index.ops.len() as u64, r.keep_turns as u64)
             || self.index.done.first().is_some_and(|a| {
                 self.index

@@ -138,9 +138,29 @@ impl Index {
         self.turns.get_mut(i)
     }
 
-    /// Live turns, oldest first.
+    /// Live turns, oldest first (a checkpoint's turn that ended is not
+    /// decoded to find that out).
     pub(crate) fn live(&self) -> impl DoubleEndedIterator<Item = &Turn> {
-        self.turns.iter().filter(|t| t.is_live())
+        (0..self.turns.len())
+            .filter(|&i| self.turns.is_live(i))
+            .filter_map(|i| self.turns.get(i))
+    }
+
+    /// When the oldest live turn began, decoding no turn of the checkpoint.
+    pub(crate) fn oldest_live_start(&self) -> Option<u64> {
+        (0..self.turns.len())
+            .find(|&i| self.turns.is_live(i))
+            .and_then(|i| self.turns.started_at(i))
+    }
+
+    /// Live turns whose first record is `first_seq` or later, oldest first
+    /// (those a rewind from there ends). The turns before are neither
+    /// looked at nor decoded: a rewind of the newest turn costs the same
+    /// whatever the older turns hold.
+    pub(crate) fn live_from(&self, first_seq: u64) -> impl DoubleEndedIterator<Item = &Turn> {
+        self.turns
+            .iter_from(self.turns.first_at_or_after(first_seq))
+            .filter(|t| t.is_live())
     }
 
     /// The seq of the operation that ended the newest ended turn with `id`.
@@ -379,11 +399,7 @@ impl Index {
                         "names saved record {saved}, which does not precede it"
                     ));
                 }
-                let ended: Vec<u64> = self
-                    .live()
-                    .filter(|t| t.first_seq >= *from_seq)
-                    .map(|t| t.first_seq)
-                    .collect();
+                let ended: Vec<u64> = self.live_from(*from_seq).map(|t| t.first_seq).collect();
                 self.end_turns(&ended, Some(rec.seq));
                 self.ops.insert(
                     rec.seq,
@@ -410,7 +426,7 @@ impl Index {
                         "names saved record {saved}, which does not precede it"
                     ));
                 }
-                if !self.live().any(|t| t.first_seq == *turn_seq) {
+                if !self.turn_at(*turn_seq).is_some_and(Turn::is_live) {
                     return Err(format!(
                         "reverts turn {turn:?} at {turn_seq}, which is not live"
                     ));
@@ -513,6 +529,24 @@ impl Turns {
         }
     }
 
+    /// Whether the `i`th turn is live (a checkpoint's turn is not decoded
+    /// for it).
+    pub(crate) fn is_live(&self, i: usize) -> bool {
+        match &self.frozen {
+            Some(f) if i < f.len() => f.is_live(i),
+            _ => self.get(i).is_some_and(Turn::is_live),
+        }
+    }
+
+    /// When the `i`th turn began (a checkpoint's turn is not decoded for
+    /// it).
+    pub(crate) fn started_at(&self, i: usize) -> Option<u64> {
+        match &self.frozen {
+            Some(f) if i < f.len() => Some(f.started_at(i)),
+            _ => self.get(i).map(|t| t.started_at),
+        }
+    }
+
     /// The `first_seq` of the `i`th turn, without decoding it.
     fn first_seq(&self, i: usize) -> Option<u64> {
         match &self.frozen {
@@ -551,6 +585,21 @@ impl Turns {
         None
     }
 
+    /// Where the first turn whose first record is `first_seq` or later is
+    /// (`len()` if none): a binary search on `first_seq`, decoding nothing.
+    pub(crate) fn first_at_or_after(&self, first_seq: u64) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.first_seq(mid).is_some_and(|s| s < first_seq) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
     pub(crate) fn push(&mut self, t: Turn) {
         self.list.push(t);
     }
@@ -563,9 +612,15 @@ impl Turns {
 
     /// Every turn, oldest first (each decoded as it is reached).
     pub(crate) fn iter(&self) -> TurnsIter<'_> {
+        self.iter_from(0)
+    }
+
+    /// The turns from the `start`th on, oldest first (each decoded as it is
+    /// reached).
+    pub(crate) fn iter_from(&self, start: usize) -> TurnsIter<'_> {
         TurnsIter {
             turns: self,
-            range: 0..self.len(),
+            range: start.min(self.len())..self.len(),
         }
     }
 

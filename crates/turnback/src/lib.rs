@@ -63,6 +63,7 @@ pub mod log;
 pub mod names;
 mod ops;
 pub mod pack;
+mod par;
 pub mod path;
 pub mod repair;
 mod restore;

@@ -24,7 +24,6 @@ use std::collections::HashMap;
 use std::fs::File;
 
 use crate::sys::Errno;
-use rayon::prelude::*;
 
 use crate::dirstack::{DirStack, Reach, parent_bytes};
 use crate::error::Result;
@@ -88,10 +87,8 @@ fn in_dirs<'a, T: Sync, R: Send>(
             }
             todo.push((handles.len() - 1, item));
         }
-        let done: Vec<(&'a T, Result<R, String>)> = todo
-            .par_iter()
-            .map(|&(h, item)| (item, work(&handles[h], item)))
-            .collect();
+        let done: Vec<(&'a T, Result<R, String>)> =
+            crate::par::map(&todo, |&(h, item)| (item, work(&handles[h], item)));
         out.extend(done);
     }
     out

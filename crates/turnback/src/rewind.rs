@@ -342,7 +342,7 @@ impl Store {
     /// Builds the plan for rewinding `turn` and every later turn.
     pub fn plan_rewind(&self, turn: &TurnId) -> Result<RewindPlan> {
         let first = self.turn(turn)?.first_seq;
-        let turns: Vec<&Turn> = self.index.live().filter(|t| t.first_seq >= first).collect();
+        let turns = self.turns_from(turn)?;
         let mut oldest: HashMap<&RelPath, (u64, &Pre)> = HashMap::new();
         for t in &turns {
             for c in &t.files {

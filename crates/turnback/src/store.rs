@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::sys::fs::OFlags;
-use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::checkpoint;
@@ -287,6 +286,13 @@ impl Store {
     /// The turns that can still be rewound, oldest first.
     pub fn turns(&self) -> Vec<&Turn> {
         self.index.live().collect()
+    }
+
+    /// The live turn `id` and every live turn after it, oldest first: the
+    /// turns `rewind(id)` undoes. Older turns are not read.
+    pub fn turns_from(&self, id: &TurnId) -> Result<Vec<&Turn>> {
+        let first = self.turn(id)?.first_seq;
+        Ok(self.index.live_from(first).collect())
     }
 
     /// One live turn.
@@ -834,15 +840,12 @@ impl Store {
         let mut walk = DirStack::new(&self.root_fd);
         for chunk in collected.files.chunks(OPEN_CHUNK) {
             let opened = self.open_files(&mut walk, &mut entries, chunk)?;
-            let hashed: Vec<Result<(usize, BlobId)>> = opened
-                .par_iter()
-                .map(|(i, file)| {
-                    let mut h = pack::HashingReader::new(file);
-                    io::copy(&mut h, &mut io::sink())
-                        .ctx("read", self.root.join(entries[*i].path.as_path()))?;
-                    Ok((*i, h.finish().0))
-                })
-                .collect();
+            let hashed: Vec<Result<(usize, BlobId)>> = crate::par::map(&opened, |(i, file)| {
+                let mut h = pack::HashingReader::new(file);
+                io::copy(&mut h, &mut io::sink())
+                    .ctx("read", self.root.join(entries[*i].path.as_path()))?;
+                Ok((*i, h.finish().0))
+            });
             for r in hashed {
                 let (i, id) = r?;
                 if let Pre::File { blob, .. } = &mut entries[i].pre {
@@ -1208,9 +1211,8 @@ impl Store {
             let base_packs = &base_packs;
             let known = &self.index.blobs;
             let entries_ro: &[FileEntry] = entries;
-            let done: Vec<Result<Hashed, (usize, io::Error)>> = opened
-                .par_iter()
-                .map(|(i, file)| {
+            let done: Vec<Result<Hashed, (usize, io::Error)>> =
+                crate::par::map(&opened, |(i, file)| {
                     let size = match &entries_ro[*i].pre {
                         Pre::File { size, .. } => *size,
                         _ => 0,
@@ -1250,8 +1252,7 @@ impl Store {
                         frame: Some(frame),
                         base,
                     })
-                })
-                .collect();
+                });
             for r in done {
                 let Hashed {
                     i,

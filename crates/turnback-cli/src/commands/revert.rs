@@ -28,7 +28,7 @@ pub struct Args {
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     let turn = TurnId::new(&args.turn)?;
     let mut store = ctx.open(Options::default())?;
-    let shared = super::rewind::shared_changes(&store);
+    let shared = super::rewind::shared_changes(store.turn(&turn).ok());
     let report = store.revert(
         &turn,
         &RevertOptions {

@@ -24,7 +24,9 @@ pub struct Args {
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     let turn = TurnId::new(&args.turn)?;
     let mut store = ctx.open(Options::default())?;
-    let shared = shared_changes(&store);
+    // Only the turns this rewind undoes: older ones are not read. An
+    // unknown turn is left for the rewind to report.
+    let shared = shared_changes(store.turns_from(&turn).unwrap_or_default());
     let report = store.rewind(
         &turn,
         &RewindOptions {
@@ -39,10 +41,12 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     Ok(code)
 }
 
-/// Each live turn's changes that are recorded in other turns too.
-pub fn shared_changes(store: &turnback::Store) -> Vec<(TurnId, String, Vec<TurnId>)> {
+/// Each of `turns`' changes that are recorded in other turns too.
+pub fn shared_changes<'a>(
+    turns: impl IntoIterator<Item = &'a turnback::Turn>,
+) -> Vec<(TurnId, String, Vec<TurnId>)> {
     let mut out = Vec::new();
-    for t in store.turns() {
+    for t in turns {
         for c in t.files.iter().filter(|c| !c.shared_with.is_empty()) {
             out.push((
                 t.id.clone(),
