@@ -20,6 +20,9 @@ use rustix::fs::{FileType, Mode, Stat};
 use rustix::io::Errno;
 
 use super::Names;
+pub(crate) use super::unix::{
+    HANDLES_KEEP_NAMES, WINDOWS_NAMES, canonicalize, os_str, read_at, write_at,
+};
 
 /// The permission and type bits of `st`.
 pub(crate) fn mode(st: &Stat) -> u32 {
@@ -38,16 +41,12 @@ pub(crate) fn nlink(st: &Stat) -> u64 {
 
 /// The modification time of `st` in nanoseconds since the epoch.
 pub(crate) fn mtime_ns(st: &Stat) -> i64 {
-    st.st_mtime
-        .saturating_mul(1_000_000_000)
-        .saturating_add(st.st_mtime_nsec)
+    super::epoch_ns(st.st_mtime, st.st_mtime_nsec)
 }
 
 /// The status change time of `st` in nanoseconds since the epoch.
 pub(crate) fn ctime_ns(st: &Stat) -> i64 {
-    st.st_ctime
-        .saturating_mul(1_000_000_000)
-        .saturating_add(st.st_ctime_nsec)
+    super::epoch_ns(st.st_ctime, st.st_ctime_nsec)
 }
 
 /// The file type in a full `st_mode` (its upper bits are zero here).
@@ -123,33 +122,6 @@ pub(crate) fn list_names(dir: &impl AsFd) -> (Names, Option<Errno>) {
     }
     (names, None)
 }
-
-/// The bytes as they are: a Unix name is any bytes but NUL and `/`.
-pub(crate) fn os_str(bytes: &[u8]) -> &std::ffi::OsStr {
-    std::os::unix::ffi::OsStrExt::from_bytes(bytes)
-}
-
-/// `pread`.
-pub(crate) fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    std::os::unix::fs::FileExt::read_at(file, buf, offset)
-}
-
-/// `pwrite`.
-pub(crate) fn write_at(file: &std::fs::File, bytes: &[u8], offset: u64) -> io::Result<usize> {
-    std::os::unix::fs::FileExt::write_at(file, bytes, offset)
-}
-
-/// `realpath`.
-pub(crate) fn canonicalize(path: &std::path::Path) -> io::Result<std::path::PathBuf> {
-    std::fs::canonicalize(path)
-}
-
-/// Whether a stored name must pass Windows' name rules here
-/// (`crate::names::windows_problem`).
-pub(crate) const WINDOWS_NAMES: bool = false;
-
-/// A removed directory's name is free at once, whoever holds it open.
-pub(crate) const HANDLES_KEEP_NAMES: bool = false;
 
 /// APFS, by default, does not tell case or Unicode normalization apart.
 pub(crate) const CASE_INSENSITIVE_DEFAULT: bool = true;

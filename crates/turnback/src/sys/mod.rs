@@ -64,6 +64,12 @@ pub(crate) use imp::{
     mkfifo_exact, mode, mtime_ns, nlink, perm,
 };
 
+/// A time of `sec` seconds and `nsec` nanoseconds since the epoch, in
+/// nanoseconds (saturating: a time past the year 2262 stays the largest).
+fn epoch_ns(sec: i64, nsec: i64) -> i64 {
+    sec.saturating_mul(1_000_000_000).saturating_add(nsec)
+}
+
 /// The names of one directory listing in one buffer, each NUL-terminated:
 /// no allocation per name. `.` and `..` are among them.
 #[derive(Debug, Default)]

@@ -1,6 +1,8 @@
 //! Linux and macOS: the POSIX `*at` system calls through rustix, with the
 //! descriptor types of std. The modules above use these names, which
-//! `windows` implements again over Win32.
+//! `windows` implements again over Win32. The calls that are the same on
+//! both (`pread`, `pwrite`, names as bytes, `realpath`) are here too, and
+//! `linux` and `macos` re-export them beside what differs.
 
 pub(crate) use rustix::io::{Errno, dup};
 pub(crate) use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -26,3 +28,30 @@ pub(crate) fn process_alive(pid: u32) -> bool {
 pub(crate) fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
+
+/// The bytes as they are: a Unix name is any bytes but NUL and `/`.
+pub(crate) fn os_str(bytes: &[u8]) -> &std::ffi::OsStr {
+    std::os::unix::ffi::OsStrExt::from_bytes(bytes)
+}
+
+/// `pread`.
+pub(crate) fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, buf, offset)
+}
+
+/// `pwrite`.
+pub(crate) fn write_at(file: &std::fs::File, bytes: &[u8], offset: u64) -> std::io::Result<usize> {
+    std::os::unix::fs::FileExt::write_at(file, bytes, offset)
+}
+
+/// `realpath`.
+pub(crate) fn canonicalize(path: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    std::fs::canonicalize(path)
+}
+
+/// Whether a stored name must pass Windows' name rules here
+/// (`crate::names::windows_problem`).
+pub(crate) const WINDOWS_NAMES: bool = false;
+
+/// A removed directory's name is free at once, whoever holds it open.
+pub(crate) const HANDLES_KEEP_NAMES: bool = false;

@@ -50,9 +50,9 @@ use windows_sys::Win32::Foundation::{CloseHandle, HANDLE, STILL_ACTIVE};
 use windows_sys::Win32::Storage::FileSystem::{
     BY_HANDLE_FILE_INFORMATION, FILE_ATTRIBUTE_DIRECTORY, FILE_ATTRIBUTE_READONLY,
     FILE_ATTRIBUTE_REPARSE_POINT, FILE_ATTRIBUTE_TAG_INFO, FILE_BASIC_INFO,
-    FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT, FILE_SHARE_DELETE, FILE_SHARE_READ,
-    FILE_SHARE_WRITE, FileAttributeTagInfo, FileBasicInfo, GetFileInformationByHandle,
-    GetFileInformationByHandleEx,
+    FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT, FILE_INFO_BY_HANDLE_CLASS,
+    FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE, FileAttributeTagInfo, FileBasicInfo,
+    GetFileInformationByHandle, GetFileInformationByHandleEx,
 };
 use windows_sys::Win32::System::Threading::{
     GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
@@ -560,20 +560,10 @@ pub(crate) fn fstat(fd: impl AsFd) -> Res<Stat> {
     if unsafe { GetFileInformationByHandle(handle(f), &mut info) } == 0 {
         return Err(io::Error::last_os_error().into());
     }
-    let mut basic: FILE_BASIC_INFO = unsafe { std::mem::zeroed() };
-    // SAFETY: as above, with the size of the record passed.
-    let ok = unsafe {
-        GetFileInformationByHandleEx(
-            handle(f),
-            FileBasicInfo,
-            (&mut basic as *mut FILE_BASIC_INFO).cast(),
-            std::mem::size_of::<FILE_BASIC_INFO>() as u32,
-        )
-    };
     let attrs = info.dwFileAttributes;
     let write = (i64::from(info.ftLastWriteTime.dwHighDateTime) << 32)
         | i64::from(info.ftLastWriteTime.dwLowDateTime);
-    let change = if ok != 0 { basic.ChangeTime } else { write };
+    let change = info_ex::<FILE_BASIC_INFO>(f, FileBasicInfo).map_or(write, |b| b.ChangeTime);
     let mode = if attrs & FILE_ATTRIBUTE_REPARSE_POINT != 0 && is_link(f) {
         0o120_777
     } else if attrs & FILE_ATTRIBUTE_DIRECTORY != 0 {
@@ -601,21 +591,32 @@ pub(crate) fn fstat(fd: impl AsFd) -> Res<Stat> {
 /// Whether the reparse point open as `f` is a symlink or junction (others,
 /// such as cloud placeholders, stand for a file or directory).
 fn is_link(f: &File) -> bool {
-    let mut tag: FILE_ATTRIBUTE_TAG_INFO = unsafe { std::mem::zeroed() };
-    // SAFETY: the handle is open and the record's size is passed.
-    let ok = unsafe {
-        GetFileInformationByHandleEx(
-            handle(f),
-            FileAttributeTagInfo,
-            (&mut tag as *mut FILE_ATTRIBUTE_TAG_INFO).cast(),
-            std::mem::size_of::<FILE_ATTRIBUTE_TAG_INFO>() as u32,
-        )
-    };
-    ok == 0
-        || matches!(
+    info_ex::<FILE_ATTRIBUTE_TAG_INFO>(f, FileAttributeTagInfo).is_none_or(|tag| {
+        matches!(
             tag.ReparseTag,
             IO_REPARSE_TAG_SYMLINK | IO_REPARSE_TAG_MOUNT_POINT
         )
+    })
+}
+
+/// The record of class `class` about the file open as `f`
+/// (`GetFileInformationByHandleEx`); `None` when the call fails. `T` must
+/// be the plain-data record that class fills.
+fn info_ex<T>(f: &File, class: FILE_INFO_BY_HANDLE_CLASS) -> Option<T> {
+    let mut record = std::mem::MaybeUninit::<T>::zeroed();
+    // SAFETY: the handle is open for the call, and the record is writable
+    // and of the size passed; every record of these classes is plain data,
+    // valid once the call has filled it.
+    let ok = unsafe {
+        GetFileInformationByHandleEx(
+            handle(f),
+            class,
+            record.as_mut_ptr().cast(),
+            std::mem::size_of::<T>() as u32,
+        )
+    };
+    // SAFETY: filled by the call that succeeded (and zeroed before it).
+    (ok != 0).then(|| unsafe { record.assume_init() })
 }
 
 /// Opens `path` as `flags` say; a directory (and `DIRECTORY`) keeps its
@@ -1020,16 +1021,12 @@ pub(crate) fn nlink(st: &Stat) -> u64 {
 
 /// The last-write time of `st` in nanoseconds since the epoch.
 pub(crate) fn mtime_ns(st: &Stat) -> i64 {
-    st.st_mtime
-        .saturating_mul(1_000_000_000)
-        .saturating_add(st.st_mtime_nsec)
+    super::epoch_ns(st.st_mtime, st.st_mtime_nsec)
 }
 
 /// The change time of `st` in nanoseconds since the epoch.
 pub(crate) fn ctime_ns(st: &Stat) -> i64 {
-    st.st_ctime
-        .saturating_mul(1_000_000_000)
-        .saturating_add(st.st_ctime_nsec)
+    super::epoch_ns(st.st_ctime, st.st_ctime_nsec)
 }
 
 /// The file type in a full `st_mode`.
