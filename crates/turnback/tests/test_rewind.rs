@@ -228,3 +228,24 @@ fn turn_id_can_be_used_again_after_its_rewind() -> TestResult {
     assert!(!p.exists("b.txt"));
     Ok(())
 }
+
+#[test]
+fn a_file_linked_from_outside_after_the_agent_is_not_written_through() -> TestResult {
+    let p = Project::new()?;
+    p.write("b.txt", "b0\n")?;
+    let mut store = p.open()?;
+    let t1 = turn("t1")?;
+    store.write(&t1, None, "b.txt", b"b1\n")?;
+    // Someone links b.txt from outside the project after the agent.
+    let outside = p.outside().join("b-elsewhere");
+    std::fs::hard_link(p.path("b.txt"), &outside)?;
+    let report = store.rewind(&t1, &RewindOptions::default())?;
+    assert!(report.complete(), "{:?}", report.failed);
+    assert_eq!(p.read("b.txt")?, b"b0\n");
+    assert_eq!(
+        std::fs::read(&outside)?,
+        b"b1\n",
+        "the other name is not written through"
+    );
+    Ok(())
+}
