@@ -355,15 +355,25 @@ fn open(file: File) -> Option<(Covered, Index)> {
     let mut crc = crc32fast::Hasher::new();
     crc.update(&head);
     let mut at = head_len as u64;
+    let mut buf = Vec::with_capacity(CHUNK);
     let mut stream =
         |width: usize, n: usize, keep: bool, row_ok: &mut dyn FnMut(usize, &[u8]) -> bool| {
+            // A kept table is read straight into place; the others through
+            // one buffer for every chunk (no allocation or copy per read).
             let mut kept = Vec::new();
+            if keep {
+                kept.reserve_exact(n.checked_mul(width)?);
+            }
             let per = (CHUNK / width).max(1);
             let mut done = 0;
             while done < n {
                 let k = per.min(n - done);
-                let chunk = read_at(&file, at, k * width)?;
-                crc.update(&chunk);
+                let into = if keep { &mut kept } else { &mut buf };
+                let from = if keep { done * width } else { 0 };
+                into.resize(from + k * width, 0);
+                crate::sys::read_exact_at(&file, &mut into[from..], at).ok()?;
+                let chunk = &into[from..];
+                crc.update(chunk);
                 if width > 1
                     && !chunk
                         .chunks_exact(width)
@@ -371,9 +381,6 @@ fn open(file: File) -> Option<(Covered, Index)> {
                         .all(|(j, row)| row_ok(done + j, row))
                 {
                     return None;
-                }
-                if keep {
-                    kept.extend_from_slice(&chunk);
                 }
                 at += (k * width) as u64;
                 done += k;
@@ -480,10 +487,7 @@ fn blob_row_check(n: usize) -> impl FnMut(usize, &[u8]) -> bool {
         let id = id_words(row);
         let sorted = last.is_none_or(|l| l < id);
         last = Some(id);
-        sorted
-            && std::str::from_utf8(&row[32..66]).is_ok_and(pack::is_pack_name)
-            && base <= n
-            && base != k + 1
+        sorted && pack::is_pack_name_bytes(&row[32..66]) && base <= n && base != k + 1
     }
 }
 

@@ -52,14 +52,21 @@ pub fn pack_name(seq: u64) -> String {
 /// Whether `name` has the form of a pack name (so a hostile log cannot name
 /// `../x` as a pack).
 pub fn is_pack_name(name: &str) -> bool {
-    let b = name.as_bytes();
-    b.len() == 34
-        && name.ends_with(".pack")
-        && b[..12].iter().all(u8::is_ascii_digit)
-        && b[12] == b'-'
-        && b[13..29]
-            .iter()
-            .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+    is_pack_name_bytes(name.as_bytes())
+}
+
+/// [`is_pack_name`] of raw bytes (a name of that form is ASCII, so UTF-8):
+/// checked for every row of an index checkpoint's blob table when it is
+/// opened, so it is kept to one pass over the bytes.
+pub(crate) fn is_pack_name_bytes(b: &[u8]) -> bool {
+    let Ok(b) = <&[u8; 34]>::try_from(b) else {
+        return false;
+    };
+    let digits = b[..12].iter().fold(true, |ok, c| ok & c.is_ascii_digit());
+    let hex = b[13..29]
+        .iter()
+        .fold(true, |ok, c| ok & matches!(c, b'0'..=b'9' | b'a'..=b'f'));
+    digits & hex & (b[12] == b'-') & (&b[29..] == b".pack")
 }
 
 /// Where one blob lives.
