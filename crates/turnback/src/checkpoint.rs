@@ -127,7 +127,7 @@ use std::io::Write as _;
 
 use crate::fsx;
 use crate::id::{BlobId, TurnId};
-use crate::index::{Applied, Blobs, Captured, Index, OpInfo, RecordTurns, Turn, Turns};
+use crate::index::{Applied, Blobs, Captured, Index, OpInfo, PathBlobs, RecordTurns, Turn, Turns};
 use crate::log::{FileEntry, Post, Pre};
 use crate::pack::{self, BlobLoc};
 use crate::path::RelPath;
@@ -627,6 +627,58 @@ impl BlobTable {
     }
 }
 
+/// The head's newest blob of each path, left as written (each path and
+/// blob id, sorted by path) with where each path's bytes are: a path is
+/// found by binary search, and nothing is decoded into a map unless a new
+/// checkpoint is written. The head passed its check when the checkpoint
+/// was opened; a path in it that is not a valid path (a checkpoint written
+/// wrong) is left out, and a capture then stores its file whole instead
+/// of as a delta.
+pub(crate) struct FrozenPathBlobs {
+    bytes: Box<[u8]>,
+    /// (offset, length) of each path's bytes in `bytes`, its blob id right
+    /// after them.
+    paths: Vec<(u32, u32)>,
+}
+
+impl std::fmt::Debug for FrozenPathBlobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FrozenPathBlobs({} paths)", self.paths.len())
+    }
+}
+
+impl FrozenPathBlobs {
+    fn path_at(&self, k: usize) -> &[u8] {
+        let (at, len) = self.paths[k];
+        &self.bytes[at as usize..(at + len) as usize]
+    }
+
+    fn blob_at(&self, k: usize) -> BlobId {
+        let end = (self.paths[k].0 + self.paths[k].1) as usize;
+        let mut id = [0; 32];
+        id.copy_from_slice(&self.bytes[end..end + 32]);
+        BlobId(id)
+    }
+
+    /// The newest blob recorded for `path`.
+    pub(crate) fn get(&self, path: &RelPath) -> Option<BlobId> {
+        let bytes = &self.bytes;
+        let k = self
+            .paths
+            .binary_search_by(|&(at, len)| {
+                bytes[at as usize..(at + len) as usize].cmp(path.as_bytes())
+            })
+            .ok()?;
+        Some(self.blob_at(k))
+    }
+
+    /// Every path and its blob, decoded.
+    pub(crate) fn all(&self) -> impl Iterator<Item = (RelPath, BlobId)> + '_ {
+        (0..self.paths.len())
+            .filter_map(|k| Some((RelPath::from_bytes(self.path_at(k)).ok()?, self.blob_at(k))))
+    }
+}
+
 /// The checkpoint's capture and seal records, each with the `first_seq`
 /// of its turn: rows of two little-endian u64, sorted by record.
 #[derive(Debug)]
@@ -688,6 +740,7 @@ pub(crate) struct FrozenTurns {
 #[derive(Debug, Clone, Copy)]
 struct Head {
     started_at: u64,
+    sealed: bool,
     ended_by: Option<u64>,
 }
 
@@ -782,6 +835,7 @@ impl FrozenTurns {
         if let Some(t) = self.cells[i].get() {
             return Some(Head {
                 started_at: t.started_at,
+                sealed: t.sealed,
                 ended_by: t.ended_by,
             });
         }
@@ -797,10 +851,11 @@ impl FrozenTurns {
                 return None;
             }
             let started_at = r.num()?;
-            r.byte()?;
+            let sealed = r.byte()? != 0;
             let ended_by = r.opt(Reader::num)?;
             Some(Head {
                 started_at,
+                sealed,
                 ended_by,
             })
         })
@@ -811,6 +866,14 @@ impl FrozenTurns {
         match self.head(i) {
             Some(h) => h.ended_by.is_none(),
             None => self.get(i).is_live(),
+        }
+    }
+
+    /// Whether turn `i` is sealed, without decoding it.
+    pub(crate) fn is_sealed(&self, i: usize) -> bool {
+        match self.head(i) {
+            Some(h) => h.sealed,
+            None => self.get(i).sealed,
         }
     }
 
@@ -1059,7 +1122,7 @@ impl Writer {
                 self.num(a.saved);
             }
         }
-        self.sorted(&x.path_blob, |w, path, id| {
+        self.sorted(&x.path_blob.all(), |w, path, id| {
             w.bytes(path.as_bytes());
             w.blob(id);
         });
@@ -1348,7 +1411,23 @@ impl<'a> Reader<'a> {
         };
         let done = self.vec(applied)?;
         let undone = self.vec(applied)?;
-        let path_blob = self.map(|r| Some((r.path()?, r.blob()?)))?;
+        // Kept as written, with where each path is (see FrozenPathBlobs).
+        let from = self.rest;
+        let start = self.at;
+        let n = self.len()?;
+        let mut paths = Vec::with_capacity(n);
+        for _ in 0..n {
+            let len = self.len()?;
+            let at = u32::try_from(self.at - start).ok()?;
+            paths.push((at, u32::try_from(len).ok()?));
+            self.take(len)?;
+            self.take(32)?;
+        }
+        let bytes = &from[..from.len() - self.rest.len()];
+        let path_blob = PathBlobs::from_frozen(FrozenPathBlobs {
+            bytes: bytes.into(),
+            paths,
+        });
         Some(Index {
             saved,
             ops,
@@ -1676,6 +1755,34 @@ mod tests {
         assert_eq!(again.turns().len(), 400);
         let whole = from_log_alone(dir.path(), &again)?;
         assert_eq!(bytes_of(&again.index), bytes_of(&whole));
+        Ok(())
+    }
+
+    #[test]
+    fn a_write_after_a_sealed_turn_decodes_no_turn_and_finds_bases_in_place() -> TestResult {
+        let (dir, mut store) = large_store()?;
+        // A capture turn the agent then wrote itself (no post-images), sealed
+        // by the next turn, which is rewound: the newest live turn is sealed.
+        store.capture_many(&t("big"), None, &["f1.txt", "f2.txt"])?;
+        std::fs::write(dir.path().join("f1.txt"), "by the agent\n")?;
+        store.write(&t("next"), None, "f3.txt", b"next\n")?;
+        store.rewind(&t("next"), &crate::RewindOptions::default())?;
+        // The checkpoint again, now holding "big" sealed.
+        drop(from_log_alone(dir.path(), &store)?);
+        let first = Store::open(dir.path())?;
+        assert!(index_path(&first).exists());
+        let mut store = Store::open(dir.path())?;
+        store.write(&t("new"), None, "f5.txt", b"new\n")?;
+        assert_eq!(decoded(&store.index), 0, "\"big\" is sealed: not decoded");
+        let whole = from_log_alone(dir.path(), &store)?;
+        let bases = whole.path_blob.all();
+        assert_eq!(bases.len(), 7);
+        for (path, blob) in &bases {
+            assert_eq!(store.index.path_blob.get(path), Some(*blob), "{path}");
+        }
+        let absent = RelPath::parse("f7.txt")?;
+        assert_eq!(store.index.path_blob.get(&absent), None);
+        assert_eq!(bytes_of(&store.index), bytes_of(&whole));
         Ok(())
     }
 

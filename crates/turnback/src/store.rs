@@ -700,7 +700,7 @@ impl Store {
         // was killed before the seal, and this is its rerun; nothing has
         // happened since that the seal would wrongly take in.
         let seal = {
-            let mut live = self.index.live().rev();
+            let mut live = self.index.live_places().rev();
             let before = match self.index.turn(turn) {
                 None => live.next(),
                 Some(t) if t.first_seq == self.index.last_seq => {
@@ -709,11 +709,7 @@ impl Store {
                 }
                 Some(_) => None,
             };
-            before
-                .filter(|t| {
-                    !t.sealed && t.files.iter().any(|c| !t.posts.contains_key(&c.entry.path))
-                })
-                .map(|t| t.first_seq)
+            before.and_then(|i| self.index.to_seal(i))
         };
         let already: HashSet<RelPath> = self
             .index
@@ -1504,7 +1500,7 @@ impl Store {
     /// compressed against, and where it is stored, when a delta is worth
     /// making.
     fn delta_base_loc(&self, path: &RelPath, size: u64) -> Option<(BlobId, BlobLoc)> {
-        let base = *self.index.path_blob.get(path)?;
+        let base = self.index.path_blob.get(path)?;
         let loc = self.index.blobs.get(&base)?;
         if loc.size < 1024
             || loc.size + size > pack::DELTA_LIMIT
