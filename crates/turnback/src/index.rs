@@ -375,6 +375,10 @@ impl Index {
                 if t.label.is_none() {
                     t.label = label.clone().filter(|l| !l.is_empty());
                 }
+                // Grown once to size: a record of 100,000 paths would
+                // otherwise leave up to half its room unused.
+                t.files.reserve(files.len());
+                t.paths.reserve(files.len());
                 for f in files {
                     if !t.paths.contains_key(&f.path) {
                         t.paths.insert(f.path.clone(), rec.seq);

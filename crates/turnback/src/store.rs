@@ -931,6 +931,7 @@ impl Store {
         mode: Collect,
     ) -> Result<Collected> {
         let mut out = Collected::default();
+        out.entries.reserve(rels.len());
         let mut seen: HashSet<RelPath> = HashSet::new();
         // Directory handles on the way to the current path, reached
         // without following symlinks.
@@ -1151,7 +1152,7 @@ impl Store {
         files: Vec<(usize, u64)>,
     ) -> Result<(Vec<StoredBlob>, u64)> {
         let level = self.options.compression_level;
-        let mut blobs: Vec<StoredBlob> = Vec::new();
+        let mut blobs: Vec<StoredBlob> = Vec::with_capacity(files.len());
         let mut fresh: HashSet<BlobId> = HashSet::new();
         let mut stored = 0u64;
         let (small, large): (Vec<_>, Vec<_>) = files
