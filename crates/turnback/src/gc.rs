@@ -157,8 +157,8 @@ impl Store {
     /// Whether a limit of `config` is exceeded by its margin
     /// ([`AUTO_MARGIN`]), from what the index keeps in memory: the number
     /// of live turns and of operations, the oldest of each, and the bytes
-    /// of the blobs. No list walked, no turn decoded: at most the start of
-    /// the oldest live turn's bytes is read from the checkpoint.
+    /// of the blobs. No list walked, no turn decoded or read: the oldest
+    /// live turn's start is in its row of the checkpoint.
     pub(crate) fn gc_due(&self, config: &Config, now: u64) -> bool {
         let r = &config.retention;
         let over = |n: u64, limit: u64| n > limit.saturating_add((limit / AUTO_MARGIN).max(1));
@@ -172,7 +172,7 @@ impl Store {
         // The oldest live turn is the first one that is live: turns are
         // kept in the order they began, and the ended ones are few (a
         // rewind's, until gc drops its operation). Its start is read only
-        // when it matters, from the start of its bytes (not decoded).
+        // when it matters, from its row of the checkpoint (not decoded).
         let live = self.index.live_count as u64;
         over(live, r.keep_turns as u64)
             || (live > 1 && self.index.oldest_live_start().is_some_and(too_old))
