@@ -1181,13 +1181,12 @@ fn turn_tables(turns: &Turns) -> Option<(Vec<u8>, Vec<u8>, Vec<u8>)> {
 /// base is a row (1 + its number; 0 for none): one that is not a known
 /// blob makes no table, nor does a pack name of another form.
 fn blob_table(blobs: &Blobs) -> Option<Vec<u8>> {
-    let (table, added) = blobs.parts();
-    let old: Vec<(BlobId, BlobLoc)> = match table {
+    let old: Vec<(BlobId, BlobLoc)> = match blobs.parts().0 {
         Some(t) => BlobTable::rows(&t.all()).collect(),
         None => Vec::new(),
     };
     let mut all: Vec<(&BlobId, &BlobLoc)> = old.iter().map(|(i, l)| (i, l)).collect();
-    all.extend(added.iter());
+    all.extend(blobs.parts().1);
     all.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let at = |id: &BlobId| -> Option<u32> {
         let k = all.binary_search_by(|(r, _)| (*r).cmp(id)).ok()?;

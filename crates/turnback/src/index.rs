@@ -15,7 +15,7 @@
 //! - an undo names the operation on top of the stack of operations in
 //!   effect, a redo the one on top of the stack of undone operations.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -221,7 +221,11 @@ impl Index {
         {
             return Err(format!("bad pack name {p:?}"));
         }
-        let mut fresh: HashMap<BlobId, BlobLoc> = HashMap::new();
+        // The record's blobs in a vector sorted by id (the last entry of an
+        // id standing, as a map would keep it), not a map: a record of
+        // 100,000 blobs is checked and kept without a hash table's room.
+        let mut fresh: Vec<(BlobId, BlobLoc)> = Vec::with_capacity(blobs.len());
+        let mut seen: HashSet<BlobId> = HashSet::with_capacity(blobs.len());
         for b in blobs {
             let name = match (&b.pack, pack) {
                 (Some(p), _) if pack::is_pack_name(p) => p.clone(),
@@ -230,7 +234,7 @@ impl Index {
                 (None, None) => return Err(format!("blob {} is listed without a pack", b.id)),
             };
             if let Some(base) = &b.base
-                && !fresh.contains_key(base)
+                && !seen.contains(base)
                 && !self.blobs.contains_key(base)
             {
                 return Err(format!(
@@ -238,6 +242,7 @@ impl Index {
                     b.id
                 ));
             }
+            seen.insert(b.id);
             let loc = BlobLoc {
                 pack: name,
                 offset: b.offset,
@@ -245,12 +250,21 @@ impl Index {
                 size: b.size,
                 base: b.base,
             };
-            fresh.insert(b.id, loc);
+            fresh.push((b.id, loc));
         }
+        drop(seen);
+        fresh.reverse();
+        fresh.sort_by_key(|a| a.0);
+        fresh.dedup_by(|later, kept| later.0 == kept.0);
+        let in_record = |id: &BlobId| {
+            fresh
+                .binary_search_by(|(k, _)| k.cmp(id))
+                .ok()
+                .map(|k| fresh[k].1.size)
+        };
         for f in files {
             if let Pre::File { blob, size, .. } = &f.pre {
-                let known = fresh.get(blob).map(|l| l.size);
-                match known.or_else(|| self.blobs.size_of(blob)) {
+                match in_record(blob).or_else(|| self.blobs.size_of(blob)) {
                     None => {
                         return Err(format!(
                             "{} names blob {blob} that no record stored",
@@ -267,12 +281,7 @@ impl Index {
                 }
             }
         }
-        for (id, loc) in fresh {
-            let len = loc.len;
-            if self.blobs.insert_new(id, loc) {
-                self.stored_bytes += len;
-            }
-        }
+        self.stored_bytes += self.blobs.insert_sorted(fresh);
         for f in files {
             if let Pre::File { blob, .. } = &f.pre {
                 self.path_blob.insert(f.path.clone(), *blob);
@@ -495,20 +504,24 @@ pub(crate) fn apply_snapshot(
     if !pack::is_pack_name(pack) {
         return Err(format!("bad pack name {pack:?}"));
     }
-    let mut added = 0;
-    for b in blobs {
-        let loc = BlobLoc {
-            pack: b.pack.clone().unwrap_or_else(|| pack.to_owned()),
-            offset: b.offset,
-            len: b.len,
-            size: b.size,
-            base: b.base,
-        };
-        if known.insert_new(b.id, loc) {
-            added += b.len;
-        }
-    }
-    Ok(added)
+    // Each blob once, the first entry of an id standing (as inserting them
+    // one by one did).
+    let mut run: Vec<(BlobId, BlobLoc)> = blobs
+        .iter()
+        .map(|b| {
+            let loc = BlobLoc {
+                pack: b.pack.clone().unwrap_or_else(|| pack.to_owned()),
+                offset: b.offset,
+                len: b.len,
+                size: b.size,
+                base: b.base,
+            };
+            (b.id, loc)
+        })
+        .collect();
+    run.sort_by_key(|a| a.0);
+    run.dedup_by(|later, kept| later.0 == kept.0);
+    Ok(known.insert_sorted(run))
 }
 
 /// Every turn seen, live or ended, in the order they began: those of the
@@ -703,24 +716,41 @@ impl DoubleEndedIterator for TurnsIter<'_> {
 impl ExactSizeIterator for TurnsIter<'_> {}
 
 /// Where every blob is: those of the checkpoint the index was opened from
-/// in its sorted table, searched in place, then those the log added.
+/// in its sorted table, searched in place, then those the log added since:
+/// a record's blobs each in a map when it stores a few, as one run sorted
+/// by id when it stores many (see [`RUN_FROM`]).
 #[derive(Debug, Default)]
 pub(crate) struct Blobs {
     frozen: Option<BlobTable>,
-    /// Blobs not in the table.
+    /// Blobs not in the table, from records that stored a few.
     added: HashMap<BlobId, BlobLoc>,
+    /// Blobs not in the table nor in `added`, from records that stored
+    /// many: each run sorted by id, no id in two places.
+    runs: Vec<Vec<(BlobId, BlobLoc)>>,
 }
+
+/// A record storing at least this many new blobs keeps them as a run
+/// sorted by id instead of in the map: growing the map by a rewind's
+/// 100,000 saved blobs doubles its table, the old and the new one alive
+/// during the move (about 600 bytes a blob at that moment, against the
+/// run's 120).
+const RUN_FROM: usize = 256;
+
+/// Runs kept apart at most; beyond, they are merged into one.
+const MAX_RUNS: usize = 8;
 
 impl Blobs {
     pub(crate) fn from_frozen(table: BlobTable) -> Blobs {
         Blobs {
             frozen: Some(table),
-            added: HashMap::new(),
+            ..Blobs::default()
         }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.frozen.as_ref().map_or(0, BlobTable::len) + self.added.len()
+        self.frozen.as_ref().map_or(0, BlobTable::len)
+            + self.added.len()
+            + self.runs.iter().map(Vec::len).sum::<usize>()
     }
 
     fn frozen_row(&self, id: &BlobId) -> Option<(&BlobTable, BlobRow)> {
@@ -728,13 +758,24 @@ impl Blobs {
         t.find(id).map(|row| (t, row))
     }
 
+    /// Where blob `id` is, if the log added it.
+    fn added_loc(&self, id: &BlobId) -> Option<&BlobLoc> {
+        self.added.get(id).or_else(|| {
+            self.runs.iter().find_map(|run| {
+                run.binary_search_by(|(k, _)| k.cmp(id))
+                    .ok()
+                    .map(|i| &run[i].1)
+            })
+        })
+    }
+
     pub(crate) fn contains_key(&self, id: &BlobId) -> bool {
-        self.added.contains_key(id) || self.frozen_row(id).is_some()
+        self.added_loc(id).is_some() || self.frozen_row(id).is_some()
     }
 
     /// Where blob `id` is stored.
     pub(crate) fn get(&self, id: &BlobId) -> Option<BlobLoc> {
-        match self.added.get(id) {
+        match self.added_loc(id) {
             Some(loc) => Some(loc.clone()),
             None => self.frozen_row(id).map(|(t, row)| t.loc(&row)),
         }
@@ -742,7 +783,7 @@ impl Blobs {
 
     /// The uncompressed size of blob `id`.
     pub(crate) fn size_of(&self, id: &BlobId) -> Option<u64> {
-        match self.added.get(id) {
+        match self.added_loc(id) {
             Some(loc) => Some(loc.size),
             None => self.frozen_row(id).map(|(_, row)| row.size()),
         }
@@ -750,25 +791,33 @@ impl Blobs {
 
     /// The blob `id` is a delta against, if it is known and one.
     pub(crate) fn base_of(&self, id: &BlobId) -> Option<BlobId> {
-        match self.added.get(id) {
+        match self.added_loc(id) {
             Some(loc) => loc.base,
             None => self.frozen_row(id).and_then(|(t, row)| t.base(&row)),
         }
     }
 
-    /// Records where blob `id` is, unless it is known already (the first
-    /// record of a blob wins). Returns whether it was new.
-    pub(crate) fn insert_new(&mut self, id: BlobId, loc: BlobLoc) -> bool {
-        if self.frozen_row(&id).is_some() {
-            return false;
+    /// Records the blobs of one record, sorted by id with no id twice,
+    /// but those known already (the first record of a blob wins). Returns
+    /// the compressed bytes of the new ones.
+    pub(crate) fn insert_sorted(&mut self, mut run: Vec<(BlobId, BlobLoc)>) -> u64 {
+        run.retain(|(id, _)| !self.contains_key(id));
+        let bytes = run.iter().map(|(_, loc)| loc.len).sum();
+        if run.len() < RUN_FROM {
+            self.added.extend(run);
+            return bytes;
         }
-        match self.added.entry(id) {
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(loc);
-                true
+        self.runs.push(run);
+        if self.runs.len() > MAX_RUNS {
+            let mut all: Vec<(BlobId, BlobLoc)> =
+                Vec::with_capacity(self.runs.iter().map(Vec::len).sum());
+            for run in self.runs.drain(..) {
+                all.extend(run);
             }
-            std::collections::hash_map::Entry::Occupied(_) => false,
+            all.sort_unstable_by_key(|a| a.0);
+            self.runs.push(all);
         }
+        bytes
     }
 
     /// Every blob and where it is, the table's in id order first (its rows
@@ -778,12 +827,24 @@ impl Blobs {
         let frozen: Vec<(BlobId, BlobLoc)> = BlobTable::rows(&table).collect();
         frozen
             .into_iter()
-            .chain(self.added.iter().map(|(id, loc)| (*id, loc.clone())))
+            .chain(self.added_iter().map(|(id, loc)| (*id, loc.clone())))
+    }
+
+    /// The blobs the log added since the checkpoint.
+    fn added_iter(&self) -> impl Iterator<Item = (&BlobId, &BlobLoc)> {
+        self.added
+            .iter()
+            .chain(self.runs.iter().flatten().map(|(id, loc)| (id, loc)))
     }
 
     /// The checkpoint's table and the blobs added since.
-    pub(crate) fn parts(&self) -> (Option<&BlobTable>, &HashMap<BlobId, BlobLoc>) {
-        (self.frozen.as_ref(), &self.added)
+    pub(crate) fn parts(
+        &self,
+    ) -> (
+        Option<&BlobTable>,
+        impl Iterator<Item = (&BlobId, &BlobLoc)>,
+    ) {
+        (self.frozen.as_ref(), self.added_iter())
     }
 }
 
@@ -866,5 +927,55 @@ impl PathBlobs {
             .unwrap_or_default();
         all.extend(self.added.iter().map(|(p, b)| (p.clone(), *b)));
         all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u32) -> BlobId {
+        let mut b = [0; 32];
+        b[..4].copy_from_slice(&n.to_be_bytes());
+        BlobId(b)
+    }
+
+    fn loc(pack: u64, len: u64) -> BlobLoc {
+        BlobLoc {
+            pack: crate::pack::pack_name(pack),
+            offset: 0,
+            len,
+            size: len,
+            base: None,
+        }
+    }
+
+    #[test]
+    fn records_of_many_blobs_are_runs_and_the_first_record_of_a_blob_wins() {
+        let mut blobs = Blobs::default();
+        // A small record goes into the map.
+        assert_eq!(blobs.insert_sorted(vec![(id(1), loc(1, 10))]), 10);
+        // A large one is a run; the blob already known is left out.
+        let big: Vec<_> = (0..1000).map(|n| (id(n), loc(2, 1))).collect();
+        assert_eq!(blobs.insert_sorted(big), 999);
+        assert_eq!(blobs.len(), 1000);
+        assert_eq!(blobs.get(&id(1)).map(|l| l.len), Some(10), "first wins");
+        assert_eq!(blobs.size_of(&id(999)), Some(1));
+        assert!(!blobs.contains_key(&id(1000)));
+        // More runs than MAX_RUNS are merged into one, every blob kept.
+        for r in 0..MAX_RUNS as u32 {
+            let run: Vec<_> = (0..300)
+                .map(|n| (id(10_000 + r * 300 + n), loc(3, 2)))
+                .collect();
+            assert_eq!(blobs.insert_sorted(run), 600);
+        }
+        assert_eq!(blobs.runs.len(), 1);
+        assert_eq!(blobs.len(), 1000 + 300 * MAX_RUNS);
+        assert!((0..1000).all(|n| blobs.contains_key(&id(n))));
+        assert_eq!(
+            blobs.size_of(&id(10_000 + 300 * MAX_RUNS as u32 - 1)),
+            Some(2)
+        );
+        assert_eq!(blobs.parts().1.count(), blobs.len());
     }
 }
