@@ -656,9 +656,13 @@ impl std::fmt::Debug for FrozenPathBlobs {
 }
 
 impl FrozenPathBlobs {
-    fn path_at(&self, k: usize) -> &[u8] {
-        let (at, len) = self.paths[k];
+    /// The bytes of the path at `(offset, length)`.
+    fn path(&self, (at, len): (u32, u32)) -> &[u8] {
         &self.bytes[at as usize..(at + len) as usize]
+    }
+
+    fn path_at(&self, k: usize) -> &[u8] {
+        self.path(self.paths[k])
     }
 
     fn blob_at(&self, k: usize) -> BlobId {
@@ -670,12 +674,9 @@ impl FrozenPathBlobs {
 
     /// The newest blob recorded for `path`.
     pub(crate) fn get(&self, path: &RelPath) -> Option<BlobId> {
-        let bytes = &self.bytes;
         let k = self
             .paths
-            .binary_search_by(|&(at, len)| {
-                bytes[at as usize..(at + len) as usize].cmp(path.as_bytes())
-            })
+            .binary_search_by(|&p| self.path(p).cmp(path.as_bytes()))
             .ok()?;
         Some(self.blob_at(k))
     }
@@ -748,6 +749,16 @@ struct Head {
     started_at: u64,
     sealed: bool,
     ended_by: Option<u64>,
+}
+
+impl Head {
+    fn of(t: &Turn) -> Head {
+        Head {
+            started_at: t.started_at,
+            sealed: t.sealed,
+            ended_by: t.ended_by,
+        }
+    }
 }
 
 /// FNV-1a (64 bits) of a turn id: fixed here, so a checkpoint's id table
@@ -836,11 +847,7 @@ impl FrozenTurns {
     /// changed since), else from its row.
     fn head(&self, i: usize) -> Head {
         if let Some(t) = self.cells[i].get() {
-            return Head {
-                started_at: t.started_at,
-                sealed: t.sealed,
-                ended_by: t.ended_by,
-            };
+            return Head::of(t);
         }
         let row = i * TURN_ROW;
         Head {
@@ -1150,12 +1157,7 @@ fn turn_tables(turns: &Turns) -> Option<(Vec<u8>, Vec<u8>, Vec<u8>)> {
             _ => {
                 let t = turns.get(i)?;
                 bodies.turn(t);
-                let head = Head {
-                    started_at: t.started_at,
-                    sealed: t.sealed,
-                    ended_by: t.ended_by,
-                };
-                (t.first_seq, head)
+                (t.first_seq, Head::of(t))
             }
         };
         let body = &bodies.0[start..];
@@ -1181,12 +1183,12 @@ fn turn_tables(turns: &Turns) -> Option<(Vec<u8>, Vec<u8>, Vec<u8>)> {
 /// base is a row (1 + its number; 0 for none): one that is not a known
 /// blob makes no table, nor does a pack name of another form.
 fn blob_table(blobs: &Blobs) -> Option<Vec<u8>> {
-    let old: Vec<(BlobId, BlobLoc)> = match blobs.parts().0 {
+    let old: Vec<(BlobId, BlobLoc)> = match blobs.table() {
         Some(t) => BlobTable::rows(&t.all()).collect(),
         None => Vec::new(),
     };
     let mut all: Vec<(&BlobId, &BlobLoc)> = old.iter().map(|(i, l)| (i, l)).collect();
-    all.extend(blobs.parts().1);
+    all.extend(blobs.added());
     all.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let at = |id: &BlobId| -> Option<u32> {
         let k = all.binary_search_by(|(r, _)| (*r).cmp(id)).ok()?;
@@ -1778,7 +1780,7 @@ mod tests {
         let (dir, store) = large_store()?;
         let bytes = std::fs::read(index_path(&store))?;
         let (_, index) = decode(&bytes).ok_or("decodes")?;
-        let blobs = index.blobs.parts().0.ok_or("a blob table")?;
+        let blobs = index.blobs.table().ok_or("a blob table")?;
         let turns = index.turns.frozen().ok_or("a turn table")?;
         let n = turns.len();
         assert!(blobs.len() > 2 && n > 2);

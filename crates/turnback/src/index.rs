@@ -243,14 +243,7 @@ impl Index {
                 ));
             }
             seen.insert(b.id);
-            let loc = BlobLoc {
-                pack: name,
-                offset: b.offset,
-                len: b.len,
-                size: b.size,
-                base: b.base,
-            };
-            fresh.push((b.id, loc));
+            fresh.push((b.id, stored_at(b, name)));
         }
         drop(seen);
         fresh.reverse();
@@ -509,19 +502,24 @@ pub(crate) fn apply_snapshot(
     let mut run: Vec<(BlobId, BlobLoc)> = blobs
         .iter()
         .map(|b| {
-            let loc = BlobLoc {
-                pack: b.pack.clone().unwrap_or_else(|| pack.to_owned()),
-                offset: b.offset,
-                len: b.len,
-                size: b.size,
-                base: b.base,
-            };
-            (b.id, loc)
+            let name = b.pack.clone().unwrap_or_else(|| pack.to_owned());
+            (b.id, stored_at(b, name))
         })
         .collect();
     run.sort_by_key(|a| a.0);
     run.dedup_by(|later, kept| later.0 == kept.0);
     Ok(known.insert_sorted(run))
+}
+
+/// Where the stored blob `b` is, in the pack `pack`.
+fn stored_at(b: &StoredBlob, pack: String) -> BlobLoc {
+    BlobLoc {
+        pack,
+        offset: b.offset,
+        len: b.len,
+        size: b.size,
+        base: b.base,
+    }
 }
 
 /// Every turn seen, live or ended, in the order they began: those of the
@@ -827,24 +825,19 @@ impl Blobs {
         let frozen: Vec<(BlobId, BlobLoc)> = BlobTable::rows(&table).collect();
         frozen
             .into_iter()
-            .chain(self.added_iter().map(|(id, loc)| (*id, loc.clone())))
+            .chain(self.added().map(|(id, loc)| (*id, loc.clone())))
     }
 
     /// The blobs the log added since the checkpoint.
-    fn added_iter(&self) -> impl Iterator<Item = (&BlobId, &BlobLoc)> {
+    pub(crate) fn added(&self) -> impl Iterator<Item = (&BlobId, &BlobLoc)> {
         self.added
             .iter()
             .chain(self.runs.iter().flatten().map(|(id, loc)| (id, loc)))
     }
 
-    /// The checkpoint's table and the blobs added since.
-    pub(crate) fn parts(
-        &self,
-    ) -> (
-        Option<&BlobTable>,
-        impl Iterator<Item = (&BlobId, &BlobLoc)>,
-    ) {
-        (self.frozen.as_ref(), self.added_iter())
+    /// The checkpoint's table.
+    pub(crate) fn table(&self) -> Option<&BlobTable> {
+        self.frozen.as_ref()
     }
 }
 
@@ -976,6 +969,6 @@ mod tests {
             blobs.size_of(&id(10_000 + 300 * MAX_RUNS as u32 - 1)),
             Some(2)
         );
-        assert_eq!(blobs.parts().1.count(), blobs.len());
+        assert_eq!(blobs.added().count(), blobs.len());
     }
 }
