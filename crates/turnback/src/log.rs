@@ -64,11 +64,13 @@ use serde::{Deserialize, Serialize};
 use crate::id::{BlobId, TurnId};
 use crate::path::RelPath;
 
+mod de;
+
 /// The log's file name inside the store.
 pub const LOG_FILE: &str = "log.jsonl";
 
-/// One line of the log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One line of the log (read by [`de`], in one pass).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Record {
     /// Strictly increasing sequence number.
     pub seq: u64,
@@ -80,7 +82,7 @@ pub struct Record {
 }
 
 /// The kinds of record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Op {
     /// Pre-images saved for a turn.
@@ -216,8 +218,8 @@ pub struct PostEntry {
     pub post: Post,
 }
 
-/// The hash-only state of a path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The hash-only state of a path (read by [`de`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Post {
     /// A regular file with these bytes.
@@ -267,8 +269,8 @@ pub struct FileEntry {
     pub pre: Pre,
 }
 
-/// A path's state before a turn's first write to it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A path's state before a turn's first write to it (read by [`de`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Pre {
     /// A regular file.
@@ -326,13 +328,33 @@ const CRC_SUFFIX_LEN: usize = r#","crc":"00000000"}"#.len();
 
 /// Serializes a record as one log line, newline included.
 pub fn encode(record: &Record) -> Vec<u8> {
-    let mut body = serde_json::to_vec(record).expect("records always serialize");
+    // Measured first, then written into a buffer of its exact size: a line
+    // may name 100,000 paths, and a growing buffer would hold up to twice
+    // its bytes.
+    let mut size = Counted(0);
+    serde_json::to_writer(&mut size, record).expect("records always serialize");
+    // Its closing brace gives way to the check and the brace, then the newline.
+    let mut body = Vec::with_capacity(size.0 - 1 + CRC_SUFFIX_LEN + 1);
+    serde_json::to_writer(&mut body, record).expect("records always serialize");
     let crc = crc32fast::hash(&body);
     debug_assert_eq!(body.last(), Some(&b'}'));
     body.pop();
     body.extend_from_slice(format!(r#","crc":"{crc:08x}"}}"#).as_bytes());
     body.push(b'\n');
     body
+}
+
+/// A writer that only counts the bytes written to it.
+struct Counted(usize);
+
+impl std::io::Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Parses one line (without its newline).
@@ -584,6 +606,14 @@ mod tests {
         for r in sample() {
             let line = encode(&r);
             assert_eq!(decode(&line[..line.len() - 1]), Ok(r));
+        }
+    }
+
+    #[test]
+    fn a_line_is_encoded_into_a_buffer_of_its_exact_size() {
+        for r in sample() {
+            let line = encode(&r);
+            assert_eq!(line.capacity(), line.len(), "{line:?}");
         }
     }
 

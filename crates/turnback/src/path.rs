@@ -288,22 +288,29 @@ impl Serialize for RelPath {
 
 impl<'de> Deserialize<'de> for RelPath {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Form<'a> {
-            #[serde(borrow)]
-            Text(std::borrow::Cow<'a, str>),
-            #[serde(borrow)]
-            Hex(HexForm<'a>),
+        /// A string, or the hex form: read as it comes, without buffering.
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RelPath;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(r#"a path: a string or {"bytes_hex": "…"}"#)
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<RelPath, E> {
+                checked(text.as_bytes())
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RelPath, A::Error> {
+                let h = HexForm::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                let bytes = hex::decode(h.bytes_hex.as_ref()).map_err(|e| {
+                    serde::de::Error::custom(format!("path {:?}: bad hex: {e}", h.bytes_hex))
+                })?;
+                checked(&bytes)
+            }
         }
-        let bytes = match Form::deserialize(d)? {
-            Form::Text(s) => s.into_owned().into_bytes(),
-            Form::Hex(h) => hex::decode(h.bytes_hex.as_ref()).map_err(|e| {
-                serde::de::Error::custom(format!("path {:?}: bad hex: {e}", h.bytes_hex))
-            })?,
-        };
-        RelPath::from_bytes(&bytes)
-            .map_err(|e| serde::de::Error::custom(format!("path {:?}: {e}", escaped(&bytes))))
+        fn checked<E: serde::de::Error>(bytes: &[u8]) -> Result<RelPath, E> {
+            RelPath::from_bytes(bytes)
+                .map_err(|e| E::custom(format!("path {:?}: {e}", escaped(bytes))))
+        }
+        d.deserialize_any(V)
     }
 }
 
