@@ -600,7 +600,7 @@ impl BlobTable {
 
     pub(crate) fn loc(&self, row: &BlobRow) -> BlobLoc {
         BlobLoc {
-            pack: String::from_utf8_lossy(&row.row[32..66]).into_owned(),
+            pack: String::from_utf8_lossy(&row.row[32..66]).into(),
             offset: u64_at(&row.row, 66),
             len: u64_at(&row.row, 74),
             size: row.size(),
@@ -624,7 +624,7 @@ impl BlobTable {
                 BlobId(id)
             });
             let loc = BlobLoc {
-                pack: String::from_utf8_lossy(&r[32..66]).into_owned(),
+                pack: String::from_utf8_lossy(&r[32..66]).into(),
                 offset: u64_at(r, 66),
                 len: u64_at(r, 74),
                 size: u64_at(r, 82),

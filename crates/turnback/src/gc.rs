@@ -392,7 +392,11 @@ impl Store {
         // paths that was most of a rewind's memory).
         let referenced: HashSet<String> = if unchanged {
             report.records_after = report.records_before;
-            self.index.blobs.iter().map(|(_, l)| l.pack).collect()
+            self.index
+                .blobs
+                .iter()
+                .map(|(_, l)| l.pack.to_string())
+                .collect()
         } else {
             let keep: HashSet<u64> = kept_seqs.iter().map(|k| k.0).collect();
             let mut chosen = Vec::with_capacity(keep.len());
@@ -474,7 +478,11 @@ impl Store {
             .ctx("remove", self.store_path.join(checkpoint::INDEX_FILE))?;
         self.write_store_file(&dirs.store, LOG_FILE, &out)?;
         fsx::fsync(&dirs.store).ctx("fsync", &self.store_path)?;
-        Ok(check.blobs.iter().map(|(_, l)| l.pack).collect())
+        Ok(check
+            .blobs
+            .iter()
+            .map(|(_, l)| l.pack.to_string())
+            .collect())
     }
 
     /// The log's bytes.
@@ -523,7 +531,7 @@ impl Store {
                 introduced.insert(id);
                 new_blobs.push(StoredBlob {
                     id,
-                    pack: Some(loc.pack),
+                    pack: Some(loc.pack.to_string()),
                     offset: loc.offset,
                     len: loc.len,
                     size: loc.size,

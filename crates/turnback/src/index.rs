@@ -16,6 +16,7 @@
 //!   effect, a redo the one on top of the stack of undone operations.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -226,9 +227,10 @@ impl Index {
         // 100,000 blobs is checked and kept without a hash table's room.
         let mut fresh: Vec<(BlobId, BlobLoc)> = Vec::with_capacity(blobs.len());
         let mut seen: HashSet<BlobId> = HashSet::with_capacity(blobs.len());
+        let shared: Option<Arc<str>> = pack.as_deref().map(Arc::from);
         for b in blobs {
-            let name = match (&b.pack, pack) {
-                (Some(p), _) if pack::is_pack_name(p) => p.clone(),
+            let name = match (&b.pack, &shared) {
+                (Some(p), _) if pack::is_pack_name(p) => Arc::from(p.as_str()),
                 (Some(p), _) => return Err(format!("bad pack name {p:?}")),
                 (None, Some(p)) => p.clone(),
                 (None, None) => return Err(format!("blob {} is listed without a pack", b.id)),
@@ -499,10 +501,11 @@ pub(crate) fn apply_snapshot(
     }
     // Each blob once, the first entry of an id standing (as inserting them
     // one by one did).
+    let shared: Arc<str> = Arc::from(pack);
     let mut run: Vec<(BlobId, BlobLoc)> = blobs
         .iter()
         .map(|b| {
-            let name = b.pack.clone().unwrap_or_else(|| pack.to_owned());
+            let name = b.pack.as_deref().map_or_else(|| shared.clone(), Arc::from);
             (b.id, stored_at(b, name))
         })
         .collect();
@@ -512,7 +515,7 @@ pub(crate) fn apply_snapshot(
 }
 
 /// Where the stored blob `b` is, in the pack `pack`.
-fn stored_at(b: &StoredBlob, pack: String) -> BlobLoc {
+fn stored_at(b: &StoredBlob, pack: Arc<str>) -> BlobLoc {
     BlobLoc {
         pack,
         offset: b.offset,
@@ -935,7 +938,7 @@ mod tests {
 
     fn loc(pack: u64, len: u64) -> BlobLoc {
         BlobLoc {
-            pack: crate::pack::pack_name(pack),
+            pack: crate::pack::pack_name(pack).into(),
             offset: 0,
             len,
             size: len,

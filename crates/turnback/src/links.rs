@@ -88,7 +88,11 @@ pub(crate) fn other_names(store: &Store, rels: &[RelPath]) -> Result<Names> {
     let mut walk = DirStack::new(&store.root_fd);
     for rel in rels {
         let found = stat_rel(&mut walk, rel).ctx("look at", store.root.join(rel.as_str()))?;
-        if let Some((inode, nlink)) = found {
+        // A file with one name has no other: only the others are kept (a
+        // rewind of 100,000 files would otherwise copy every path here).
+        if let Some((inode, nlink)) = found
+            && nlink > 1
+        {
             let e = wanted.entry(inode).or_insert((nlink, Vec::new()));
             if !e.1.contains(rel) {
                 e.1.push(rel.clone());

@@ -72,8 +72,9 @@ pub(crate) fn is_pack_name_bytes(b: &[u8]) -> bool {
 /// Where one blob lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlobLoc {
-    /// Pack file name.
-    pub pack: String,
+    /// Pack file name, shared by every blob of the pack (a record of
+    /// 100,000 blobs holds one copy of it, not 100,000).
+    pub pack: std::sync::Arc<str>,
     /// Offset of the zstd frame in the pack.
     pub offset: u64,
     /// Compressed length.
@@ -403,7 +404,7 @@ mod tests {
         w.commit(&fd, &name)?;
         let path = dir.path().join(&name);
         let loc = BlobLoc {
-            pack: name,
+            pack: name.into(),
             offset,
             len,
             size,

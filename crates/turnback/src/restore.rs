@@ -145,7 +145,7 @@ impl Store {
             .blobs
             .get(blob)
             .ok_or("its blob is not in the store")?;
-        let pack = packs.get(&loc.pack).ok_or("its pack is not open")?;
+        let pack = packs.get(&*loc.pack).ok_or("its pack is not open")?;
         let (file, tmp) = fsx::create_temp(dir, path.file_name(), mode)
             .map_err(|e| format!("cannot create a temporary file: {e}"))?;
         // All-zero blocks become holes: a sparse pre-image comes back sparse.

@@ -102,7 +102,7 @@ use crate::id::{BlobId, TurnId};
 use crate::index::Turn;
 use crate::lift::Lifts;
 use crate::links::{self, LinkSplit};
-use crate::log::{FailedPath, FileEntry, Op, Post, Pre};
+use crate::log::{FailedPath, FileEntry, Op, Post, PostEntry, Pre};
 use crate::path::RelPath;
 use crate::restore;
 use crate::store::{Store, post_of};
@@ -242,6 +242,14 @@ impl Report {
         self.failed.is_empty()
     }
 
+    /// The plan's step for `path` (the plan is sorted by path).
+    pub(crate) fn step(&self, path: &RelPath) -> Option<&Step> {
+        self.plan
+            .binary_search_by(|s| s.path.cmp(path))
+            .ok()
+            .map(|i| &self.plan[i])
+    }
+
     pub(crate) fn new(
         operation: &'static str,
         turn: TurnId,
@@ -328,21 +336,23 @@ pub(crate) fn steps_from<'a>(
 }
 
 /// Paths of `steps` plus their ancestors: what an operation may change.
+/// Each step's path is new (a plan holds one step per path); only the
+/// ancestors, far fewer, are kept in a set to be listed once.
 fn touched_paths(steps: &[Step]) -> Vec<RelPath> {
-    let mut set: HashSet<RelPath> = HashSet::new();
-    let mut out = Vec::new();
+    let planned = |p: &RelPath| steps.binary_search_by(|s| s.path.cmp(p)).is_ok();
+    let mut dirs: HashSet<RelPath> = HashSet::new();
+    let mut out = Vec::with_capacity(steps.len());
     for s in steps {
-        for p in s
-            .path
-            .ancestors()
-            .into_iter()
-            .chain(std::iter::once(s.path.clone()))
-        {
-            if set.insert(p.clone()) {
-                out.push(p);
+        for a in s.path.ancestors() {
+            if !planned(&a) && dirs.insert(a.clone()) {
+                out.push(a);
             }
         }
+        out.push(s.path.clone());
     }
+    // Its room grew past the plan's length by the directories: given back
+    // before the states are saved, while it is held.
+    out.shrink_to_fit();
     out
 }
 
@@ -393,13 +403,14 @@ impl Store {
         // fails the rewind before it starts.
         let config = self.config()?;
         let current = self.current_states(&mut report)?;
-        for step in &report.plan {
-            if let (Some(post), Some(now)) = (plan.posts.get(&step.path), current.get(&step.path))
-                && post != now
+        for now in &current {
+            if let Some(post) = plan.posts.get(&now.path)
+                && *post != now.post
                 && !matches!(post, Post::Other)
+                && report.step(&now.path).is_some()
             {
                 let c = Conflict {
-                    path: step.path.clone(),
+                    path: now.path.clone(),
                     reason: "changed since the agent's turn (by you, an editor or another tool)"
                         .into(),
                     detail: None,
@@ -411,17 +422,15 @@ impl Store {
                 }
             }
         }
-        let kept: HashSet<&RelPath> = report.kept.iter().map(|c| &c.path).collect();
-        let steps: Vec<Step> = report
-            .plan
-            .iter()
-            .filter(|s| !kept.contains(&s.path))
-            .cloned()
-            .collect();
+        // Freed before the plan runs: each holds a state per path.
+        drop((current, plan.posts));
+        report.kept.sort_by(|a, b| a.path.cmp(&b.path));
+        report.conflicts.sort_by(|a, b| a.path.cmp(&b.path));
         if options.dry_run {
             return Ok(report);
         }
-        self.execute(&steps, &mut report)?;
+        let kept: HashSet<RelPath> = report.kept.iter().map(|c| c.path.clone()).collect();
+        self.execute_plan(&mut report, &kept)?;
         self.append(Op::Rewind {
             turn: turn.clone(),
             from_seq: plan.from_seq,
@@ -490,16 +499,16 @@ impl Store {
         let current = self.current_states(&mut report)?;
         let t = self.turn(turn)?;
         let mut edited = Vec::new();
-        for step in &report.plan {
-            if later.contains(&step.path) {
+        for now in &current {
+            if later.contains(&now.path) || report.step(&now.path).is_none() {
                 continue;
             }
-            if let (Some((_, post)), Some(now)) = (t.post(&step.path), current.get(&step.path))
-                && post != now
+            if let Some((_, post)) = t.post(&now.path)
+                && *post != now.post
                 && !matches!(post, Post::Other)
             {
                 edited.push(Conflict {
-                    path: step.path.clone(),
+                    path: now.path.clone(),
                     reason: "changed since the agent's turn (by you, an editor or another tool)"
                         .into(),
                     detail: None,
@@ -518,8 +527,7 @@ impl Store {
         if options.dry_run {
             return Ok(report);
         }
-        let steps = report.plan.clone();
-        self.execute(&steps, &mut report)?;
+        self.execute_plan(&mut report, &HashSet::new())?;
         self.append(Op::Revert {
             turn: turn.clone(),
             turn_seq,
@@ -606,32 +614,30 @@ impl Store {
             .unwrap_or_default();
         let mut report = Report::new(operation, turn, turns, false, steps);
         self.current_states(&mut report)?;
-        let steps = report.plan.clone();
-        self.execute(&steps, &mut report)?;
+        self.execute_plan(&mut report, &HashSet::new())?;
         Ok(report)
     }
 
-    /// The current state of every path the plan may change: saved durably
-    /// (not on a dry run), and returned as hashes.
-    fn current_states(&mut self, report: &mut Report) -> Result<HashMap<RelPath, Post>> {
+    /// The current state of every path the plan may change (and of the
+    /// other names of its hard-linked files): saved durably (not on a dry
+    /// run), and returned as hashes, in no particular order.
+    fn current_states(&mut self, report: &mut Report) -> Result<Vec<PostEntry>> {
         let paths = touched_paths(&report.plan);
-        let posts: Vec<(RelPath, Post)> = if report.dry_run {
-            self.hash_states(&paths)?
-                .into_iter()
-                .map(|p| (p.path, p.post))
-                .collect()
-        } else {
-            // An operation interrupted before its record was rolled back
-            // when the lock was taken (see `settle.rs`): the states saved
-            // here are the folder as it was before that operation began.
-            let (seq, entries) = self.save_states(&paths)?;
-            report.saved = Some(seq);
-            entries
-                .into_iter()
-                .map(|e| (e.path.clone(), post_of(&e.pre)))
-                .collect()
-        };
-        Ok(posts.into_iter().collect())
+        if report.dry_run {
+            return self.hash_states(&paths);
+        }
+        // An operation interrupted before its record was rolled back when
+        // the lock was taken (see `settle.rs`): the states saved here are
+        // the folder as it was before that operation began.
+        let (seq, entries) = self.save_states(&paths)?;
+        report.saved = Some(seq);
+        Ok(entries
+            .into_iter()
+            .map(|e| PostEntry {
+                post: post_of(&e.pre),
+                path: e.path,
+            })
+            .collect())
     }
 
     /// A three-way explanation of a revert conflict.
@@ -687,8 +693,23 @@ impl Store {
         out
     }
 
-    /// Applies `steps` (after the current states were saved).
-    pub(crate) fn execute(&self, steps: &[Step], report: &mut Report) -> Result<()> {
+    /// Applies the report's plan but its steps on the paths in `skip`
+    /// (after the current states were saved). The plan is lent, not copied:
+    /// it holds a step per path, and a rewind may name 100,000.
+    pub(crate) fn execute_plan(&self, report: &mut Report, skip: &HashSet<RelPath>) -> Result<()> {
+        let plan = std::mem::take(&mut report.plan);
+        let steps = plan.iter().filter(|s| !skip.contains(&s.path));
+        let result = self.execute(steps, report);
+        report.plan = plan;
+        result
+    }
+
+    /// Applies `steps`, sorted by path.
+    fn execute<'s>(
+        &self,
+        steps: impl Iterator<Item = &'s Step>,
+        report: &mut Report,
+    ) -> Result<()> {
         let mut dirs = DirCache::new(self)?;
         let mut lifts = Lifts::default();
         let steps = writable_steps(self, &mut lifts, steps, report)?;
@@ -765,9 +786,9 @@ impl Store {
                 .get(blob)
                 .ok_or_else(|| "its blob is not in the store".to_string())
                 .and_then(|loc| {
-                    if !packs.contains_key(&loc.pack) {
+                    if !packs.contains_key(&*loc.pack) {
                         let f = self.open_pack(&loc.pack).map_err(|e| e.to_string())?;
-                        packs.insert(loc.pack.clone(), f);
+                        packs.insert(loc.pack.to_string(), f);
                     }
                     Ok(())
                 });
@@ -852,7 +873,8 @@ impl Store {
                     .ctx("flush the directories of", &self.root)?;
             }
         }
-        report.restored.sort();
+        // In place: a stable sort would borrow room for half the paths.
+        report.restored.sort_unstable();
         report.restored.dedup();
         report.failed.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(())
@@ -1030,11 +1052,13 @@ fn set_dir_mode(dirs: &mut DirCache, path: &RelPath, mode: u32) -> Result<bool, 
 fn writable_steps<'s>(
     store: &Store,
     lifts: &mut Lifts,
-    steps: &'s [Step],
+    steps: impl Iterator<Item = &'s Step>,
     report: &mut Report,
 ) -> Result<Vec<&'s Step>> {
     let mut walk = DirStack::new(&store.root_fd);
-    let mut out = Vec::with_capacity(steps.len());
+    // The upper bound: a filtered plan's length, grown once.
+    let (least, most) = steps.size_hint();
+    let mut out = Vec::with_capacity(most.unwrap_or(least));
     for step in steps {
         if matches!(step.action, Action::CannotRestore { .. }) {
             out.push(step);
@@ -1178,5 +1202,47 @@ impl DirCache {
             self.open.insert(key.clone(), cur);
         }
         Ok(self.open.get(&key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(path: &str, action: Action) -> Step {
+        Step {
+            path: RelPath::parse(path).expect("valid"),
+            action,
+        }
+    }
+
+    #[test]
+    fn touched_paths_lists_each_path_and_ancestor_once() {
+        let mut plan = vec![
+            step("a", Action::MakeDir { mode: 0o755 }),
+            step("a/b/c.txt", Action::Delete),
+            step("a/b/c/x", Action::Delete),
+            step("a/b/d", Action::Delete),
+            step("e/f", Action::Delete),
+        ];
+        plan.sort_by(|x, y| x.path.cmp(&y.path));
+        let got: Vec<String> = touched_paths(&plan).iter().map(|p| p.to_string()).collect();
+        let mut sorted = got.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(got.len(), sorted.len(), "a path listed twice: {got:?}");
+        assert_eq!(
+            sorted,
+            [
+                "a",
+                "a/b",
+                "a/b/c",
+                "a/b/c.txt",
+                "a/b/c/x",
+                "a/b/d",
+                "e",
+                "e/f"
+            ]
+        );
     }
 }

@@ -51,7 +51,7 @@
 //! starts from the folder as it was before the first attempt, and its undo
 //! gives that folder back.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::dirstack::{DirStack, parent_bytes};
 use crate::error::Result;
@@ -76,8 +76,8 @@ impl Store {
         let (back, mut left) = self.to_put_back(&saved, &paths)?;
         let steps = steps_from(back.iter().map(|e| (&e.path, &e.pre)), self);
         let turn = TurnId::new("rolled-back").expect("a valid turn id");
-        let mut report = Report::new("rollback", turn, Vec::new(), false, steps.clone());
-        self.execute(&steps, &mut report)?;
+        let mut report = Report::new("rollback", turn, Vec::new(), false, steps);
+        self.execute_plan(&mut report, &HashSet::new())?;
         left.extend(report.failed);
         left.sort_by(|a, b| a.path.cmp(&b.path));
         self.append(Op::RolledBack {

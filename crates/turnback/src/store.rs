@@ -861,8 +861,12 @@ impl Store {
         // The other names of a hard-linked file are saved too, so reversing
         // the operation makes them one file again.
         let names = crate::links::other_names(self, rels)?;
-        let all: Vec<RelPath> = rels.iter().chain(&names.found).cloned().collect();
-        let collected = self.collect(&all, &HashSet::new(), Collect::State)?;
+        let collected = if names.found.is_empty() {
+            self.collect(rels, &HashSet::new(), Collect::State)?
+        } else {
+            let all: Vec<RelPath> = rels.iter().chain(&names.found).cloned().collect();
+            self.collect(&all, &HashSet::new(), Collect::State)?
+        };
         let mut entries = collected.entries;
         let seq = self.index.last_seq + 1;
         let pack_name = pack::pack_name(seq);
@@ -934,10 +938,14 @@ impl Store {
         // Directory handles on the way to the current path, reached
         // without following symlinks.
         let mut walk = DirStack::new(&self.root_fd);
-        let mut queue: Vec<RelPath> = rels.to_vec();
+        // `rels`, then the paths links captured earlier lead to.
+        let mut queue: Vec<RelPath> = Vec::new();
         let mut qi = 0;
-        while qi < queue.len() {
-            let rel = queue[qi].clone();
+        while qi < rels.len() + queue.len() {
+            let rel = match rels.get(qi) {
+                Some(r) => r.clone(),
+                None => queue[qi - rels.len()].clone(),
+            };
             qi += 1;
             if already.contains(&rel) {
                 // A link captured earlier in the turn (as absent, or pointing
@@ -1192,7 +1200,7 @@ impl Store {
                 let Some((_, loc)) = self.delta_base_loc(&entries[*i].path, size) else {
                     continue;
                 };
-                if !base_packs.contains_key(&loc.pack) {
+                if !base_packs.contains_key(&*loc.pack) {
                     if base_packs.len() >= 16 {
                         base_packs.clear();
                     }
@@ -1201,7 +1209,7 @@ impl Store {
                     // error (out of descriptors, I/O) fails the command.
                     match self.open_pack(&loc.pack) {
                         Ok(f) => {
-                            base_packs.insert(loc.pack.clone(), f);
+                            base_packs.insert(loc.pack.to_string(), f);
                         }
                         Err(Error::Io { source, .. })
                             if matches!(
@@ -1483,7 +1491,7 @@ impl Store {
     ) -> Option<(BlobId, Vec<u8>)> {
         let (base, loc) = self.delta_base_loc(path, size)?;
         // A damaged base only means no delta; the new blob is stored whole.
-        let bytes = match packs.get(&loc.pack) {
+        let bytes = match packs.get(&*loc.pack) {
             Some(pack) => {
                 let mut out = Vec::with_capacity(loc.size as usize);
                 self.copy_blob_from(pack, &base, &loc, &mut out)

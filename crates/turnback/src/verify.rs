@@ -628,10 +628,7 @@ fn check_packs(
     let all: HashMap<BlobId, BlobLoc> = index.blobs.iter().collect();
     let mut by_pack: BTreeMap<&str, PackBlobs<'_>> = BTreeMap::new();
     for (id, loc) in &all {
-        by_pack
-            .entry(loc.pack.as_str())
-            .or_default()
-            .push((id, loc));
+        by_pack.entry(&*loc.pack).or_default().push((id, loc));
     }
     for blobs in by_pack.values_mut() {
         blobs.sort_by_key(|(_, loc)| loc.offset);
