@@ -70,6 +70,8 @@ enum Command {
     Verify(commands::verify::Args),
     Repair(commands::repair::Args),
     ImportOsfoundry(commands::import_osfoundry::Args),
+    #[command(hide = true)]
+    EmptyTrash(commands::trash::Args),
 }
 
 /// What a command hands back to `main`: the exit code.
@@ -156,6 +158,7 @@ fn main() -> ExitCode {
         Command::Verify(a) => commands::verify::run(&ctx, a),
         Command::Repair(a) => commands::repair::run(&ctx, a),
         Command::ImportOsfoundry(a) => commands::import_osfoundry::run(&ctx, a),
+        Command::EmptyTrash(a) => commands::trash::run(&ctx, a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -76,6 +76,7 @@ mod special;
 mod store;
 mod subtree_stat;
 mod sys;
+mod trash;
 pub mod tree;
 pub mod verify;
 

@@ -33,6 +33,7 @@ use crate::log::FailedPath;
 use crate::path::RelPath;
 use crate::sparse::SparseWriter;
 use crate::store::Store;
+use crate::trash::Trash;
 
 /// Files handled together on every core.
 const CHUNK: usize = 256;
@@ -181,6 +182,12 @@ impl Store {
         per_file: bool,
     ) -> Vec<(&'a RelPath, Result<(), String>)> {
         let mut walk = DirStack::new(&self.root_fd);
+        // The files replaced get a second name in the trash first, so the
+        // renames free nothing while the user waits (see `trash.rs`).
+        let trash = self
+            .dirs
+            .as_ref()
+            .and_then(|d| Trash::open(&d.store, &self.root_fd));
         let done = in_dirs(
             &mut walk,
             staged,
@@ -189,6 +196,7 @@ impl Store {
             "its directory is gone",
             |dir, (path, tmp)| {
                 let name = path.file_name();
+                let kept = trash.as_ref().and_then(|t| t.keep(dir, name));
                 let res = match fsx::rename(dir, tmp, name) {
                     Ok(()) => Ok(()),
                     // A directory stands there: only an empty one goes.
@@ -205,6 +213,9 @@ impl Store {
                 };
                 if res.is_err() {
                     let _ = fsx::unlink(dir, tmp);
+                    if let (Some(t), Some(entry)) = (&trash, &kept) {
+                        t.forget(entry);
+                    }
                 }
                 res
             },

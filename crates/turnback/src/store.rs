@@ -312,7 +312,7 @@ impl Store {
         }
     }
 
-    fn open_dirs(&mut self, create: bool) -> Result<()> {
+    pub(crate) fn open_dirs(&mut self, create: bool) -> Result<()> {
         if self.dirs.is_some() {
             return Ok(());
         }
@@ -423,7 +423,12 @@ impl Store {
             true,
             self.options.lock_timeout,
         )?;
-        self.sweep_temp_packs()?;
+        // Names a rewind left in the trash (its background removal not
+        // done, or a crash between a link and its rename) go before the
+        // project is read: no capture sees them as hard links.
+        if self.sweep_temp_packs()? {
+            crate::trash::empty(&self.dirs().store);
+        }
         // A temporary file in the store (a config or compacted log being
         // written when a process died) is stale under the exclusive lock.
         fsx::sweep_stale_temps(&self.dirs().store);
@@ -442,10 +447,13 @@ impl Store {
 
     /// Removes temporary files a crashed mutation left in the store
     /// directory (called under the exclusive lock, so none is in use).
-    fn sweep_temp_packs(&self) -> Result<()> {
+    /// Returns whether the listing holds a trash (see `trash.rs`).
+    fn sweep_temp_packs(&self) -> Result<bool> {
         let entries = std::fs::read_dir(&self.store_path).ctx("list", &self.store_path)?;
+        let mut trash = false;
         for e in entries {
             let e = e.ctx("list", &self.store_path)?;
+            trash |= e.file_name() == crate::trash::TRASH_DIR;
             if let Some(name) = e.file_name().to_str()
                 && name.starts_with(".pack")
                 && name.contains(fsx::TEMP_MARK)
@@ -454,7 +462,7 @@ impl Store {
                     .ctx("remove stale temporary", self.store_path.join(name))?;
             }
         }
-        Ok(())
+        Ok(trash)
     }
 
     fn open_log(&self, mode: OFlags) -> Result<File> {

@@ -29,3 +29,5 @@ mod test_model_ops;
 mod test_rewind;
 mod test_safety;
 mod test_store;
+#[cfg(target_os = "linux")]
+mod test_trash;

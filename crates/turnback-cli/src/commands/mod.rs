@@ -23,6 +23,7 @@ pub mod show;
 pub mod snapshot;
 pub mod status;
 pub mod store;
+pub mod trash;
 pub mod undo;
 pub mod verify;
 pub mod write;

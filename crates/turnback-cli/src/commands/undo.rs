@@ -13,11 +13,15 @@ pub struct RedoArgs {}
 pub fn run_undo(ctx: &Ctx, _args: UndoArgs) -> Outcome {
     let mut store = ctx.open(Options::default())?;
     let report = store.undo()?;
-    super::rewind::print_report(ctx, &report)
+    let code = super::rewind::print_report(ctx, &report)?;
+    super::trash::empty_later(&store);
+    Ok(code)
 }
 
 pub fn run_redo(ctx: &Ctx, _args: RedoArgs) -> Outcome {
     let mut store = ctx.open(Options::default())?;
     let report = store.redo()?;
-    super::rewind::print_report(ctx, &report)
+    let code = super::rewind::print_report(ctx, &report)?;
+    super::trash::empty_later(&store);
+    Ok(code)
 }

@@ -226,3 +226,47 @@ fn rewind_is_exit_3_when_a_file_over_the_size_cap_cannot_be_restored() -> TestRe
     );
     Ok(())
 }
+
+/// Where frees are deferred (Linux, the store on the project's device), the
+/// rewind links the files it replaces into the store's trash; the process
+/// it starts in the background removes them, and nothing is left there.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_trash_a_rewind_fills_is_emptied_in_the_background() -> TestResult {
+    use std::os::unix::fs::MetadataExt;
+    let p = Project::new()?;
+    for i in 0..20 {
+        p.write(&format!("d/f{i}.txt"), format!("before {i}\n"))?;
+    }
+    let names: Vec<String> = (0..20).map(|i| format!("d/f{i}.txt")).collect();
+    let mut args = vec!["capture", "--turn", "t1"];
+    args.extend(names.iter().map(String::as_str));
+    p.ok(&args)?;
+    for (i, n) in names.iter().enumerate() {
+        p.write(n, format!("after {i}\n"))?;
+    }
+    let trash = p.store_dir()?.join("trash");
+    let same_device =
+        std::fs::metadata(p.store_dir()?)?.dev() == std::fs::metadata(p.path("d"))?.dev();
+    p.ok(&["rewind", "t1"])?;
+    for (i, n) in names.iter().enumerate() {
+        assert_eq!(p.read(n)?, format!("before {i}\n").into_bytes());
+    }
+    if !same_device {
+        assert!(!trash.exists(), "a trash across devices");
+        return Ok(());
+    }
+    // The background process needs no lock and removes only names; wait
+    // for it (bounded), then nothing is left.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while trash.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!trash.exists(), "the trash is still there after 30 s");
+    // And the rewind undoes exactly.
+    p.ok(&["undo"])?;
+    for (i, n) in names.iter().enumerate() {
+        assert_eq!(p.read(n)?, format!("after {i}\n").into_bytes());
+    }
+    Ok(())
+}

@@ -103,3 +103,10 @@ pub(crate) fn list_names(dir: &impl AsFd) -> (Names, Option<Errno>) {
 
 /// ext4 and most Linux file systems tell case apart.
 pub(crate) const CASE_INSENSITIVE_DEFAULT: bool = false;
+
+/// A rename over a file frees the replaced inode, and ext4 mounted with
+/// `discard` pays for the free synchronously (measured: 0.55 s of renames
+/// for 4,686 files against 0.22-0.26 s with the old files linked aside):
+/// a rewind links each replaced file into the store's trash first and
+/// frees it later (see `trash.rs`).
+pub(crate) const DEFER_FREES: bool = true;

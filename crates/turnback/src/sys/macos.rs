@@ -125,3 +125,6 @@ pub(crate) fn list_names(dir: &impl AsFd) -> (Names, Option<Errno>) {
 
 /// APFS, by default, does not tell case or Unicode normalization apart.
 pub(crate) const CASE_INSENSITIVE_DEFAULT: bool = true;
+
+/// Not measured on APFS: a rename frees the replaced file as it goes.
+pub(crate) const DEFER_FREES: bool = false;

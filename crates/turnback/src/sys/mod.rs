@@ -59,9 +59,9 @@ pub(crate) use windows::{AsFd, BorrowedFd, Errno, OwnedFd, dup, euid, fs, proces
 compile_error!("turnback runs on Linux, macOS and Windows");
 
 pub(crate) use imp::{
-    CASE_INSENSITIVE_DEFAULT, HANDLES_KEEP_NAMES, WHOLE_FS_FLUSH, WINDOWS_NAMES, commit_queued,
-    ctime_ns, dev, fdatasync, file_type, flush_device, fsync_durable, fsync_queued, list_names,
-    mkfifo_exact, mode, mtime_ns, nlink, perm,
+    CASE_INSENSITIVE_DEFAULT, DEFER_FREES, HANDLES_KEEP_NAMES, WHOLE_FS_FLUSH, WINDOWS_NAMES,
+    commit_queued, ctime_ns, dev, fdatasync, file_type, flush_device, fsync_durable, fsync_queued,
+    list_names, mkfifo_exact, mode, mtime_ns, nlink, perm,
 };
 
 /// A time of `sec` seconds and `nsec` nanoseconds since the epoch, in

@@ -1,0 +1,104 @@
+//! The trash (Linux, where a rename's free is deferred): a rewind gives each
+//! file it replaces a second name in the store's trash, so its renames free
+//! nothing; the names go later, and nothing depends on them.
+
+use std::os::unix::fs::MetadataExt;
+
+use turnback::log::{Op, Pre};
+use turnback::{RewindOptions, TurnId};
+
+use crate::common::*;
+
+/// Whether the store and the project share a device (the trash is used
+/// only then).
+fn same_device(p: &Project) -> TestResult<bool> {
+    Ok(std::fs::metadata(p.store_dir())?.dev() == std::fs::metadata(&p.root)?.dev())
+}
+
+fn trash_names(p: &Project) -> Vec<String> {
+    match std::fs::read_dir(p.store_dir().join("trash")) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[test]
+fn a_rewind_keeps_the_replaced_files_in_the_trash_until_it_is_emptied() -> TestResult {
+    let p = Project::new()?;
+    for i in 0..5 {
+        p.write(&format!("d/f{i}.txt"), format!("original {i}\n"))?;
+    }
+    let mut store = p.open()?;
+    let t = TurnId::new("t1")?;
+    let rels: Vec<String> = (0..5).map(|i| format!("d/f{i}.txt")).collect();
+    store.capture_many(&t, None, &rels)?;
+    let mut agent_inodes = Vec::new();
+    for (i, rel) in rels.iter().enumerate() {
+        p.write(rel, format!("agent {i}\n"))?;
+        agent_inodes.push(std::fs::metadata(p.path(rel))?.ino());
+    }
+    let report = store.rewind(&t, &RewindOptions::default())?;
+    assert_eq!(report.restored.len(), 5, "{report:?}");
+    for (i, rel) in rels.iter().enumerate() {
+        assert_eq!(p.read(rel)?, format!("original {i}\n").into_bytes());
+        assert_eq!(std::fs::metadata(p.path(rel))?.nlink(), 1, "{rel}");
+    }
+    if !same_device(&p)? {
+        assert!(!store.trash_pending(), "a trash across devices");
+        return Ok(());
+    }
+    // Each replaced file lives on as one name in the trash, bytes intact.
+    assert!(store.trash_pending());
+    let trash = p.store_dir().join("trash");
+    let mut kept: Vec<u64> = trash_names(&p)
+        .iter()
+        .map(|n| std::fs::metadata(trash.join(n)).map(|m| m.ino()))
+        .collect::<Result<_, _>>()?;
+    kept.sort();
+    agent_inodes.sort();
+    assert_eq!(kept, agent_inodes);
+    assert_eq!(store.empty_trash()?, 5);
+    assert!(!store.trash_pending());
+    assert!(!trash.exists(), "the emptied trash is removed");
+    // The rewind can still be undone: the agent's bytes are in the store.
+    store.undo()?;
+    for (i, rel) in rels.iter().enumerate() {
+        assert_eq!(p.read(rel)?, format!("agent {i}\n").into_bytes());
+    }
+    Ok(())
+}
+
+#[test]
+fn the_next_mutation_empties_the_trash_before_it_reads_the_project() -> TestResult {
+    let p = Project::new()?;
+    p.write("a.txt", "one\n")?;
+    let mut store = p.open()?;
+    store.capture(&TurnId::new("t1")?, None, "a.txt")?;
+    drop(store);
+    // A crash between a link and its rename: the project file has a second
+    // name in the trash.
+    let trash = p.store_dir().join("trash");
+    std::fs::create_dir_all(&trash)?;
+    std::fs::hard_link(p.path("a.txt"), trash.join("1-0"))?;
+    assert_eq!(std::fs::metadata(p.path("a.txt"))?.nlink(), 2);
+    let mut store = p.open()?;
+    assert!(store.trash_pending());
+    store.capture(&TurnId::new("t2")?, None, "a.txt")?;
+    assert!(!trash.exists(), "the trash was not emptied");
+    assert_eq!(std::fs::metadata(p.path("a.txt"))?.nlink(), 1);
+    // The capture saw one name: no hard-link group recorded.
+    let last = p.captures()?.pop().ok_or("no capture record")?;
+    let Op::Capture { files, .. } = last.op else {
+        return Err("not a capture".into());
+    };
+    assert!(
+        files
+            .iter()
+            .all(|f| matches!(f.pre, Pre::File { link: None, .. })),
+        "{files:?}"
+    );
+    Ok(())
+}
