@@ -391,6 +391,8 @@ struct Figures {
     full_bare: Vec<f64>,
     full_cw: Vec<f64>,
     full_rewind: Vec<f64>,
+    full_trash: Vec<f64>,
+    full_trash_names: usize,
     store_kib: Vec<f64>,
     store_bytes: Vec<f64>,
     small_bare: Vec<f64>,
@@ -534,6 +536,11 @@ fn full_and_small(tree: &Tree, cfg: &Config, rep: usize, fig: &mut Figures) -> R
     sync_fs(work.path())?;
     let (report, t) = timed(|| Ok(store.rewind(&full_turn, &RewindOptions::default())?))?;
     fig.full_rewind.push(t);
+    // The names the rewind left in the trash (Linux), removed as the
+    // command line's background process would: timed apart, not hidden.
+    let (emptied, t) = timed(|| Ok(store.empty_trash()?))?;
+    fig.full_trash.push(t);
+    fig.full_trash_names = emptied;
     if !report.complete() || report.restored.len() != n {
         return Err(format!(
             "full rewind: {} of {n} restored, failed: {:?}",
@@ -900,6 +907,14 @@ fn render(
         thousands(cfg.records as u64),
         time_cell(&fig.open_large),
     );
+    if !fig.full_trash.is_empty() {
+        let _ = writeln!(
+            s,
+            "- Row 1's rewind left {} names of the files it replaced in the store's trash (see `trash.rs`; the command line removes them in a background process once it has answered): removing them afterwards took {}, not counted in the rewind.",
+            thousands(fig.full_trash_names as u64),
+            time_cell(&fig.full_trash),
+        );
+    }
     let _ = writeln!(
         s,
         "- git for comparison: `git init && git add -A && git commit` of the same tree took {} (once per run).",
