@@ -538,7 +538,7 @@ fn full_and_small(tree: &Tree, cfg: &Config, rep: usize, fig: &mut Figures) -> R
     fig.full_rewind.push(t);
     // The names the rewind left in the trash (Linux), removed as the
     // command line's background process would: timed apart, not hidden.
-    let (emptied, t) = timed(|| Ok(store.empty_trash()?))?;
+    let (emptied, t) = timed(|| Ok(store.empty_trash()))?;
     fig.full_trash.push(t);
     fig.full_trash_names = emptied;
     if !report.complete() || report.restored.len() != n {
@@ -910,7 +910,7 @@ fn render(
     if !fig.full_trash.is_empty() {
         let _ = writeln!(
             s,
-            "- Row 1's rewind left {} names of the files it replaced in the store's trash (see `trash.rs`; the command line removes them in a background process once it has answered): removing them afterwards took {}, not counted in the rewind.",
+            "- Row 1's rewind left {} names of the files it replaced in the trash (see `trash.rs`; the command line removes them in a background process once it has answered): removing them afterwards took {}, not counted in the rewind.",
             thousands(fig.full_trash_names as u64),
             time_cell(&fig.full_trash),
         );

@@ -546,10 +546,7 @@ fn copy_dir_linking(from: &Path, to: &Path, top: bool, link: bool) -> Result<()>
         let name = e.file_name();
         let text = name.to_string_lossy();
         if text.contains(fsx::TEMP_MARK)
-            || (top
-                && (name == lock::LOCK_FILE
-                    || name == crate::trash::TRASH_DIR
-                    || MARKER_KEEPS.contains(&text.as_ref())))
+            || (top && (name == lock::LOCK_FILE || MARKER_KEEPS.contains(&text.as_ref())))
         {
             continue;
         }

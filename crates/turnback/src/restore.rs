@@ -185,9 +185,8 @@ impl Store {
         // The files replaced get a second name in the trash first, so the
         // renames free nothing while the user waits (see `trash.rs`).
         let trash = self
-            .dirs
-            .as_ref()
-            .and_then(|d| Trash::open(&d.store, &self.root_fd));
+            .data_dir()
+            .and_then(|data| Trash::open(data, &self.root_fd));
         let done = in_dirs(
             &mut walk,
             staged,

@@ -86,7 +86,7 @@
 //!   directory).
 //! - The free deferred, without changing what a saved state is (built:
 //!   see `trash.rs`, Linux only): each replaced file hard-linked into the
-//!   store's trash just before its rename, so the rename frees nothing, the
+//!   trash just before its rename, so the rename frees nothing, the
 //!   names removed once the operation has answered. Measured by hand on the
 //!   4,686 files: the renames take 0.22–0.26 s with the links against
 //!   0.55 s without (a Python loop, links included). The frees are moved

@@ -78,6 +78,12 @@ impl Store {
         let turn = TurnId::new("rolled-back").expect("a valid turn id");
         let mut report = Report::new("rollback", turn, Vec::new(), false, steps);
         self.execute_plan(&mut report, &HashSet::new())?;
+        // A rollback is recovery, not a wait to shorten: the names its
+        // renames left in the trash go now, so a second recovery finds
+        // nothing more to do (see `trash.rs`).
+        if let Some(data) = self.data_dir() {
+            crate::trash::empty(data);
+        }
         left.extend(report.failed);
         left.sort_by(|a, b| a.path.cmp(&b.path));
         self.append(Op::RolledBack {

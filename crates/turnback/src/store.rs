@@ -312,7 +312,12 @@ impl Store {
         }
     }
 
-    pub(crate) fn open_dirs(&mut self, create: bool) -> Result<()> {
+    /// The data directory, when there is one.
+    pub(crate) fn data_dir(&self) -> Option<&Path> {
+        self.data.as_ref().ok().map(|d| d.dir())
+    }
+
+    fn open_dirs(&mut self, create: bool) -> Result<()> {
         if self.dirs.is_some() {
             return Ok(());
         }
@@ -423,11 +428,15 @@ impl Store {
             true,
             self.options.lock_timeout,
         )?;
+        self.sweep_temp_packs()?;
         // Names a rewind left in the trash (its background removal not
         // done, or a crash between a link and its rename) go before the
         // project is read: no capture sees them as hard links.
-        if self.sweep_temp_packs()? {
-            crate::trash::empty(&self.dirs().store);
+        if crate::sys::DEFER_FREES
+            && let Some(data) = self.data_dir()
+            && crate::trash::pending(data)
+        {
+            crate::trash::empty(data);
         }
         // A temporary file in the store (a config or compacted log being
         // written when a process died) is stale under the exclusive lock.
@@ -447,13 +456,10 @@ impl Store {
 
     /// Removes temporary files a crashed mutation left in the store
     /// directory (called under the exclusive lock, so none is in use).
-    /// Returns whether the listing holds a trash (see `trash.rs`).
-    fn sweep_temp_packs(&self) -> Result<bool> {
+    fn sweep_temp_packs(&self) -> Result<()> {
         let entries = std::fs::read_dir(&self.store_path).ctx("list", &self.store_path)?;
-        let mut trash = false;
         for e in entries {
             let e = e.ctx("list", &self.store_path)?;
-            trash |= e.file_name() == crate::trash::TRASH_DIR;
             if let Some(name) = e.file_name().to_str()
                 && name.starts_with(".pack")
                 && name.contains(fsx::TEMP_MARK)
@@ -462,7 +468,7 @@ impl Store {
                     .ctx("remove stale temporary", self.store_path.join(name))?;
             }
         }
-        Ok(trash)
+        Ok(())
     }
 
     fn open_log(&self, mode: OFlags) -> Result<File> {

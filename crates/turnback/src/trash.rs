@@ -1,4 +1,4 @@
-//! The trash: `<store>/trash/`, extra names of files a rewind replaced, so
+//! The trash: `<data directory>/trash/`, extra names of files a rewind replaced, so
 //! that the replacing rename frees no inode while the user waits.
 //!
 //! A rename over a file frees the inode it replaces; where the file system
@@ -16,8 +16,11 @@
 //! - An entry is only ever a second name of a file whose bytes are already
 //!   durable elsewhere (the operation's `saved` record precedes every
 //!   link), so removing any entry at any time loses nothing.
-//! - A link is made only where it can stay on one file system (the store
-//!   and the project root on the same device); any link that fails is
+//! - It lives in the data directory, outside every project (a snapshot of
+//!   a project never sees it, whatever its store's place), shared by the
+//!   projects on that device; entries are unique per process. A link is
+//!   made only where it can stay on one file system (the data directory
+//!   and the project root on one device); any link that fails is
 //!   passed over, and that file is freed by its rename as before.
 //! - A rename that fails removes the link it was given; a crash between a
 //!   link and its rename leaves a project file with a second name in the
@@ -26,13 +29,14 @@
 //! - Entries are only removed, never read or renamed: two processes
 //!   emptying the trash at once only race to remove the same names.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::fsx;
 use crate::sys::OwnedFd;
 use crate::sys::fs::AtFlags;
 
-/// The trash's directory name inside the store.
+/// The trash's directory name inside the data directory.
 pub const TRASH_DIR: &str = "trash";
 
 /// Names given by this process, so two processes never pick the same.
@@ -44,28 +48,33 @@ pub(crate) struct Trash {
 }
 
 impl Trash {
-    /// The trash of the store `store` for restoring into `root`, when this
-    /// platform defers frees and both are on one device; made if missing.
-    /// `None` when it cannot be used (the renames then free as they go).
-    pub(crate) fn open(store: &OwnedFd, root: &OwnedFd) -> Option<Trash> {
+    /// The trash in the data directory `data` for restoring into `root`,
+    /// when this platform defers frees, the data directory exists and both
+    /// are on one device; made if missing. `None` when it cannot be used
+    /// (the renames then free as they go).
+    pub(crate) fn open(data: &Path, root: &OwnedFd) -> Option<Trash> {
         if !crate::sys::DEFER_FREES {
             return None;
         }
+        let data_fd = fsx::open_dir_path(data).ok()?;
         let dev = |fd: &OwnedFd| {
             crate::sys::fs::fstat(fd)
                 .ok()
                 .map(|st| crate::sys::dev(&st))
         };
-        if dev(store)? != dev(root)? {
+        if dev(&data_fd)? != dev(root)? {
             return None;
         }
-        match crate::sys::fs::mkdirat(store, TRASH_DIR, crate::sys::fs::Mode::from_raw_mode(0o700))
-        {
+        match crate::sys::fs::mkdirat(
+            &data_fd,
+            TRASH_DIR,
+            crate::sys::fs::Mode::from_raw_mode(0o700),
+        ) {
             Ok(()) => {}
             Err(e) if e == crate::sys::Errno::EXIST => {}
             Err(_) => return None,
         }
-        let dir = fsx::open_subdir(store, TRASH_DIR).ok().flatten()?;
+        let dir = fsx::open_subdir(&data_fd, TRASH_DIR).ok().flatten()?;
         Some(Trash { dir })
     }
 
@@ -86,16 +95,22 @@ impl Trash {
     }
 }
 
-/// Whether the store `store` has a trash.
-pub(crate) fn pending(store: &OwnedFd) -> bool {
-    matches!(fsx::node_at(store, TRASH_DIR), Ok(fsx::Node::Dir))
+/// The trash of the data directory `data`.
+pub(crate) fn path(data: &Path) -> PathBuf {
+    data.join(TRASH_DIR)
 }
 
-/// Removes every entry of the trash of `store`, then the trash itself when
-/// it is empty. Best effort: an entry that cannot be removed stays for the
-/// next try, and nothing depends on it. Returns the entries removed.
-pub(crate) fn empty(store: &OwnedFd) -> usize {
-    let Ok(Some(dir)) = fsx::open_subdir(store, TRASH_DIR) else {
+/// Whether the data directory `data` has a trash.
+pub(crate) fn pending(data: &Path) -> bool {
+    std::fs::symlink_metadata(path(data)).is_ok_and(|m| m.is_dir())
+}
+
+/// Removes every entry of the trash of the data directory `data`, then the
+/// trash itself when it is empty. Best effort: an entry that cannot be
+/// removed stays for the next try, and nothing depends on it. Returns the
+/// entries removed.
+pub(crate) fn empty(data: &Path) -> usize {
+    let Ok(dir) = fsx::open_dir_path(&path(data)) else {
         return 0;
     };
     let (names, _) = crate::sys::list_names(&dir);
@@ -106,11 +121,17 @@ pub(crate) fn empty(store: &OwnedFd) -> usize {
         }
     }
     drop(dir);
-    let _ = fsx::rmdir(store, TRASH_DIR);
+    let _ = std::fs::remove_dir(path(data));
     removed
 }
 
 impl crate::store::Store {
+    /// The trash's directory (see the module doc), when there is a data
+    /// directory.
+    pub fn trash_dir(&self) -> Option<PathBuf> {
+        self.data_dir().map(path)
+    }
+
     /// Whether a rewind, revert, undo or redo left names in the trash to
     /// remove (see the module doc): a caller that can run work after
     /// answering (the command line starts `turnback empty-trash` in the
@@ -119,16 +140,12 @@ impl crate::store::Store {
     ///
     /// [`Store::empty_trash`]: crate::Store::empty_trash
     pub fn trash_pending(&self) -> bool {
-        self.dirs.as_ref().is_some_and(|d| pending(&d.store))
+        crate::sys::DEFER_FREES && self.data_dir().is_some_and(pending)
     }
 
     /// Removes the names in the trash; needs no lock (entries are only
     /// removed, and removing any loses nothing). Returns how many.
-    pub fn empty_trash(&mut self) -> crate::Result<usize> {
-        if self.location().is_none() {
-            return Ok(0);
-        }
-        self.open_dirs(false)?;
-        Ok(self.dirs.as_ref().map_or(0, |d| empty(&d.store)))
+    pub fn empty_trash(&self) -> usize {
+        self.data_dir().map_or(0, empty)
     }
 }

@@ -1,5 +1,5 @@
 //! The trash (Linux, where a rename's free is deferred): a rewind gives each
-//! file it replaces a second name in the store's trash, so its renames free
+//! file it replaces a second name in the trash, so its renames free
 //! nothing; the names go later, and nothing depends on them.
 
 use std::os::unix::fs::MetadataExt;
@@ -9,14 +9,17 @@ use turnback::{RewindOptions, TurnId};
 
 use crate::common::*;
 
-/// Whether the store and the project share a device (the trash is used
-/// only then).
-fn same_device(p: &Project) -> TestResult<bool> {
-    Ok(std::fs::metadata(p.store_dir())?.dev() == std::fs::metadata(&p.root)?.dev())
+/// The trash, and whether it is on the project's device (it is used only
+/// then).
+fn trash_of(p: &Project, store: &turnback::Store) -> TestResult<(std::path::PathBuf, bool)> {
+    let trash = store.trash_dir().ok_or("no data directory")?;
+    let data = trash.parent().ok_or("a trash with no parent")?;
+    let same = std::fs::metadata(data)?.dev() == std::fs::metadata(&p.root)?.dev();
+    Ok((trash, same))
 }
 
-fn trash_names(p: &Project) -> Vec<String> {
-    match std::fs::read_dir(p.store_dir().join("trash")) {
+fn trash_names(trash: &std::path::Path) -> Vec<String> {
+    match std::fs::read_dir(trash) {
         Ok(entries) => entries
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -46,21 +49,21 @@ fn a_rewind_keeps_the_replaced_files_in_the_trash_until_it_is_emptied() -> TestR
         assert_eq!(p.read(rel)?, format!("original {i}\n").into_bytes());
         assert_eq!(std::fs::metadata(p.path(rel))?.nlink(), 1, "{rel}");
     }
-    if !same_device(&p)? {
+    let (trash, same_device) = trash_of(&p, &store)?;
+    if !same_device {
         assert!(!store.trash_pending(), "a trash across devices");
         return Ok(());
     }
     // Each replaced file lives on as one name in the trash, bytes intact.
     assert!(store.trash_pending());
-    let trash = p.store_dir().join("trash");
-    let mut kept: Vec<u64> = trash_names(&p)
+    let mut kept: Vec<u64> = trash_names(&trash)
         .iter()
         .map(|n| std::fs::metadata(trash.join(n)).map(|m| m.ino()))
         .collect::<Result<_, _>>()?;
     kept.sort();
     agent_inodes.sort();
     assert_eq!(kept, agent_inodes);
-    assert_eq!(store.empty_trash()?, 5);
+    assert_eq!(store.empty_trash(), 5);
     assert!(!store.trash_pending());
     assert!(!trash.exists(), "the emptied trash is removed");
     // The rewind can still be undone: the agent's bytes are in the store.
@@ -77,10 +80,10 @@ fn the_next_mutation_empties_the_trash_before_it_reads_the_project() -> TestResu
     p.write("a.txt", "one\n")?;
     let mut store = p.open()?;
     store.capture(&TurnId::new("t1")?, None, "a.txt")?;
+    let (trash, _) = trash_of(&p, &store)?;
     drop(store);
     // A crash between a link and its rename: the project file has a second
     // name in the trash.
-    let trash = p.store_dir().join("trash");
     std::fs::create_dir_all(&trash)?;
     std::fs::hard_link(p.path("a.txt"), trash.join("1-0"))?;
     assert_eq!(std::fs::metadata(p.path("a.txt"))?.nlink(), 2);

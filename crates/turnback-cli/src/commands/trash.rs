@@ -1,5 +1,5 @@
 //! `turnback empty-trash` (hidden): removes the names a rewind, revert,
-//! undo or redo left in the store's trash, started in the background by
+//! undo or redo left in the trash, started in the background by
 //! those commands once they have answered (see the library's `trash.rs`).
 
 use std::process::{Command, Stdio};
@@ -8,13 +8,13 @@ use turnback::{Options, Store};
 
 use crate::{Ctx, Outcome};
 
-/// Remove the names a rewind left in the store's trash (run in the background by rewind, revert, undo and redo)
+/// Remove the names a rewind left in the trash (run in the background by rewind, revert, undo and redo)
 #[derive(clap::Args, Debug)]
 pub struct Args {}
 
 pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
-    let mut store = ctx.open(Options::default())?;
-    store.empty_trash()?;
+    let store = ctx.open(Options::default())?;
+    store.empty_trash();
     Ok(0)
 }
 

@@ -227,8 +227,8 @@ fn rewind_is_exit_3_when_a_file_over_the_size_cap_cannot_be_restored() -> TestRe
     Ok(())
 }
 
-/// Where frees are deferred (Linux, the store on the project's device), the
-/// rewind links the files it replaces into the store's trash; the process
+/// Where frees are deferred (Linux, the data directory on the project's device), the
+/// rewind links the files it replaces into the trash; the process
 /// it starts in the background removes them, and nothing is left there.
 #[cfg(target_os = "linux")]
 #[test]
@@ -245,9 +245,11 @@ fn the_trash_a_rewind_fills_is_emptied_in_the_background() -> TestResult {
     for (i, n) in names.iter().enumerate() {
         p.write(n, format!("after {i}\n"))?;
     }
-    let trash = p.store_dir()?.join("trash");
-    let same_device =
-        std::fs::metadata(p.store_dir()?)?.dev() == std::fs::metadata(p.path("d"))?.dev();
+    let trash = turnback::Store::open(&p.root)?
+        .trash_dir()
+        .ok_or("no data directory")?;
+    let data = trash.parent().ok_or("a trash with no parent")?;
+    let same_device = std::fs::metadata(data)?.dev() == std::fs::metadata(p.path("d"))?.dev();
     p.ok(&["rewind", "t1"])?;
     for (i, n) in names.iter().enumerate() {
         assert_eq!(p.read(n)?, format!("before {i}\n").into_bytes());

@@ -242,10 +242,9 @@ pub(crate) fn many_files(
         // The background removal of the trash runs to its end before the
         // next timed phase, so it never slows the peer.
         let t0 = Instant::now();
-        let trash = turnback::location::locate(&subject, None)?
-            .ok_or("the rewound tree has no store")?
-            .store_dir
-            .join("trash");
+        let trash = Store::open(&subject)?
+            .trash_dir()
+            .ok_or("no data directory")?;
         while trash.exists() {
             if t0.elapsed() > Duration::from_secs(120) {
                 return Err(format!("{} still there after 120 s", trash.display()).into());
@@ -386,7 +385,7 @@ pub(crate) fn render_rows(fig: &CliFigures, s: &mut String, results: &mut Vec<(S
         if !fig.many_trash.is_empty() {
             let _ = writeln!(
                 s,
-                "| 5. after that rewind exited: its background removal of the replaced files' names from the store's trash, waited for before the next phase (not counted above) | {} | | | | none | (no target) |",
+                "| 5. after that rewind exited: its background removal of the replaced files' names from the trash, waited for before the next phase (not counted above) | {} | | | | none | (no target) |",
                 time_cell(&fig.many_trash),
             );
         }

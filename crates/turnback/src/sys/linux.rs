@@ -107,6 +107,6 @@ pub(crate) const CASE_INSENSITIVE_DEFAULT: bool = false;
 /// A rename over a file frees the replaced inode, and ext4 mounted with
 /// `discard` pays for the free synchronously (measured: 0.55 s of renames
 /// for 4,686 files against 0.22-0.26 s with the old files linked aside):
-/// a rewind links each replaced file into the store's trash first and
+/// a rewind links each replaced file into the trash first and
 /// frees it later (see `trash.rs`).
 pub(crate) const DEFER_FREES: bool = true;
