@@ -25,7 +25,9 @@
 //! that many turns and into one of `TURNBACK_BENCH_SMALL_TURNS` (default
 //! 200) small turns, each against the same call into a store holding one
 //! turn, alternated call by call in the same run (issue 14: the cost of a
-//! call must not grow with the store). Those stores are built once per run
+//! call must not grow with the store); one row times the call that makes
+//! automatic gc due in a copy of the large store (against the large
+//! store's same call) and how long the background gc then takes. Those stores are built once per run
 //! with `Store::write` in `/dev/shm` (when it is a tmpfs) with automatic gc
 //! off and `keep_turns` raised, and copied afresh, with an untimed open,
 //! for every repetition.
@@ -854,6 +856,43 @@ struct WriteTimes {
     large: Vec<f64>,
     small: Vec<f64>,
     peer: Vec<f64>,
+    /// The first call into a copy of the large store whose limit it
+    /// exceeds (automatic gc comes due), and the large store's first call
+    /// (the same turn, file and bytes).
+    gc_due: Vec<f64>,
+    gc_peer: Vec<f64>,
+    /// From that call's exit until the background gc left the limit.
+    gc_background: Vec<f64>,
+}
+
+/// The config of the copy of the large store in which the measured call
+/// makes automatic gc due: `keep_turns` nine tenths of the turns it holds.
+fn gc_due_config(turns: usize) -> String {
+    format!(
+        "[retention]\nkeep_turns = {}\nkeep_days = 1000000\nmax_size = \"1024P\"\n\n[gc]\nauto_every_captures = 1\n",
+        turns * 9 / 10
+    )
+}
+
+/// Waits (at most two minutes) until the store of `root` holds `want`
+/// turns (a background gc is done), and returns how long that took.
+fn wait_for_turns(root: &Path, want: usize) -> Res<f64> {
+    let t0 = Instant::now();
+    loop {
+        // Opening takes the shared lock, so it waits for a gc under way.
+        let n = turnback::Store::open(root)?.turns().len();
+        if n == want {
+            return Ok(t0.elapsed().as_secs_f64());
+        }
+        if t0.elapsed().as_secs() > 120 {
+            return Err(format!(
+                "{}: {n} turns two minutes after the call that made gc due, {want} expected",
+                root.display()
+            )
+            .into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// One repetition of the `turnback write` rows: fresh copies of the two
@@ -869,16 +908,27 @@ fn write_repetition(
     small: &Path,
 ) -> Res<(WriteTimes, TempDir)> {
     let work = TempDir::with_prefix_in("turnback-bench-write-", &cfg.tmp)?;
+    let due = copy_prebuilt(large, &work.path().join("due"))?;
     let large = copy_prebuilt(large, &work.path().join("large"))?;
     let small = copy_prebuilt(small, &work.path().join("small"))?;
     let peer = build_store(files, 1, &work.path().join("peer"))?;
     drop(turnback::Store::open(&peer)?);
+    fs::write(
+        turnback::Store::open(&due)?.store_dir().join("config.toml"),
+        gc_due_config(cfg.turns),
+    )?;
     let mut t = WriteTimes::default();
     for i in 0..cfg.runs {
         let (rel, bytes) = &files[(7 * i + 3) % files.len()];
         let mut content = bytes.clone();
         content.extend_from_slice(format!("\n/* turnback write, call {i} */\n").as_bytes());
         let turn = format!("write-{rep}-{i}");
+        if i == 0 {
+            // The same call as the large store's below: its peer.
+            t.gc_due.push(spawn_write(bin, &due, &turn, rel, &content)?);
+            t.gc_background
+                .push(wait_for_turns(&due, cfg.turns * 9 / 10)?);
+        }
         for k in 0..3 {
             match (i + k) % 3 {
                 0 => t
@@ -891,6 +941,7 @@ fn write_repetition(
             }
         }
     }
+    t.gc_peer.extend(t.large.first());
     for (root, base) in [(&large, cfg.turns), (&small, cfg.small_turns), (&peer, 1)] {
         let n = turnback::Store::open(root)?.turns().len();
         if n != base + cfg.runs {
@@ -1060,6 +1111,39 @@ fn render(
             },
         );
     }
+    let due: Vec<f64> = writes
+        .iter()
+        .flat_map(|w| w.gc_due.first())
+        .copied()
+        .collect();
+    let due_peer: Vec<f64> = writes
+        .iter()
+        .flat_map(|w| w.gc_peer.first())
+        .copied()
+        .collect();
+    let background: Vec<f64> = writes
+        .iter()
+        .flat_map(|w| &w.gc_background)
+        .copied()
+        .collect();
+    if !due.is_empty() && due.len() == due_peer.len() {
+        let r = Ratio::new(&due, &due_peer);
+        let _ = writeln!(
+            s,
+            "| the call that makes automatic gc due ({big} turns, `keep_turns` {}; one call per repetition; the background gc then took {}) | {} | {} (the same call into the {big}-turn store, gc not due) | {:.2}x | {:.2}x | ≤ 1.2x | {} |",
+            thousands((cfg.turns * 9 / 10) as u64),
+            time_cell(&background),
+            time_cell(&due),
+            time_cell(&due_peer),
+            r.value,
+            r.paired,
+            if r.value <= 1.2 {
+                "**met**"
+            } else {
+                "**missed**"
+            },
+        );
+    }
     let _ = writeln!(
         s,
         "\nThe stores are built once per run by `Store::write` calls (one turn each, \
@@ -1068,7 +1152,15 @@ fn render(
          gc off and `keep_turns` raised, and copied afresh for every repetition; an untimed \
          open of each copy writes its index checkpoint, as the first command after any copy \
          would. Each call writes the same file with the same new bytes in the three stores, \
-         a new turn each.\n"
+         a new turn each. The automatic gc row: before the first iteration's calls, the same \
+         call goes to another copy of the {big}-turn store whose config keeps {} turns and \
+         checks after every capture, so that call makes gc due (past the limit's tenth); it \
+         is timed from spawn to exit like the others (the command line leaves gc to a \
+         background `turnback maintain` once it has answered), then the store is opened every \
+         5 ms (a shared lock, which waits for a gc under way) until it holds {} turns: that \
+         wait is the background gc's time.\n",
+        thousands((cfg.turns * 9 / 10) as u64),
+        thousands((cfg.turns * 9 / 10) as u64),
     );
     // The first agent's table again, in a store already holding that many
     // turns, against the same agent's table in a new project.

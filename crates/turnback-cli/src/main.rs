@@ -71,7 +71,7 @@ enum Command {
     Repair(commands::repair::Args),
     ImportOsfoundry(commands::import_osfoundry::Args),
     #[command(hide = true)]
-    EmptyTrash(commands::trash::Args),
+    Maintain(commands::maintain::Args),
 }
 
 /// What a command hands back to `main`: the exit code.
@@ -96,8 +96,27 @@ impl Ctx {
         }
     }
 
-    /// Opens the store with the given options.
-    pub fn open(&self, options: turnback::Options) -> anyhow::Result<turnback::Store> {
+    /// Opens the store with the given options; an automatic gc that comes
+    /// due is left for the background once the command has answered (see
+    /// `commands/maintain.rs`), as are the names a rewind puts in the trash.
+    pub fn open(
+        &self,
+        options: turnback::Options,
+    ) -> anyhow::Result<commands::maintain::Maintained> {
+        let options = turnback::Options {
+            lock_timeout: self.lock_timeout,
+            ..options
+        };
+        let store = commands::maintain::Maintained::open(&self.root()?, options)?;
+        for w in store.warnings() {
+            eprintln!("turnback: warning: {w}");
+        }
+        Ok(store)
+    }
+
+    /// Opens the store with the given options, automatic gc run by the call
+    /// that makes it due (for the background maintenance itself).
+    pub fn open_now(&self, options: turnback::Options) -> anyhow::Result<turnback::Store> {
         let options = turnback::Options {
             lock_timeout: self.lock_timeout,
             ..options
@@ -158,8 +177,11 @@ fn main() -> ExitCode {
         Command::Verify(a) => commands::verify::run(&ctx, a),
         Command::Repair(a) => commands::repair::run(&ctx, a),
         Command::ImportOsfoundry(a) => commands::import_osfoundry::run(&ctx, a),
-        Command::EmptyTrash(a) => commands::trash::run(&ctx, a),
+        Command::Maintain(a) => commands::maintain::run(&ctx, a),
     };
+    // The command has answered (its output is written): the work its store
+    // left for later starts in the background.
+    commands::maintain::start_noted();
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

@@ -48,10 +48,14 @@
 //!   gc with work to do reads and rewrites the whole log and lists `packs/`
 //!   (about a second for a store of 10,000 turns on the benchmark machine,
 //!   `docs/BENCHMARKS.md`, safety row 2), so it is amortised this way
-//!   instead of being paid a little on every call; the one call that runs it
-//!   pays it whole. Keeping even that call fast would need gc in a process of
-//!   its own, which turnback does not start (a hook must not leave work
-//!   behind that outlives it).
+//!   instead of being paid a little on every call.
+//! - Nor is that one run on the latency path where the caller can run work
+//!   later: a store opened with [`Options::defer_gc`](crate::Options::defer_gc)
+//!   (as the command line, its hooks and its MCP server open theirs) only
+//!   notes that gc came due, and [`Store::maintain`] runs it, deciding
+//!   again under the lock (see [`crate::maintain`]); the command line starts
+//!   that in a background process once it has answered. Without
+//!   `defer_gc`, the call that makes gc due runs it before it returns.
 //! - A store between its limit and the margin keeps a tenth more than the
 //!   limit until then; `turnback gc` applies the limits exactly at any time.
 //!   Unreferenced packs (left by a crash) and snapshot blobs no longer
@@ -151,6 +155,10 @@ impl Store {
         if !self.gc_due(config, now_ns()) {
             return Ok(());
         }
+        if self.options.defer_gc {
+            self.gc_deferred = true;
+            return Ok(());
+        }
         self.gc_with(&GcOptions::default(), config).map(|_| ())
     }
 
@@ -206,7 +214,7 @@ impl Store {
         self.gc_with(options, &config)
     }
 
-    fn gc_with(&mut self, options: &GcOptions, config: &Config) -> Result<GcReport> {
+    pub(crate) fn gc_with(&mut self, options: &GcOptions, config: &Config) -> Result<GcReport> {
         // The newest turn (the one just captured) is never dropped, whatever
         // the limit says.
         let keep_turns = options

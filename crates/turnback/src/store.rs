@@ -57,6 +57,11 @@ pub struct Options {
     /// The data directory holding the stores; `None`: `$TURNBACK_DATA_DIR`,
     /// else the platform's (see [`crate::location::data_dir`]).
     pub data_dir: Option<PathBuf>,
+    /// An automatic gc that comes due is left for [`Store::maintain`], to
+    /// be run once the caller has answered (see [`Store::maintenance_due`]),
+    /// instead of by the call that made it due. Off by default: a caller
+    /// that never calls `maintain` still has its limits kept.
+    pub defer_gc: bool,
 }
 
 impl Default for Options {
@@ -66,6 +71,7 @@ impl Default for Options {
             compression_level: 3,
             lock_timeout: Duration::from_secs(30),
             data_dir: None,
+            defer_gc: false,
         }
     }
 }
@@ -152,7 +158,10 @@ pub struct Store {
     /// root's marker directory (nothing is opened there then).
     pub(crate) store_path: PathBuf,
     /// Where the store is, once there is one.
-    location: Option<Location>,
+    pub(crate) location: Option<Location>,
+    /// An automatic gc came due and was left for [`Store::maintain`]
+    /// ([`Options::defer_gc`]).
+    pub(crate) gc_deferred: bool,
     /// The data directory, or why there is none.
     data: std::result::Result<Data, String>,
     /// The data directory relative to the root, when it lies inside the
@@ -232,6 +241,7 @@ impl Store {
             root_fd,
             store_path,
             location,
+            gc_deferred: false,
             data,
             data_inside,
             dirs: None,

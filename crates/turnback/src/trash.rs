@@ -134,10 +134,11 @@ impl crate::store::Store {
 
     /// Whether a rewind, revert, undo or redo left names in the trash to
     /// remove (see the module doc): a caller that can run work after
-    /// answering (the command line starts `turnback empty-trash` in the
-    /// background) calls [`Store::empty_trash`] then; otherwise the next
-    /// mutation does, before anything else.
+    /// answering calls [`Store::maintain`] (or [`Store::empty_trash`])
+    /// then, as the command line does in a background `turnback maintain`;
+    /// otherwise the next mutation does, before anything else.
     ///
+    /// [`Store::maintain`]: crate::Store::maintain
     /// [`Store::empty_trash`]: crate::Store::empty_trash
     pub fn trash_pending(&self) -> bool {
         crate::sys::DEFER_FREES && self.data_dir().is_some_and(pending)

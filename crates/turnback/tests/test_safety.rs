@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 
 use crate::safety_common::*;
-use turnback::{GcOptions, RevertOptions, RewindOptions, Store, TurnId};
+use turnback::{GcOptions, Options, RevertOptions, RewindOptions, Store, TurnId};
 
 fn t(id: &str) -> TurnId {
     TurnId::new(id).expect("valid turn id")
@@ -449,4 +449,59 @@ proptest! {
             }
         }
     }
+}
+
+/// With `defer_gc`, the capture that makes gc due leaves it for
+/// `maintain` (which the command line runs in the background once it has
+/// answered): the capture changes nothing but its own record, `maintain`
+/// then applies the limit, and a second `maintain`, deciding again from the
+/// store, finds nothing to do.
+#[test]
+fn a_deferred_automatic_gc_is_left_for_maintain_and_run_once() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let root = dir.path();
+    write(root, "f.txt", b"0\n");
+    let deferred = || Options {
+        defer_gc: true,
+        ..Options::default()
+    };
+    let mut store = Store::open_with(root, deferred())?;
+    store.write(&t("t0"), None, "f.txt", b"1\n")?;
+    std::fs::write(
+        store.store_dir().join("config.toml"),
+        "[retention]\nkeep_turns = 10\n[gc]\nauto_every_captures = 1\n",
+    )?;
+    let log = store.store_dir().join("log.jsonl");
+    let ino = crate::common::file_id(&log)?.1;
+    for i in 1..=11 {
+        store.write(
+            &t(&format!("t{i}")),
+            None,
+            "f.txt",
+            format!("{i}\n").as_bytes(),
+        )?;
+        assert_eq!(
+            store.maintenance_due(),
+            i == 11,
+            "gc is due only past the margin (turn {i})"
+        );
+    }
+    assert_eq!(store.turns().len(), 12, "the capture ran no gc");
+    assert_eq!(
+        crate::common::file_id(&log)?.1,
+        ino,
+        "the log was rewritten"
+    );
+    // Another process (as `turnback maintain` is) decides from the store.
+    drop(store);
+    let mut other = Store::open(root)?;
+    let done = other.maintain()?;
+    let gc = done.gc.ok_or("maintain ran no gc")?;
+    assert_eq!((gc.kept_turns, other.turns().len()), (10, 10));
+    assert!(!other.maintenance_due());
+    assert!(other.maintain()?.gc.is_none(), "a second gc ran");
+    // The turns kept still rewind.
+    other.rewind(&t("t2"), &RewindOptions::default())?;
+    assert_eq!(std::fs::read(root.join("f.txt"))?, b"1\n");
+    Ok(())
 }

@@ -34,6 +34,7 @@ use serde::Deserialize;
 use turnback::{Error, Options, RewindOptions, Store, TurnId};
 
 use super::edit::{apply_edits, read_text, unified};
+use super::maintain::{self, Maintained};
 
 use crate::{Ctx, Outcome};
 
@@ -254,10 +255,13 @@ impl Server {
             Err(poisoned) => poisoned.into_inner(),
         };
         let state = &mut *state;
-        let result = Store::open(&state.root)
+        let result = Maintained::open(&state.root, Options::default())
             .map_err(|e| format!("cannot open the turnback store: {e}"))
             .and_then(|mut store| f(&mut store, &mut state.turns));
         state.turns.last_end = Some(Instant::now());
+        // The store is dropped: work it left (an automatic gc that came due,
+        // names in the trash) runs in the background, not in this call.
+        maintain::start_noted();
         result.unwrap_or_else(tool_error)
     }
 

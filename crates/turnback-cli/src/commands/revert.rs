@@ -41,6 +41,5 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     if !ctx.json() {
         super::rewind::print_shared(&report, &shared);
     }
-    super::trash::empty_later(&store);
     Ok(code)
 }

@@ -38,7 +38,6 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     if !ctx.json() {
         print_shared(&report, &shared);
     }
-    super::trash::empty_later(&store);
     Ok(code)
 }
 

@@ -14,7 +14,6 @@ pub fn run_undo(ctx: &Ctx, _args: UndoArgs) -> Outcome {
     let mut store = ctx.open(Options::default())?;
     let report = store.undo()?;
     let code = super::rewind::print_report(ctx, &report)?;
-    super::trash::empty_later(&store);
     Ok(code)
 }
 
@@ -22,6 +21,5 @@ pub fn run_redo(ctx: &Ctx, _args: RedoArgs) -> Outcome {
     let mut store = ctx.open(Options::default())?;
     let report = store.redo()?;
     let code = super::rewind::print_report(ctx, &report)?;
-    super::trash::empty_later(&store);
     Ok(code)
 }

@@ -105,6 +105,13 @@ pub fn quote_program(program: &str) -> String {
     }
 }
 
+/// Puts a background child in its own process group, out of reach of the
+/// terminal's signals to this one.
+pub fn detach(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

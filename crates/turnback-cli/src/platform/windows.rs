@@ -81,6 +81,15 @@ pub fn quote_program(program: &str) -> String {
     format!("\"{program}\"")
 }
 
+/// Starts a background child with no console of its own and in a process
+/// group of its own, so neither the console's Ctrl+C nor its closing
+/// reaches it.
+pub fn detach(cmd: &mut std::process::Command) {
+    use std::os::windows::process::CommandExt;
+    use windows_sys::Win32::System::Threading::{CREATE_NEW_PROCESS_GROUP, DETACHED_PROCESS};
+    cmd.creation_flags(DETACHED_PROCESS | CREATE_NEW_PROCESS_GROUP);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -262,3 +262,32 @@ fn every_meaningless_config_value_is_an_error_naming_key_and_file() -> TestResul
     }
     Ok(())
 }
+
+/// The command that makes gc due answers without running it; the gc runs in
+/// the background `turnback maintain` it starts, and leaves the limit.
+#[test]
+fn an_automatic_gc_that_comes_due_runs_in_the_background() -> TestResult {
+    let p = used_project()?;
+    set_config(
+        &p,
+        "[retention]\nkeep_turns = 1\n[gc]\nauto_every_captures = 1\n",
+    )?;
+    p.tb()
+        .args(["write", "--turn", "t3", "a.txt"])
+        .write_stdin("three\n")
+        .assert()
+        .success();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let turns = loop {
+        let list = p.json(&["list"])?;
+        let turns = crate::common::strings(&list, Some("turn"));
+        if turns.len() == 1 || std::time::Instant::now() >= deadline {
+            break turns;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(turns, ["t3"], "no gc within 30 s of the write");
+    p.tb().args(["rewind", "t3"]).assert().success();
+    assert_eq!(p.read("a.txt")?, b"two\n");
+    Ok(())
+}

@@ -42,6 +42,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use turnback::{Error, Options, Session, Store, TurnId};
 
+use super::super::maintain::Maintained;
 use super::patch;
 use crate::{Ctx, Outcome};
 
@@ -347,13 +348,13 @@ fn root_for(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<PathBuf> {
     Ok(cwd)
 }
 
-fn open(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<Store> {
+fn open(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<Maintained> {
     let root = root_for(ctx, d, event)?;
     let options = Options {
         lock_timeout: LOCK_WAIT,
         ..Options::default()
     };
-    let store = Store::open_with(&root, options)
+    let store = Maintained::open(&root, options)
         .with_context(|| format!("cannot open the turnback store of {}", root.display()))?;
     for w in store.warnings() {
         eprintln!("turnback: warning: {w}");

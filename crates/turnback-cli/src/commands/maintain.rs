@@ -1,0 +1,89 @@
+//! Maintenance after the answer (see the library's `maintain.rs`): the
+//! stores this process opened note on being dropped whether they left work
+//! (names in the trash, an automatic gc that came due), and once the
+//! command has answered, [`start_noted`] starts the hidden `turnback
+//! maintain` in the background to do it. Its standard streams are not the
+//! caller's, so an agent waiting for this command's output is not kept
+//! waiting; if it cannot start, the next mutation empties the trash and
+//! the next due check finds gc due again.
+
+use std::ops::{Deref, DerefMut};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+use turnback::{Options, Store};
+
+use crate::{Ctx, Outcome};
+
+/// Empty the trash and run an automatic gc that came due (started in the background by the commands that leave such work)
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
+    let mut store = ctx.open_now(Options::default())?;
+    store.maintain()?;
+    Ok(0)
+}
+
+/// The root of a store that left work for after the answer.
+static NOTED: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// A store opened with automatic gc deferred (see
+/// [`Options::defer_gc`]); on drop it notes whether it left work.
+pub struct Maintained(Store);
+
+impl Maintained {
+    /// Opens the store of `root` with `options`, automatic gc deferred.
+    pub fn open(root: &std::path::Path, options: Options) -> turnback::Result<Maintained> {
+        let options = Options {
+            defer_gc: true,
+            ..options
+        };
+        Store::open_with(root, options).map(Maintained)
+    }
+}
+
+impl Deref for Maintained {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        &self.0
+    }
+}
+
+impl DerefMut for Maintained {
+    fn deref_mut(&mut self) -> &mut Store {
+        &mut self.0
+    }
+}
+
+impl Drop for Maintained {
+    fn drop(&mut self) {
+        if self.0.maintenance_due() {
+            let mut noted = NOTED.lock().unwrap_or_else(|p| p.into_inner());
+            *noted = Some(self.0.root().to_path_buf());
+        }
+    }
+}
+
+/// Starts `turnback maintain` in the background for the store noted last,
+/// if any, and does not wait for it.
+pub fn start_noted() {
+    let root = NOTED.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let Some(root) = root else {
+        return;
+    };
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let mut cmd = Command::new(exe);
+    cmd.arg("--root")
+        .arg(root)
+        .arg("maintain")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    crate::platform::detach(&mut cmd);
+    // Not waited for: it outlives this process and is reaped by init.
+    let _ = cmd.spawn();
+}

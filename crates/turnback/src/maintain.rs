@@ -1,0 +1,79 @@
+//! Maintenance after the answer: the work a mutation leaves for once its
+//! caller has been answered, so that no agent's tool call and no user's
+//! rewind waits for it.
+//!
+//! Two kinds of work are left:
+//! - the names a rewind, revert, undo or redo put in the trash (see
+//!   [`crate::trash`]);
+//! - an automatic gc that came due (see [`crate::gc`]), when the store was
+//!   opened with [`Options::defer_gc`](crate::Options::defer_gc). Without
+//!   it, the call that makes gc due runs it before it returns, as a caller
+//!   that cannot run work later needs.
+//!
+//! [`Store::maintenance_due`] says whether there is any; [`Store::maintain`]
+//! does it. The command line starts `turnback maintain` in the background
+//! once a command has answered (its standard streams not the caller's), and
+//! the MCP server does so after each tool call.
+//!
+//! Invariants:
+//! - Whether gc is due is decided again under the lock, from the index the
+//!   maintaining process reads (the same counters as [`crate::gc`]'s
+//!   automatic check, so not the flag of the process that deferred it):
+//!   two maintainers started one after the other run gc at most once, and
+//!   one started after a `turnback gc` finds nothing to do.
+//! - Maintenance is crash-safe at any point: the trash's entries are only
+//!   second names, and gc is (see [`crate::gc`]). A maintainer killed
+//!   half-way leaves work the next one (or the next mutation, for the
+//!   trash) finds again.
+
+use crate::error::Result;
+use crate::gc::GcReport;
+use crate::store::Store;
+
+/// What one [`Store::maintain`] call did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct MaintainReport {
+    /// Names removed from the trash.
+    pub trash_removed: usize,
+    /// The automatic gc run, when one was due.
+    pub gc: Option<GcReport>,
+}
+
+impl Store {
+    /// Whether this store has work left for after the answer: names in the
+    /// trash, or an automatic gc it deferred (see the module doc).
+    pub fn maintenance_due(&self) -> bool {
+        self.gc_deferred || self.trash_pending()
+    }
+
+    /// Does the work left for after the answer: empties the trash, then
+    /// runs the automatic gc if a limit is exceeded by its margin (decided
+    /// again under the lock; see the module doc). Waits for the lock as
+    /// any mutation does.
+    pub fn maintain(&mut self) -> Result<MaintainReport> {
+        let trash_removed = self.empty_trash();
+        // No store yet: nothing to collect, and none is made for it.
+        if self.location.is_none() {
+            return Ok(MaintainReport {
+                trash_removed,
+                gc: None,
+            });
+        }
+        let config = self.config()?;
+        if config.gc.auto_every_captures == 0 {
+            self.gc_deferred = false;
+            return Ok(MaintainReport {
+                trash_removed,
+                gc: None,
+            });
+        }
+        let _guard = self.begin_mutation()?;
+        let gc = if self.gc_due(&config, crate::id::now_ns()) {
+            Some(self.gc_with(&crate::gc::GcOptions::default(), &config)?)
+        } else {
+            None
+        };
+        self.gc_deferred = false;
+        Ok(MaintainReport { trash_removed, gc })
+    }
+}
