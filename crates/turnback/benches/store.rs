@@ -532,7 +532,13 @@ fn full_and_small(tree: &Tree, cfg: &Config, rep: usize, fig: &mut Figures) -> R
     let after_full: Vec<(&str, &[u8])> = picks.iter().map(|&i| full_writes[i]).collect();
     verify(&subject, &after_full, &[new_rel.as_str()], false)?;
 
-    // The full-tree rewind, then every file against its original bytes.
+    // The full-tree rewind, then every file against its original bytes,
+    // with the store in its default place, the data directory (where the
+    // rewind's trash is; the rows above measured the store's files in the
+    // tree).
+    drop(store);
+    to_data_dir(&subject)?;
+    let mut store = Store::open(&subject)?;
     sync_fs(work.path())?;
     let (report, t) = timed(|| Ok(store.rewind(&full_turn, &RewindOptions::default())?))?;
     fig.full_rewind.push(t);
@@ -938,7 +944,10 @@ fn render(
          - Row 1 times `Store::open` + `capture_many` (every file, one call) + the writes, \
          against the writes alone on a second copy of the tree; which side runs first \
          alternates between repetitions. The rewind is `Store::rewind` of that turn after \
-         row 3's turn was rewound; afterwards every file is compared with its original \
+         row 3's turn was rewound, with the store moved (untimed) to the data directory, \
+         its default place and the only one whose rewinds use the trash; the names the \
+         rewind left there are then removed by `Store::empty_trash`, timed apart (\"Also \
+         measured\"); afterwards every file is compared with its original \
          bytes and the tree is checked for stray files (the benchmark fails if any differ). \
          git's object store is measured once per run on a third copy.\n\
          - Row 2: {SINGLES} files spread evenly over the tree, each captured by its own \
@@ -982,13 +991,27 @@ fn render(
     (s, results)
 }
 
+/// Moves the store of `root` to the data directory (the default place of
+/// a store, and the only one whose rewinds use the trash; see the
+/// library's `trash.rs`): the benchmark's stores are made in their
+/// projects, so they can be copied with them.
+pub(crate) fn to_data_dir(root: &Path) -> Res<()> {
+    turnback::location::move_store(root, None, false)?;
+    Ok(())
+}
+
 fn main() -> Res<()> {
-    // The figures are of the store's own files and their write order, kept
-    // in the measured tree as before (the default data-directory store
-    // differs only by the small marker and registry reads at open).
+    // Stores are made in their trees, so a store can be copied with its
+    // tree and its size read there; the rewinds of full trees (rows 1, 4
+    // and 5) run with the store moved to the data directory, its default
+    // place, where the rewind's trash is used (see `to_data_dir`).
     // SAFETY: set before any thread is started.
     unsafe { std::env::set_var(turnback::location::STORE_ENV, "project") };
     let cfg = config()?;
+    // The data directory of the stores moved there, on the trees' device.
+    let data = TempDir::with_prefix_in("turnback-bench-data-", &cfg.tmp)?;
+    // SAFETY: no thread is started yet.
+    unsafe { std::env::set_var(turnback::location::DATA_DIR_ENV, data.path()) };
     let m = machine(&cfg.tmp)?;
     let commit = commit();
     eprintln!("loading {} files of {} ...", cfg.files, cfg.tree.display());

@@ -185,7 +185,7 @@ impl Store {
         // The files replaced get a second name in the trash first, so the
         // renames free nothing while the user waits (see `trash.rs`).
         let trash = self
-            .data_dir()
+            .trash_data_dir()
             .and_then(|data| Trash::open(data, &self.root_fd));
         let done = in_dirs(
             &mut walk,

@@ -17,8 +17,11 @@
 //!   durable elsewhere (the operation's `saved` record precedes every
 //!   link), so removing any entry at any time loses nothing.
 //! - It lives in the data directory, outside every project (a snapshot of
-//!   a project never sees it, whatever its store's place), shared by the
-//!   projects on that device; entries are unique per process. A link is
+//!   a project never sees it), shared by the projects on that device;
+//!   entries are unique per process. It is used only by a store kept in
+//!   the data directory (the default): a store kept in its project
+//!   (`turnback store --in-project`) was chosen so that nothing of the
+//!   project lives elsewhere, and its rewinds free as they go. A link is
 //!   made only where it can stay on one file system (the data directory
 //!   and the project root on one device); any link that fails is
 //!   passed over, and that file is freed by its rename as before.
@@ -130,6 +133,13 @@ impl crate::store::Store {
     /// directory.
     pub fn trash_dir(&self) -> Option<PathBuf> {
         self.data_dir().map(path)
+    }
+
+    /// The data directory whose trash this store's rewinds use: the one
+    /// that holds the store (see the module doc).
+    pub(crate) fn trash_data_dir(&self) -> Option<&Path> {
+        self.data_dir()
+            .filter(|data| self.store_path.starts_with(data))
     }
 
     /// Whether a rewind, revert, undo or redo left names in the trash to

@@ -4,7 +4,7 @@
 
 use std::os::unix::fs::MetadataExt;
 
-use turnback::log::{Op, Pre};
+use turnback::log::Pre;
 use turnback::{RewindOptions, TurnId};
 
 use crate::common::*;
@@ -16,6 +16,16 @@ fn trash_of(p: &Project, store: &turnback::Store) -> TestResult<(std::path::Path
     let data = trash.parent().ok_or("a trash with no parent")?;
     let same = std::fs::metadata(data)?.dev() == std::fs::metadata(&p.root)?.dev();
     Ok((trash, same))
+}
+
+/// The store of `p` in a data directory of its own (beside the project,
+/// so on its device): the trash of the shared one also holds other tests'
+/// names, and their mutations empty it.
+fn open_own(p: &Project) -> turnback::Result<turnback::Store> {
+    p.open_with(turnback::Options {
+        data_dir: Some(p.parent().join("data")),
+        ..turnback::Options::default()
+    })
 }
 
 fn trash_names(trash: &std::path::Path) -> Vec<String> {
@@ -34,7 +44,7 @@ fn a_rewind_keeps_the_replaced_files_in_the_trash_until_it_is_emptied() -> TestR
     for i in 0..5 {
         p.write(&format!("d/f{i}.txt"), format!("original {i}\n"))?;
     }
-    let mut store = p.open()?;
+    let mut store = open_own(&p)?;
     let t = TurnId::new("t1")?;
     let rels: Vec<String> = (0..5).map(|i| format!("d/f{i}.txt")).collect();
     store.capture_many(&t, None, &rels)?;
@@ -78,7 +88,7 @@ fn a_rewind_keeps_the_replaced_files_in_the_trash_until_it_is_emptied() -> TestR
 fn the_next_mutation_empties_the_trash_before_it_reads_the_project() -> TestResult {
     let p = Project::new()?;
     p.write("a.txt", "one\n")?;
-    let mut store = p.open()?;
+    let mut store = open_own(&p)?;
     store.capture(&TurnId::new("t1")?, None, "a.txt")?;
     let (trash, _) = trash_of(&p, &store)?;
     drop(store);
@@ -87,21 +97,50 @@ fn the_next_mutation_empties_the_trash_before_it_reads_the_project() -> TestResu
     std::fs::create_dir_all(&trash)?;
     std::fs::hard_link(p.path("a.txt"), trash.join("1-0"))?;
     assert_eq!(std::fs::metadata(p.path("a.txt"))?.nlink(), 2);
-    let mut store = p.open()?;
+    let mut store = open_own(&p)?;
     assert!(store.trash_pending());
     store.capture(&TurnId::new("t2")?, None, "a.txt")?;
     assert!(!trash.exists(), "the trash was not emptied");
     assert_eq!(std::fs::metadata(p.path("a.txt"))?.nlink(), 1);
     // The capture saw one name: no hard-link group recorded.
-    let last = p.captures()?.pop().ok_or("no capture record")?;
-    let Op::Capture { files, .. } = last.op else {
-        return Err("not a capture".into());
-    };
+    let turns = store.turns();
+    let t2 = turns.last().ok_or("no turn")?;
     assert!(
-        files
+        t2.files
             .iter()
-            .all(|f| matches!(f.pre, Pre::File { link: None, .. })),
-        "{files:?}"
+            .all(|f| matches!(f.entry.pre, Pre::File { link: None, .. })),
+        "{:?}",
+        t2.files
+    );
+    Ok(())
+}
+
+/// A store kept in its project uses no trash: nothing of the project goes
+/// to the data directory, and its rewinds free the files they replace.
+#[test]
+fn a_store_kept_in_the_project_uses_no_trash() -> TestResult {
+    let p = Project::new()?;
+    p.write("a.txt", "one\n")?;
+    let mut store = open_own(&p)?;
+    store.capture(&TurnId::new("t1")?, None, "a.txt")?;
+    drop(store);
+    turnback::location::move_store(&p.root, Some(&p.parent().join("data")), true)?;
+    let mut store = open_own(&p)?;
+    assert!(
+        store.store_dir().starts_with(&p.root),
+        "{:?}",
+        store.store_dir()
+    );
+    p.write("a.txt", "agent\n")?;
+    let agent_inode = std::fs::metadata(p.path("a.txt"))?.ino();
+    let (trash, _) = trash_of(&p, &store)?;
+    store.rewind(&TurnId::new("t1")?, &RewindOptions::default())?;
+    assert_eq!(p.read("a.txt")?, b"one\n");
+    assert!(!store.trash_pending());
+    assert!(
+        trash_names(&trash).is_empty(),
+        "{agent_inode} kept in {}",
+        trash.display()
     );
     Ok(())
 }

@@ -235,22 +235,31 @@ fn rewind_is_exit_3_when_a_file_over_the_size_cap_cannot_be_restored() -> TestRe
 fn the_trash_a_rewind_fills_is_emptied_in_the_background() -> TestResult {
     use std::os::unix::fs::MetadataExt;
     let p = Project::new()?;
+    // A data directory of its own, beside the project (on its device): the
+    // shared one's trash also holds other tests' names.
+    let data = p.root.with_extension("data");
+    std::fs::create_dir_all(&data)?;
+    let tb = |args: &[&str]| -> TestResult {
+        p.tb()
+            .env("TURNBACK_DATA_DIR", &data)
+            .args(args)
+            .assert()
+            .success();
+        Ok(())
+    };
     for i in 0..20 {
         p.write(&format!("d/f{i}.txt"), format!("before {i}\n"))?;
     }
     let names: Vec<String> = (0..20).map(|i| format!("d/f{i}.txt")).collect();
     let mut args = vec!["capture", "--turn", "t1"];
     args.extend(names.iter().map(String::as_str));
-    p.ok(&args)?;
+    tb(&args)?;
     for (i, n) in names.iter().enumerate() {
         p.write(n, format!("after {i}\n"))?;
     }
-    let trash = turnback::Store::open(&p.root)?
-        .trash_dir()
-        .ok_or("no data directory")?;
-    let data = trash.parent().ok_or("a trash with no parent")?;
-    let same_device = std::fs::metadata(data)?.dev() == std::fs::metadata(p.path("d"))?.dev();
-    p.ok(&["rewind", "t1"])?;
+    let trash = data.join("trash");
+    let same_device = std::fs::metadata(&data)?.dev() == std::fs::metadata(p.path("d"))?.dev();
+    tb(&["rewind", "t1"])?;
     for (i, n) in names.iter().enumerate() {
         assert_eq!(p.read(n)?, format!("before {i}\n").into_bytes());
     }
@@ -266,7 +275,7 @@ fn the_trash_a_rewind_fills_is_emptied_in_the_background() -> TestResult {
     }
     assert!(!trash.exists(), "the trash is still there after 30 s");
     // And the rewind undoes exactly.
-    p.ok(&["undo"])?;
+    tb(&["undo"])?;
     for (i, n) in names.iter().enumerate() {
         assert_eq!(p.read(n)?, format!("after {i}\n").into_bytes());
     }

@@ -41,7 +41,7 @@ struct Run {
     rss_kib: Option<u64>,
 }
 
-/// Runs `turnback ARGS` in `root` (store in the project); it must exit 0.
+/// Runs `turnback ARGS` in `root`; it must exit 0.
 /// With `rss`, under `/usr/bin/time` when present, to read the peak RSS:
 /// that adds a process to the time, so a row whose peer is spawned
 /// directly (row 6's `git checkout`) runs turnback directly too.
@@ -104,6 +104,7 @@ fn full_turn(tree: &Tree, root: &Path, turn: &str) -> Res<()> {
     let mut store = Store::open(root)?;
     store.capture_many(&TurnId::new(turn)?, Some("full-tree turn"), &rels)?;
     drop(store);
+    super::to_data_dir(root)?;
     for f in &tree.files {
         fs::write(root.join(&f.rel), with_line(&f.bytes, FULL_LINE))?;
     }
@@ -223,6 +224,7 @@ pub(crate) fn many_files(
     let mut store = Store::open(&subject)?;
     store.capture_many(&TurnId::new("many")?, Some("generated files"), &rels)?;
     drop(store);
+    super::to_data_dir(&subject)?;
     write_generated(&subject, files, true)?;
     write_generated(&peer, files, true)?;
     let writes: Vec<(&str, &[u8])> = files
@@ -409,8 +411,10 @@ pub(crate) fn render_rows(fig: &CliFigures, s: &mut String, results: &mut Vec<(S
 /// How rows 4 to 6 are measured.
 pub(crate) const HOW: &str = "\
 - Rows 4 to 6 run the release `turnback` binary (built by the benchmark if needed) \
-as a child process in the tree, the store in the tree (`TURNBACK_STORE=project`); \
-the time runs from spawn to exit. Row 4: one `strace -c -f` run of `turnback rewind` \
+as a child process in the tree; the time runs from spawn to exit. The stores of rows 4 \
+and 5 are moved (untimed) to the data directory, a store's default place and the only \
+one whose rewinds use the trash (on the trees' device); row 6's stays in its tree \
+(`TURNBACK_STORE=project`). Row 4: one `strace -c -f` run of `turnback rewind` \
 of a full-tree capture turn (made through the library, then every file written with \
 a line added), divided by the number of files. Row 5: `TURNBACK_BENCH_MANY` files \
 (default 100,000) in directories of 100, each a few hundred bytes of generated text, \
