@@ -856,9 +856,9 @@ struct WriteTimes {
     large: Vec<f64>,
     small: Vec<f64>,
     peer: Vec<f64>,
-    /// The first call into a copy of the large store whose limit it
-    /// exceeds (automatic gc comes due), and the large store's first call
-    /// (the same turn, file and bytes).
+    /// A call into a copy of the large store whose limit it exceeds
+    /// (automatic gc comes due), and the large store's last call (the same
+    /// turn, file and bytes).
     gc_due: Vec<f64>,
     gc_peer: Vec<f64>,
     /// From that call's exit until the background gc left the limit.
@@ -908,27 +908,17 @@ fn write_repetition(
     small: &Path,
 ) -> Res<(WriteTimes, TempDir)> {
     let work = TempDir::with_prefix_in("turnback-bench-write-", &cfg.tmp)?;
-    let due = copy_prebuilt(large, &work.path().join("due"))?;
+    let large_built = large;
     let large = copy_prebuilt(large, &work.path().join("large"))?;
     let small = copy_prebuilt(small, &work.path().join("small"))?;
     let peer = build_store(files, 1, &work.path().join("peer"))?;
     drop(turnback::Store::open(&peer)?);
-    fs::write(
-        turnback::Store::open(&due)?.store_dir().join("config.toml"),
-        gc_due_config(cfg.turns),
-    )?;
     let mut t = WriteTimes::default();
     for i in 0..cfg.runs {
         let (rel, bytes) = &files[(7 * i + 3) % files.len()];
         let mut content = bytes.clone();
         content.extend_from_slice(format!("\n/* turnback write, call {i} */\n").as_bytes());
         let turn = format!("write-{rep}-{i}");
-        if i == 0 {
-            // The same call as the large store's below: its peer.
-            t.gc_due.push(spawn_write(bin, &due, &turn, rel, &content)?);
-            t.gc_background
-                .push(wait_for_turns(&due, cfg.turns * 9 / 10)?);
-        }
         for k in 0..3 {
             match (i + k) % 3 {
                 0 => t
@@ -941,7 +931,24 @@ fn write_repetition(
             }
         }
     }
-    t.gc_peer.extend(t.large.first());
+    // Last, so neither its copy nor its gc disturbs the calls above: the
+    // last iteration's call again, into the copy where it makes gc due; its
+    // peer is that call into the large store.
+    let last = cfg.runs - 1;
+    let (rel, bytes) = &files[(7 * last + 3) % files.len()];
+    let mut content = bytes.clone();
+    content.extend_from_slice(format!("\n/* turnback write, call {last} */\n").as_bytes());
+    let due = copy_prebuilt(large_built, &work.path().join("due"))?;
+    fs::write(
+        turnback::Store::open(&due)?.store_dir().join("config.toml"),
+        gc_due_config(cfg.turns),
+    )?;
+    sync_fs(&due)?;
+    let turn = format!("write-{rep}-{last}");
+    t.gc_due.push(spawn_write(bin, &due, &turn, rel, &content)?);
+    t.gc_background
+        .push(wait_for_turns(&due, cfg.turns * 9 / 10)?);
+    t.gc_peer.extend(t.large.last());
     for (root, base) in [(&large, cfg.turns), (&small, cfg.small_turns), (&peer, 1)] {
         let n = turnback::Store::open(root)?.turns().len();
         if n != base + cfg.runs {
@@ -1152,8 +1159,8 @@ fn render(
          gc off and `keep_turns` raised, and copied afresh for every repetition; an untimed \
          open of each copy writes its index checkpoint, as the first command after any copy \
          would. Each call writes the same file with the same new bytes in the three stores, \
-         a new turn each. The automatic gc row: before the first iteration's calls, the same \
-         call goes to another copy of the {big}-turn store whose config keeps {} turns and \
+         a new turn each. The automatic gc row: after the last iteration's calls, its call goes \
+         again to another copy of the {big}-turn store whose config keeps {} turns and \
          checks after every capture, so that call makes gc due (past the limit's tenth); it \
          is timed from spawn to exit like the others (the command line leaves gc to a \
          background `turnback maintain` once it has answered), then the store is opened every \
