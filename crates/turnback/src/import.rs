@@ -530,7 +530,7 @@ impl Store {
             }
         }
         let count = files.len();
-        let rec = self.append(Op::Capture {
+        let seq = self.append(Op::Capture {
             turn: t.id.clone(),
             label: t.label.clone(),
             pack: (!blobs.is_empty()).then_some(pack_name),
@@ -543,7 +543,7 @@ impl Store {
             turn: t.id,
             label: t.label,
             osfoundry_at: t.at,
-            seq: rec.seq,
+            seq,
             files: count,
             new_blobs: blobs.len(),
             stored_bytes: stored,

@@ -340,8 +340,29 @@ impl Index {
         Ok(())
     }
 
+    /// Applies one record it may keep parts of: a saved record's states are
+    /// moved into the index, not copied (a rewind of 100,000 paths saves
+    /// 100,000 states). `Err` says why it does not fit.
+    pub(crate) fn apply_owned(&mut self, mut rec: Record) -> Result<(), String> {
+        let mut files = match &mut rec.op {
+            Op::Saved { files, .. } => Some(std::mem::take(files)),
+            _ => None,
+        };
+        self.apply_with(&rec, &mut files)
+    }
+
     /// Applies one record; `Err` says why it does not fit.
     pub(crate) fn apply(&mut self, rec: &Record) -> Result<(), String> {
+        self.apply_with(rec, &mut None)
+    }
+
+    /// [`Index::apply`], a saved record's states taken from `saved_files`
+    /// when given (its own list is then empty).
+    fn apply_with(
+        &mut self,
+        rec: &Record,
+        saved_files: &mut Option<Vec<FileEntry>>,
+    ) -> Result<(), String> {
         if rec.seq <= self.last_seq {
             return Err(format!(
                 "sequence number {} does not follow {}",
@@ -413,8 +434,12 @@ impl Index {
                 self.stored_bytes += apply_snapshot(&mut self.blobs, pack, blobs)?;
             }
             Op::Saved { pack, blobs, files } => {
-                self.register_blobs(pack, blobs, files)?;
-                self.saved.insert(rec.seq, files.clone());
+                let files = match saved_files.take() {
+                    Some(owned) => owned,
+                    None => files.clone(),
+                };
+                self.register_blobs(pack, blobs, &files)?;
+                self.saved.insert(rec.seq, files);
             }
             Op::Rewind {
                 turn,

@@ -333,15 +333,81 @@ pub fn encode(record: &Record) -> Vec<u8> {
     // its bytes.
     let mut size = Counted(0);
     serde_json::to_writer(&mut size, record).expect("records always serialize");
-    // Its closing brace gives way to the check and the brace, then the newline.
-    let mut body = Vec::with_capacity(size.0 - 1 + CRC_SUFFIX_LEN + 1);
-    serde_json::to_writer(&mut body, record).expect("records always serialize");
-    let crc = crc32fast::hash(&body);
-    debug_assert_eq!(body.last(), Some(&b'}'));
-    body.pop();
-    body.extend_from_slice(format!(r#","crc":"{crc:08x}"}}"#).as_bytes());
-    body.push(b'\n');
-    body
+    let mut line = Vec::with_capacity(size.0 - 1 + CRC_SUFFIX_LEN + 1);
+    write_line(record, &mut line).expect("writing to memory does not fail");
+    line
+}
+
+/// Writes `record` as one log line, newline included, to `out` as it is
+/// serialized, never whole in memory (a saved record of 100,000 paths is
+/// some 25 MB of JSON); the check is computed on the way. Returns the
+/// line's length. An error leaves part of a line written: the caller cuts
+/// it off (a reader would find it torn).
+pub fn write_line(record: &Record, out: impl std::io::Write) -> std::io::Result<u64> {
+    use std::io::Write as _;
+    let mut w = Checked {
+        out,
+        crc: crc32fast::Hasher::new(),
+        held: None,
+        len: 0,
+    };
+    // Serialized into blocks, so the check and `out` see large writes, not
+    // every token.
+    let mut blocks = std::io::BufWriter::with_capacity(64 << 10, &mut w);
+    serde_json::to_writer(&mut blocks, record).map_err(std::io::Error::other)?;
+    blocks.flush()?;
+    drop(blocks);
+    // The body's closing brace gives way to the check and the brace, then
+    // the newline.
+    if w.held != Some(b'}') {
+        return Err(std::io::Error::other(
+            "a record did not serialize as an object",
+        ));
+    }
+    // The check covers the whole body, its closing brace included (what
+    // `decode` re-computes).
+    w.crc.update(b"}");
+    let crc = w.crc.finalize();
+    let tail = format!(r#","crc":"{crc:08x}"}}"#);
+    w.out.write_all(tail.as_bytes())?;
+    w.out.write_all(b"\n")?;
+    Ok(w.len + tail.len() as u64 + 1)
+}
+
+/// A writer that passes bytes on to `out` and into the line's check, one
+/// byte behind: the last byte written (the body's closing brace) is held
+/// back.
+struct Checked<W> {
+    out: W,
+    crc: crc32fast::Hasher,
+    held: Option<u8>,
+    len: u64,
+}
+
+impl<W: std::io::Write> Checked<W> {
+    fn pass(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.out.write_all(bytes)?;
+        self.crc.update(bytes);
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for Checked<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let Some((&last, body)) = buf.split_last() else {
+            return Ok(0);
+        };
+        if let Some(b) = self.held.take() {
+            self.pass(&[b])?;
+        }
+        self.pass(body)?;
+        self.held = Some(last);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
 }
 
 /// A writer that only counts the bytes written to it.
@@ -606,6 +672,31 @@ mod tests {
         for r in sample() {
             let line = encode(&r);
             assert_eq!(decode(&line[..line.len() - 1]), Ok(r));
+        }
+    }
+
+    /// The streamed line (as appended to the log) is the encoded one, its
+    /// length as returned, whatever size of writes the sink takes.
+    #[test]
+    fn a_streamed_line_is_the_encoded_line() {
+        /// Takes at most 3 bytes per call.
+        struct Trickle(Vec<u8>);
+        impl std::io::Write for Trickle {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                let n = buf.len().min(3);
+                self.0.extend_from_slice(&buf[..n]);
+                Ok(n)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        for r in sample() {
+            let mut out = Trickle(Vec::new());
+            let len = write_line(&r, &mut out).expect("written to memory");
+            assert_eq!(out.0, encode(&r));
+            assert_eq!(len, out.0.len() as u64);
+            assert_eq!(decode(&out.0[..out.0.len() - 1]), Ok(r));
         }
     }
 

@@ -346,6 +346,13 @@ pub(crate) fn steps_from<'a>(
 /// Paths of `steps` plus their ancestors: what an operation may change.
 /// Each step's path is new (a plan holds one step per path); only the
 /// ancestors, far fewer, are kept in a set to be listed once.
+/// The current states an operation found: saved in the record `seq`
+/// (their hashes read from the index), or, on a dry run, only hashed.
+enum States {
+    Saved(u64),
+    Hashed(Vec<PostEntry>),
+}
+
 fn touched_paths(steps: &[Step]) -> Vec<RelPath> {
     let planned = |p: &RelPath| steps.binary_search_by(|s| s.path.cmp(p)).is_ok();
     let mut dirs: HashSet<RelPath> = HashSet::new();
@@ -411,14 +418,14 @@ impl Store {
         // fails the rewind before it starts.
         let config = self.config()?;
         let current = self.current_states(&mut report)?;
-        for now in &current {
-            if let Some(post) = plan.posts.get(&now.path)
-                && *post != now.post
+        for (path, now) in self.states(&current) {
+            if let Some(post) = plan.posts.get(path)
+                && *post != now
                 && !matches!(post, Post::Other)
-                && report.step(&now.path).is_some()
+                && report.step(path).is_some()
             {
                 let c = Conflict {
-                    path: now.path.clone(),
+                    path: path.clone(),
                     reason: "changed since the agent's turn (by you, an editor or another tool)"
                         .into(),
                     detail: None,
@@ -430,8 +437,8 @@ impl Store {
                 }
             }
         }
-        // Freed before the plan runs: each holds a state per path.
-        drop((current, plan.posts));
+        // Freed before the plan runs: it holds a state per path.
+        drop(plan.posts);
         report.kept.sort_by(|a, b| a.path.cmp(&b.path));
         report.conflicts.sort_by(|a, b| a.path.cmp(&b.path));
         if options.dry_run {
@@ -507,16 +514,16 @@ impl Store {
         let current = self.current_states(&mut report)?;
         let t = self.turn(turn)?;
         let mut edited = Vec::new();
-        for now in &current {
-            if later.contains(&now.path) || report.step(&now.path).is_none() {
+        for (path, now) in self.states(&current) {
+            if later.contains(path) || report.step(path).is_none() {
                 continue;
             }
-            if let Some((_, post)) = t.post(&now.path)
-                && *post != now.post
+            if let Some((_, post)) = t.post(path)
+                && *post != now
                 && !matches!(post, Post::Other)
             {
                 edited.push(Conflict {
-                    path: now.path.clone(),
+                    path: path.clone(),
                     reason: "changed since the agent's turn (by you, an editor or another tool)"
                         .into(),
                     detail: None,
@@ -629,23 +636,36 @@ impl Store {
     /// The current state of every path the plan may change (and of the
     /// other names of its hard-linked files): saved durably (not on a dry
     /// run), and returned as hashes, in no particular order.
-    fn current_states(&mut self, report: &mut Report) -> Result<Vec<PostEntry>> {
+    fn current_states(&mut self, report: &mut Report) -> Result<States> {
         let paths = touched_paths(&report.plan);
         if report.dry_run {
-            return self.hash_states(&paths);
+            return Ok(States::Hashed(self.hash_states(&paths)?));
         }
         // An operation interrupted before its record was rolled back when
         // the lock was taken (see `settle.rs`): the states saved here are
         // the folder as it was before that operation began.
-        let (seq, entries) = self.save_states(&paths)?;
+        let seq = self.save_states(&paths)?;
         report.saved = Some(seq);
-        Ok(entries
-            .into_iter()
-            .map(|e| PostEntry {
-                post: post_of(&e.pre),
-                path: e.path,
-            })
-            .collect())
+        Ok(States::Saved(seq))
+    }
+
+    /// The states of `states`, as hashes: read in place from the index's
+    /// saved record (not copied: a rewind may save 100,000).
+    fn states<'a>(
+        &'a self,
+        states: &'a States,
+    ) -> Box<dyn Iterator<Item = (&'a RelPath, Post)> + 'a> {
+        match states {
+            States::Hashed(v) => Box::new(v.iter().map(|e| (&e.path, e.post.clone()))),
+            States::Saved(seq) => Box::new(
+                self.index
+                    .saved
+                    .get(seq)
+                    .into_iter()
+                    .flatten()
+                    .map(|e| (&e.path, post_of(&e.pre))),
+            ),
+        }
     }
 
     /// A three-way explanation of a revert conflict.

@@ -554,43 +554,50 @@ impl Store {
         }))
     }
 
-    /// Appends one record durably and applies it to the index.
-    pub(crate) fn append(&mut self, op: Op) -> Result<Record> {
+    /// Appends one record durably and applies it to the index; returns its
+    /// seq.
+    pub(crate) fn append(&mut self, op: Op) -> Result<u64> {
         let rec = Record {
             seq: self.index.last_seq + 1,
             at: crate::id::now_ns(),
             op,
         };
-        let line = log::encode(&rec);
-        let line_len = line.len() as u64;
         let path = self.store_path.join(LOG_FILE);
-        let mut f = self.open_log(OFlags::WRONLY | OFlags::APPEND)?;
-        let written = f.write_all(&line).ctx("append to", &path);
-        // Freed before the index grows with the record (a saved record of
-        // 100,000 paths is some 20 MB of JSON).
-        drop(line);
-        let synced = written.and_then(|()| fsx::fdatasync(&f).ctx("fsync", &path));
-        if let Err(e) = synced {
-            // Not acknowledged: take the line back so no reader trusts it.
-            let _ = f.set_len(self.index.consumed);
-            return Err(e);
-        }
+        let f = self.open_log(OFlags::WRONLY | OFlags::APPEND)?;
+        // Streamed, never whole in memory: a saved record of 100,000 paths
+        // is some 25 MB of JSON.
+        let written = log::write_line(&rec, &f).ctx("append to", &path);
+        let synced = written.and_then(|len| {
+            fsx::fdatasync(&f).ctx("fsync", &path)?;
+            Ok(len)
+        });
+        let line_len = match synced {
+            Ok(len) => len,
+            Err(e) => {
+                // Not acknowledged: take the line back so no reader trusts it.
+                let _ = f.set_len(self.index.consumed);
+                return Err(e);
+            }
+        };
         if self.index.consumed == 0 {
             // A new log: its directory entry must be durable too.
             fsx::fsync(&self.dirs().store).ctx("fsync", &self.store_path)?;
         }
-        self.index.apply(&rec).map_err(|reason| Error::LogDamaged {
-            path: path.clone(),
-            line: self.index.lines + 1,
-            reason,
-        })?;
+        let seq = rec.seq;
+        self.index
+            .apply_owned(rec)
+            .map_err(|reason| Error::LogDamaged {
+                path: path.clone(),
+                line: self.index.lines + 1,
+                reason,
+            })?;
         self.index.lines += 1;
         self.index.consumed += line_len;
         if self.index.ident.is_none() {
             let st = crate::sys::fs::fstat(&f).ctx("stat", &path)?;
             self.index.ident = Some((crate::sys::dev(&st), st.st_ino));
         }
-        Ok(rec)
+        Ok(seq)
     }
 
     /// Turns a caller's path (absolute, or relative to the root) into a
@@ -880,8 +887,9 @@ impl Store {
 
     /// Saves the current state of `rels` (bytes included, whatever their
     /// size) in a durable `saved` record before an operation changes them.
-    /// Returns the record's seq and the states.
-    pub(crate) fn save_states(&mut self, rels: &[RelPath]) -> Result<(u64, Vec<FileEntry>)> {
+    /// Returns the record's seq; the states are in the index
+    /// (`index.saved`).
+    pub(crate) fn save_states(&mut self, rels: &[RelPath]) -> Result<u64> {
         // The other names of a hard-linked file are saved too, so reversing
         // the operation makes them one file again.
         let names = crate::links::other_names(self, rels)?;
@@ -895,17 +903,13 @@ impl Store {
         let seq = self.index.last_seq + 1;
         let pack_name = pack::pack_name(seq);
         let (blobs, _) = self.store_blobs(&mut entries, collected.files, &pack_name)?;
-        // Moved into the record and taken back: one copy of every path's
-        // state besides the index's, not two (memory grows with the paths).
-        let rec = self.append(Op::Saved {
+        // Moved into the record, then into the index: one copy of every
+        // path's state (memory grows with the paths).
+        self.append(Op::Saved {
             pack: (!blobs.is_empty()).then_some(pack_name),
             blobs,
             files: entries,
-        })?;
-        match rec.op {
-            Op::Saved { files, .. } => Ok((rec.seq, files)),
-            _ => unreachable!("the record appended is the saved record built above"),
-        }
+        })
     }
 
     /// `rels`, each spelled as the turn first captured it when it names the
