@@ -1775,6 +1775,31 @@ mod tests {
         Ok(())
     }
 
+    /// A rewind's saved states are stored but are no path's delta base: the
+    /// path holds the pre-image it put back, the base it already had.
+    #[test]
+    fn a_rewind_leaves_each_delta_base_at_what_it_put_back() -> TestResult {
+        use sha2::Digest;
+        let dir = tempfile::tempdir()?;
+        std::fs::write(dir.path().join("a.txt"), "before\n")?;
+        let mut store = Store::open(dir.path())?;
+        store.write(&t("t1"), None, "a.txt", b"by the agent\n")?;
+        let a = RelPath::parse("a.txt")?;
+        let pre = BlobId(sha2::Sha256::digest(b"before\n").into());
+        assert_eq!(store.index.path_blob.get(&a), Some(pre));
+        store.rewind(&t("t1"), &RewindOptions::default())?;
+        let saved = BlobId(sha2::Sha256::digest(b"by the agent\n").into());
+        assert!(
+            store.index.blobs.get(&saved).is_some(),
+            "the saved state is stored"
+        );
+        assert_eq!(store.index.path_blob.get(&a), Some(pre));
+        // A replay of the log agrees.
+        let whole = from_log_alone(dir.path(), &store)?;
+        assert_eq!(whole.path_blob.get(&a), Some(pre));
+        Ok(())
+    }
+
     #[test]
     fn a_checkpoint_whose_tables_are_out_of_order_or_range_is_ignored() -> TestResult {
         let (dir, store) = large_store()?;

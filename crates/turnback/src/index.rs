@@ -211,11 +211,18 @@ impl Index {
         depth
     }
 
+    /// Registers a record's new blobs and checks its files' blobs against
+    /// them; with `bases`, each file's blob becomes its path's delta base
+    /// (`path_blob`). A saved record's are not: its states are what an
+    /// operation replaced, while the path then holds what it put back (a
+    /// capture's pre-image, already the base), and a rewind of 100,000
+    /// paths would otherwise grow the map by 100,000 entries.
     fn register_blobs(
         &mut self,
         pack: &Option<String>,
         blobs: &[StoredBlob],
         files: &[FileEntry],
+        bases: bool,
     ) -> Result<(), String> {
         if let Some(p) = pack
             && !pack::is_pack_name(p)
@@ -277,6 +284,9 @@ impl Index {
             }
         }
         self.stored_bytes += self.blobs.insert_sorted(fresh);
+        if !bases {
+            return Ok(());
+        }
         for f in files {
             if let Pre::File { blob, .. } = &f.pre {
                 self.path_blob.insert(f.path.clone(), *blob);
@@ -379,7 +389,7 @@ impl Index {
                 posts,
                 shared_with,
             } => {
-                self.register_blobs(pack, blobs, files)?;
+                self.register_blobs(pack, blobs, files, true)?;
                 self.captures += 1;
                 if self.turn(turn).is_none() {
                     self.turns.push(Turn {
@@ -438,7 +448,7 @@ impl Index {
                     Some(owned) => owned,
                     None => files.clone(),
                 };
-                self.register_blobs(pack, blobs, &files)?;
+                self.register_blobs(pack, blobs, &files, false)?;
                 self.saved.insert(rec.seq, files);
             }
             Op::Rewind {
