@@ -19,6 +19,7 @@
 //!   does not match the record never reach the project (see [`read_blob`]).
 
 use crate::sys::OwnedFd;
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::{self, Read, Write};
 
@@ -99,12 +100,66 @@ fn window_log_for(len: u64) -> u32 {
     (64 - len.max(1).leading_zeros()).clamp(10, 27)
 }
 
+/// Compresses `data` as one zstd frame with this thread's compression
+/// context, made once per thread and level (a context made per blob cost
+/// more than compressing a small file).
+pub(crate) fn compress(data: &[u8], level: i32) -> io::Result<Vec<u8>> {
+    thread_local! {
+        static CCTX: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+            const { RefCell::new(None) };
+    }
+    CCTX.with(|cell| {
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return zstd::bulk::compress(data, level);
+        };
+        if !matches!(&*slot, Some((l, _)) if *l == level) {
+            *slot = Some((level, zstd::bulk::Compressor::new(level)?));
+        }
+        match slot.as_mut() {
+            Some((_, c)) => c.compress(data),
+            None => zstd::bulk::compress(data, level),
+        }
+    })
+}
+
+/// Decompresses the zstd frames `reader` gives into `writer` with this
+/// thread's decompression context, made once per thread (see
+/// [`compress`]).
+fn decompress(reader: impl Read, writer: &mut impl Write) -> io::Result<u64> {
+    thread_local! {
+        static DCTX: RefCell<Option<zstd::zstd_safe::DCtx<'static>>> = const { RefCell::new(None) };
+    }
+    let reader = io::BufReader::with_capacity(zstd::zstd_safe::DCtx::in_size(), reader);
+    DCTX.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut slot) => {
+            let ctx = slot.get_or_insert_with(zstd::zstd_safe::DCtx::create);
+            io::copy(
+                &mut zstd::stream::read::Decoder::with_context(reader, ctx),
+                writer,
+            )
+        }
+        Err(_) => io::copy(
+            &mut zstd::stream::read::Decoder::with_buffer(reader)?,
+            writer,
+        ),
+    })
+}
+
+/// Bytes of a version and its base from which a delta uses long-distance
+/// matching.
+const LONG_MATCHING_FROM: usize = 1 << 20;
+
 /// Compresses `data` with `base` as zstd reference prefix (patch-from):
 /// ten versions of a file, each a line longer, cost about one.
 pub(crate) fn compress_delta(data: &[u8], base: &[u8], level: i32) -> io::Result<Vec<u8>> {
     let mut enc = zstd::stream::Encoder::with_ref_prefix(Vec::new(), level, base)?;
     enc.window_log(window_log_for((data.len() + base.len()) as u64))?;
-    enc.long_distance_matching(true)?;
+    // Long-distance matching finds what the regular match finder's tables
+    // miss across a large window; under [`LONG_MATCHING_FROM`] its set-up
+    // costs more than compressing the file.
+    if data.len() + base.len() >= LONG_MATCHING_FROM {
+        enc.long_distance_matching(true)?;
+    }
     enc.include_contentsize(true)?;
     enc.set_pledged_src_size(Some(data.len() as u64))?;
     enc.write_all(data)?;
@@ -354,9 +409,7 @@ pub(crate) fn read_blob(
                 dec.window_log_max(27)?;
                 io::copy(&mut dec, &mut writer)
             }),
-        None => {
-            zstd::stream::Decoder::new(reader).and_then(|mut dec| io::copy(&mut dec, &mut writer))
-        }
+        None => decompress(reader, &mut writer),
     };
     copied.map_err(|e| damaged(e.to_string()))?;
     if writer.count != loc.size {
@@ -375,6 +428,38 @@ pub(crate) fn read_blob(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The contexts kept per thread give each blob its own frame: one
+    /// after another, at two levels, and a frame cut short leaves the next
+    /// decompression whole.
+    #[test]
+    fn a_thread_s_contexts_serve_one_blob_after_another() -> io::Result<()> {
+        let a: Vec<u8> = (0..50_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
+        let b = b"a small file\n".repeat(40);
+        let fa = compress(&a, 3)?;
+        let fb = compress(&b, 19)?;
+        assert_eq!(
+            compress(&a, 3)?,
+            fa,
+            "a context reused gives the same frame"
+        );
+        for (frame, want) in [(&fa, &a), (&fb, &b), (&fa, &a)] {
+            let mut out = Vec::new();
+            decompress(&frame[..], &mut out)?;
+            assert_eq!(&out, want);
+        }
+        let mut out = Vec::new();
+        assert!(
+            decompress(&fa[..fa.len() / 2], &mut out).is_err(),
+            "a cut frame"
+        );
+        let mut out = Vec::new();
+        decompress(&fb[..], &mut out)?;
+        assert_eq!(out, b);
+        Ok(())
+    }
 
     #[test]
     fn pack_names_are_strict() {

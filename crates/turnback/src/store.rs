@@ -1280,10 +1280,7 @@ impl Store {
                             pack::compress_delta(&data, &base_bytes, level).map_err(|e| (*i, e))?,
                             Some(base),
                         ),
-                        None => (
-                            zstd::bulk::compress(&data, level).map_err(|e| (*i, e))?,
-                            None,
-                        ),
+                        None => (pack::compress(&data, level).map_err(|e| (*i, e))?, None),
                     };
                     Ok(Hashed {
                         i: *i,
