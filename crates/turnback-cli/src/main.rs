@@ -103,15 +103,9 @@ impl Ctx {
         &self,
         options: turnback::Options,
     ) -> anyhow::Result<commands::maintain::Maintained> {
-        let options = turnback::Options {
-            lock_timeout: self.lock_timeout,
-            ..options
-        };
-        let store = commands::maintain::Maintained::open(&self.root()?, options)?;
-        for w in store.warnings() {
-            eprintln!("turnback: warning: {w}");
-        }
-        Ok(store)
+        let options = commands::maintain::Maintained::options(options);
+        self.open_now(options)
+            .map(commands::maintain::Maintained::from)
     }
 
     /// Opens the store with the given options, automatic gc run by the call

@@ -88,9 +88,14 @@ pub(crate) fn ensure_subdir(dir: &OwnedFd, name: impl Name) -> io::Result<(Owned
 
 /// Looks at `name` in `dir` without following a symlink.
 pub(crate) fn node_at(dir: &OwnedFd, name: impl Name) -> io::Result<Node> {
+    Ok(lstat_at(dir, name)?.as_ref().map_or(Node::Missing, node_of))
+}
+
+/// The `lstat` of `name` in `dir`; `None` when nothing is there.
+pub(crate) fn lstat_at(dir: &OwnedFd, name: impl Name) -> io::Result<Option<crate::sys::fs::Stat>> {
     match crate::sys::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) => Ok(node_of(&st)),
-        Err(Errno::NOENT) | Err(Errno::NOTDIR) => Ok(Node::Missing),
+        Ok(st) => Ok(Some(st)),
+        Err(Errno::NOENT) | Err(Errno::NOTDIR) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
@@ -111,6 +116,15 @@ pub(crate) fn node_of(st: &crate::sys::fs::Stat) -> Node {
 /// Opens the regular file `name` in `dir` for reading, never through a
 /// symlink. Returns the file with its size and mode as seen by `fstat`.
 pub(crate) fn open_file(dir: &OwnedFd, name: impl Name) -> io::Result<(File, Node)> {
+    let (file, st) = open_file_stat(dir, name)?;
+    Ok((file, node_of(&st)))
+}
+
+/// [`open_file`], with the whole `fstat`.
+pub(crate) fn open_file_stat(
+    dir: &OwnedFd,
+    name: impl Name,
+) -> io::Result<(File, crate::sys::fs::Stat)> {
     let fd = crate::sys::fs::openat(
         dir,
         name,
@@ -118,7 +132,7 @@ pub(crate) fn open_file(dir: &OwnedFd, name: impl Name) -> io::Result<(File, Nod
         Mode::empty(),
     )?;
     let st = crate::sys::fs::fstat(&fd)?;
-    Ok((File::from(fd), node_of(&st)))
+    Ok((File::from(fd), st))
 }
 
 /// Opens the store file `name` in `dir` with `flags` (plus `O_CREAT` with
@@ -185,7 +199,7 @@ pub(crate) fn read_link(dir: &OwnedFd, name: impl Name) -> io::Result<OsString> 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// This process's id, asked of the kernel once.
-fn own_pid() -> u32 {
+pub(crate) fn own_pid() -> u32 {
     static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     *PID.get_or_init(std::process::id)
 }

@@ -25,7 +25,6 @@
 
 use crate::sys::OwnedFd;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::File;
 use std::io;
 
 use crate::sys::Errno;
@@ -42,11 +41,10 @@ use crate::rewind::{Action, Step};
 use crate::store::Store;
 use crate::tree::{Entry, Kind};
 
-/// The link key of an open regular file: its inode number when it has
-/// more than one name.
-pub(crate) fn link_of(file: &File) -> io::Result<Option<u64>> {
-    let st = crate::sys::fs::fstat(file)?;
-    Ok((crate::sys::nlink(&st) > 1).then_some(st.st_ino))
+/// The link key of a regular file whose `fstat` is `st`: its inode number
+/// when it has more than one name.
+pub(crate) fn link_of(st: &crate::sys::fs::Stat) -> Option<u64> {
+    (crate::sys::nlink(st) > 1).then_some(st.st_ino)
 }
 
 /// The values that occur at least twice in `inodes`.
@@ -77,29 +75,47 @@ struct Inode {
     ino: u64,
 }
 
+/// The regular files with more than one name among some paths: inode ->
+/// (names it has, names known: the paths, then the names found). A file
+/// with one name has no other: only the others are kept (a rewind of
+/// 100,000 files would otherwise copy every path here).
+#[derive(Debug, Default)]
+pub(crate) struct Linked(BTreeMap<Inode, (u64, Vec<RelPath>)>);
+
+impl Linked {
+    /// Notes `rel`, whose `lstat` is `st`, when it is a regular file with
+    /// more than one name.
+    pub(crate) fn note(&mut self, rel: &RelPath, st: &crate::sys::fs::Stat) {
+        if let Some((inode, nlink)) = linked_inode(st) {
+            let e = self.0.entry(inode).or_insert((nlink, Vec::new()));
+            if !e.1.contains(rel) {
+                e.1.push(rel.clone());
+            }
+        }
+    }
+}
+
 /// Finds the other names, inside the project, of every path in `rels` that
 /// is a regular file with more than one name. Walks the project only when
 /// some of those names are not in `rels` already. A path or directory that
 /// is missing, not a directory or not readable (`EACCES`) is passed over;
 /// any other error (out of descriptors, an I/O error) fails the call.
 pub(crate) fn other_names(store: &Store, rels: &[RelPath]) -> Result<Names> {
-    // inode -> (names it has, names known: in rels or found)
-    let mut wanted: BTreeMap<Inode, (u64, Vec<RelPath>)> = BTreeMap::new();
+    let mut linked = Linked::default();
     let mut walk = DirStack::new(&store.root_fd);
     for rel in rels {
-        let found = stat_rel(&mut walk, rel).ctx("look at", store.root.join(rel.as_str()))?;
-        // A file with one name has no other: only the others are kept (a
-        // rewind of 100,000 files would otherwise copy every path here).
-        if let Some((inode, nlink)) = found
-            && nlink > 1
-        {
-            let e = wanted.entry(inode).or_insert((nlink, Vec::new()));
-            if !e.1.contains(rel) {
-                e.1.push(rel.clone());
-            }
+        if let Some(st) = stat_rel(&mut walk, rel).ctx("look at", store.root.join(rel.as_str()))? {
+            linked.note(rel, &st);
         }
     }
     drop(walk);
+    names_of(store, linked, rels)
+}
+
+/// The other names, inside the project, of the files of `linked` (noted
+/// among `rels` by whoever looked at them, see [`other_names`]).
+pub(crate) fn names_of(store: &Store, linked: Linked, rels: &[RelPath]) -> Result<Names> {
+    let mut wanted = linked.0;
     let mut names = Names::default();
     if wanted.values().all(|(n, known)| known.len() as u64 >= *n) {
         return Ok(names);
@@ -151,29 +167,34 @@ fn passed_over(e: &io::Error) -> bool {
     )
 }
 
-/// The inode and link count of `rel` when it is a regular file with more
-/// than one name (symlinks not followed). `walk` holds the directories on
-/// the way (paths in order open each once).
-fn stat_rel(walk: &mut DirStack, rel: &RelPath) -> io::Result<Option<(Inode, u64)>> {
+/// The `lstat` of `rel`, `None` when it or a directory on the way is
+/// missing, not a directory or not readable. `walk` holds the directories
+/// on the way (paths in order open each once).
+fn stat_rel(walk: &mut DirStack, rel: &RelPath) -> io::Result<Option<crate::sys::fs::Stat>> {
     let dir = match walk.parent_of(rel, false) {
         Ok(Reach::Open(dir)) => dir,
         Ok(Reach::Missing { .. } | Reach::NotDir { .. }) => return Ok(None),
         Err(e) if passed_over(&e) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let st = match crate::sys::fs::statat(dir, rel.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) => st,
-        Err(e) if passed_over(&e.into()) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    let regular = crate::sys::file_type(crate::sys::mode(&st)) == FileType::RegularFile;
-    Ok((regular && crate::sys::nlink(&st) > 1).then_some((
+    match crate::sys::fs::statat(dir, rel.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(st)),
+        Err(e) if passed_over(&e.into()) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The inode and link count of `st` when it is a regular file with more
+/// than one name.
+fn linked_inode(st: &crate::sys::fs::Stat) -> Option<(Inode, u64)> {
+    let regular = crate::sys::file_type(crate::sys::mode(st)) == FileType::RegularFile;
+    (regular && crate::sys::nlink(st) > 1).then_some((
         Inode {
-            dev: crate::sys::dev(&st),
+            dev: crate::sys::dev(st),
             ino: st.st_ino,
         },
-        crate::sys::nlink(&st),
-    )))
+        crate::sys::nlink(st),
+    ))
 }
 
 /// A walk of the project looking for the names of wanted inodes.

@@ -343,9 +343,6 @@ pub(crate) fn steps_from<'a>(
     steps
 }
 
-/// Paths of `steps` plus their ancestors: what an operation may change.
-/// Each step's path is new (a plan holds one step per path); only the
-/// ancestors, far fewer, are kept in a set to be listed once.
 /// The current states an operation found: saved in the record `seq`
 /// (their hashes read from the index), or, on a dry run, only hashed.
 enum States {
@@ -353,6 +350,9 @@ enum States {
     Hashed(Vec<PostEntry>),
 }
 
+/// Paths of `steps` plus their ancestors: what an operation may change.
+/// Each step's path is new (a plan holds one step per path); only the
+/// ancestors, far fewer, are kept in a set to be listed once.
 fn touched_paths(steps: &[Step]) -> Vec<RelPath> {
     let planned = |p: &RelPath| steps.binary_search_by(|s| s.path.cmp(p)).is_ok();
     let mut dirs: HashSet<RelPath> = HashSet::new();

@@ -118,6 +118,8 @@ struct Collected {
     files: Vec<(usize, u64)>,
     already: Vec<RelPath>,
     links_outside: Vec<RelPath>,
+    /// The regular files among them with more than one name.
+    linked: crate::links::Linked,
 }
 
 /// The hash-only form of a state.
@@ -890,15 +892,20 @@ impl Store {
     /// Returns the record's seq; the states are in the index
     /// (`index.saved`).
     pub(crate) fn save_states(&mut self, rels: &[RelPath]) -> Result<u64> {
+        let mut collected = self.collect(rels, &HashSet::new(), Collect::State)?;
         // The other names of a hard-linked file are saved too, so reversing
-        // the operation makes them one file again.
-        let names = crate::links::other_names(self, rels)?;
-        let collected = if names.found.is_empty() {
-            self.collect(rels, &HashSet::new(), Collect::State)?
-        } else {
-            let all: Vec<RelPath> = rels.iter().chain(&names.found).cloned().collect();
-            self.collect(&all, &HashSet::new(), Collect::State)?
-        };
+        // the operation makes them one file again (the files with more than
+        // one name were noted as they were looked at).
+        let linked = std::mem::take(&mut collected.linked);
+        let names = crate::links::names_of(self, linked, rels)?;
+        if !names.found.is_empty() {
+            let more = self.collect(&names.found, &HashSet::new(), Collect::State)?;
+            let at = collected.entries.len();
+            collected.entries.extend(more.entries);
+            collected
+                .files
+                .extend(more.files.into_iter().map(|(i, size)| (at + i, size)));
+        }
         let mut entries = collected.entries;
         let seq = self.index.last_seq + 1;
         let pack_name = pack::pack_name(seq);
@@ -1033,7 +1040,11 @@ impl Store {
             };
             let shown = self.root.join(rel.as_path());
             let name = rel.file_name();
-            let pre = match fsx::node_at(dir, name).ctx("look at", &shown)? {
+            let st = fsx::lstat_at(dir, name).ctx("look at", &shown)?;
+            if let Some(st) = &st {
+                out.linked.note(&rel, st);
+            }
+            let pre = match st.as_ref().map_or(Node::Missing, fsx::node_of) {
                 Node::Missing => Pre::Absent,
                 Node::Dir if mode == Collect::Capture => {
                     return Err(Error::IsDirectory {
@@ -1158,8 +1169,8 @@ impl Store {
                 Reach::Open(d) => d,
                 _ => return Err(changed(shown)),
             };
-            let (file, node) = fsx::open_file(dir, rel.file_name()).ctx("open", &shown)?;
-            match (node, &mut entries[i].pre) {
+            let (file, st) = fsx::open_file_stat(dir, rel.file_name()).ctx("open", &shown)?;
+            match (fsx::node_of(&st), &mut entries[i].pre) {
                 (
                     Node::File { size, mode },
                     Pre::File {
@@ -1170,7 +1181,7 @@ impl Store {
                     },
                 ) => {
                     (*s, *m) = (size, mode);
-                    *link = crate::links::link_of(&file).ctx("stat", &shown)?;
+                    *link = crate::links::link_of(&st);
                     out.push((i, file));
                 }
                 _ => return Err(changed(shown)),

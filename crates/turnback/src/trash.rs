@@ -86,7 +86,7 @@ impl Trash {
     /// directory, another device, no permission).
     pub(crate) fn keep(&self, dir: &OwnedFd, name: impl fsx::Name) -> Option<String> {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let entry = format!("{}-{n}", std::process::id());
+        let entry = format!("{}-{n}", fsx::own_pid());
         crate::sys::fs::linkat(dir, name, &self.dir, entry.as_str(), AtFlags::empty())
             .ok()
             .map(|()| entry)

@@ -36,11 +36,21 @@ pub struct Maintained(Store);
 impl Maintained {
     /// Opens the store of `root` with `options`, automatic gc deferred.
     pub fn open(root: &std::path::Path, options: Options) -> turnback::Result<Maintained> {
-        let options = Options {
+        Store::open_with(root, Maintained::options(options)).map(Maintained)
+    }
+
+    /// `options` with automatic gc deferred.
+    pub fn options(options: Options) -> Options {
+        Options {
             defer_gc: true,
             ..options
-        };
-        Store::open_with(root, options).map(Maintained)
+        }
+    }
+}
+
+impl From<Store> for Maintained {
+    fn from(store: Store) -> Maintained {
+        Maintained(store)
     }
 }
 
