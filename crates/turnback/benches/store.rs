@@ -807,8 +807,9 @@ fn render(
     let _ = writeln!(
         s,
         "- **Machine:** {} ({} cores in /proc/cpuinfo, available parallelism {}), \
-         Linux {}, {:.1} GiB RAM. Temp dir `{}` on **{}** ({}); the store lives inside \
-         each tree copy, so on the same file system. The machine is shared with other \
+         Linux {}, {:.1} GiB RAM. Temp dir `{}` on **{}** ({}); each store is made inside \
+         its tree copy and, for the full-tree rewinds, moved to a data directory in the \
+         same temp dir, so always on the same file system. The machine is shared with other \
          work: load average {} at the start, {load_end} at the end.",
         m.cpu,
         m.cores,

@@ -340,20 +340,22 @@ pub fn encode(record: &Record) -> Vec<u8> {
 
 /// Writes `record` as one log line, newline included, to `out` as it is
 /// serialized, never whole in memory (a saved record of 100,000 paths is
-/// some 25 MB of JSON); the check is computed on the way. Returns the
-/// line's length. An error leaves part of a line written: the caller cuts
-/// it off (a reader would find it torn).
+/// some 25 MB of JSON); the check is computed on the way. A line shorter
+/// than [`WRITE_BLOCK`] reaches `out` in one write, as a line encoded whole
+/// would; a longer one in blocks of that size. Returns the line's length.
+/// An error leaves part of a line written: the caller cuts it off (a reader
+/// would find it torn).
 pub fn write_line(record: &Record, out: impl std::io::Write) -> std::io::Result<u64> {
     use std::io::Write as _;
     let mut w = Checked {
-        out,
+        out: std::io::BufWriter::with_capacity(WRITE_BLOCK, out),
         crc: crc32fast::Hasher::new(),
         held: None,
         len: 0,
     };
-    // Serialized into blocks, so the check and `out` see large writes, not
-    // every token.
-    let mut blocks = std::io::BufWriter::with_capacity(64 << 10, &mut w);
+    // Serialized into blocks, so the check sees large slices, not every
+    // token.
+    let mut blocks = std::io::BufWriter::with_capacity(WRITE_BLOCK, &mut w);
     serde_json::to_writer(&mut blocks, record).map_err(std::io::Error::other)?;
     blocks.flush()?;
     drop(blocks);
@@ -371,8 +373,12 @@ pub fn write_line(record: &Record, out: impl std::io::Write) -> std::io::Result<
     let tail = format!(r#","crc":"{crc:08x}"}}"#);
     w.out.write_all(tail.as_bytes())?;
     w.out.write_all(b"\n")?;
+    w.out.flush()?;
     Ok(w.len + tail.len() as u64 + 1)
 }
+
+/// The size of the blocks [`write_line`] writes a long line in.
+const WRITE_BLOCK: usize = 64 << 10;
 
 /// A writer that passes bytes on to `out` and into the line's check, one
 /// byte behind: the last byte written (the body's closing brace) is held
@@ -405,8 +411,10 @@ impl<W: std::io::Write> std::io::Write for Checked<W> {
         self.held = Some(last);
         Ok(buf.len())
     }
+    /// Passes nothing on: `out` is flushed once the line is whole, so a
+    /// short line reaches it in one write.
     fn flush(&mut self) -> std::io::Result<()> {
-        self.out.flush()
+        Ok(())
     }
 }
 
@@ -691,12 +699,27 @@ mod tests {
                 Ok(())
             }
         }
+        /// Counts the writes it is given.
+        struct Calls(usize);
+        impl std::io::Write for Calls {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0 += 1;
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
         for r in sample() {
             let mut out = Trickle(Vec::new());
             let len = write_line(&r, &mut out).expect("written to memory");
             assert_eq!(out.0, encode(&r));
             assert_eq!(len, out.0.len() as u64);
-            assert_eq!(decode(&out.0[..out.0.len() - 1]), Ok(r));
+            assert_eq!(decode(&out.0[..out.0.len() - 1]), Ok(r.clone()));
+            // A short line in one write, as when lines were encoded whole.
+            let mut calls = Calls(0);
+            write_line(&r, &mut calls).expect("written to memory");
+            assert_eq!(calls.0, 1);
         }
     }
 

@@ -1291,7 +1291,10 @@ impl Store {
                             pack::compress_delta(&data, &base_bytes, level).map_err(|e| (*i, e))?,
                             Some(base),
                         ),
-                        None => (pack::compress(&data, level).map_err(|e| (*i, e))?, None),
+                        None => (
+                            zstd::bulk::compress(&data, level).map_err(|e| (*i, e))?,
+                            None,
+                        ),
                     };
                     Ok(Hashed {
                         i: *i,

@@ -292,12 +292,14 @@ fn read_one(
     }
     let id = pack::hash_bytes(&data);
     let frame = match compress {
-        Some((known, level)) if !known.contains_key(&id) => match pack::compress(&data, level) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                return ReadOne::Now(Excluded::Unreadable(format!("compress: {e}")), stat);
+        Some((known, level)) if !known.contains_key(&id) => {
+            match zstd::bulk::compress(&data, level) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    return ReadOne::Now(Excluded::Unreadable(format!("compress: {e}")), stat);
+                }
             }
-        },
+        }
         _ => None,
     };
     ReadOne::Hashed {
