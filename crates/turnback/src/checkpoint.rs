@@ -363,6 +363,9 @@ fn open(file: File) -> Option<(Covered, Index)> {
     let mut crc = crc32fast::Hasher::new();
     crc.update(&head);
     let mut at = head_len as u64;
+    // The tables follow the head in order: read on from there, each chunk
+    // appended where it goes (not into zeroed room first).
+    std::io::Seek::seek(&mut &file, std::io::SeekFrom::Start(at)).ok()?;
     let mut buf = Vec::with_capacity(CHUNK);
     let mut stream =
         |width: usize, n: usize, keep: bool, row_ok: &mut dyn FnMut(usize, &[u8]) -> bool| {
@@ -378,8 +381,13 @@ fn open(file: File) -> Option<(Covered, Index)> {
                 let k = per.min(n - done);
                 let into = if keep { &mut kept } else { &mut buf };
                 let from = if keep { done * width } else { 0 };
-                into.resize(from + k * width, 0);
-                crate::sys::read_exact_at(&file, &mut into[from..], at).ok()?;
+                into.truncate(from);
+                let want = k * width;
+                std::io::Read::read_to_end(&mut std::io::Read::take(&file, want as u64), into)
+                    .ok()?;
+                if into.len() != from + want {
+                    return None;
+                }
                 let chunk = &into[from..];
                 crc.update(chunk);
                 if width > 1
