@@ -963,6 +963,11 @@ fn write_repetition(
     Ok((t, work))
 }
 
+/// The result cell of a row with a target.
+fn verdict(met: bool) -> &'static str {
+    if met { "**met**" } else { "**missed**" }
+}
+
 // ------------------------------------------------- copied from turnback's store bench
 
 struct Ratio {
@@ -1111,11 +1116,7 @@ fn render(
             time_cell(&peer),
             r.value,
             r.paired,
-            if r.value <= 1.2 {
-                "**met**"
-            } else {
-                "**missed**"
-            },
+            verdict(r.value <= 1.2),
         );
     }
     let due: Vec<f64> = writes
@@ -1144,11 +1145,7 @@ fn render(
             time_cell(&due_peer),
             r.value,
             r.paired,
-            if r.value <= 1.2 {
-                "**met**"
-            } else {
-                "**missed**"
-            },
+            verdict(r.value <= 1.2),
         );
     }
     let _ = writeln!(
