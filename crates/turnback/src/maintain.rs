@@ -52,28 +52,27 @@ impl Store {
     /// any mutation does.
     pub fn maintain(&mut self) -> Result<MaintainReport> {
         let trash_removed = self.empty_trash();
+        let gc = self.gc_if_due()?;
+        self.gc_deferred = false;
+        Ok(MaintainReport { trash_removed, gc })
+    }
+
+    /// Runs the automatic gc when the store's config has it on and a limit
+    /// is exceeded by its margin, decided under the lock.
+    fn gc_if_due(&mut self) -> Result<Option<GcReport>> {
         // No store yet: nothing to collect, and none is made for it.
         if self.location.is_none() {
-            return Ok(MaintainReport {
-                trash_removed,
-                gc: None,
-            });
+            return Ok(None);
         }
         let config = self.config()?;
         if config.gc.auto_every_captures == 0 {
-            self.gc_deferred = false;
-            return Ok(MaintainReport {
-                trash_removed,
-                gc: None,
-            });
+            return Ok(None);
         }
         let _guard = self.begin_mutation()?;
-        let gc = if self.gc_due(&config, crate::id::now_ns()) {
-            Some(self.gc_with(&crate::gc::GcOptions::default(), &config)?)
-        } else {
-            None
-        };
-        self.gc_deferred = false;
-        Ok(MaintainReport { trash_removed, gc })
+        if !self.gc_due(&config, crate::id::now_ns()) {
+            return Ok(None);
+        }
+        self.gc_with(&crate::gc::GcOptions::default(), &config)
+            .map(Some)
     }
 }

@@ -81,9 +81,7 @@ impl Store {
         // A rollback is recovery, not a wait to shorten: the names its
         // renames left in the trash go now, so a second recovery finds
         // nothing more to do (see `trash.rs`).
-        if let Some(data) = self.data_dir() {
-            crate::trash::empty(data);
-        }
+        self.empty_trash();
         left.extend(report.failed);
         left.sort_by(|a, b| a.path.cmp(&b.path));
         self.append(Op::RolledBack {

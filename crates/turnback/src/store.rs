@@ -444,11 +444,8 @@ impl Store {
         // Names a rewind left in the trash (its background removal not
         // done, or a crash between a link and its rename) go before the
         // project is read: no capture sees them as hard links.
-        if crate::sys::DEFER_FREES
-            && let Some(data) = self.data_dir()
-            && crate::trash::pending(data)
-        {
-            crate::trash::empty(data);
+        if self.trash_pending() {
+            self.empty_trash();
         }
         // A temporary file in the store (a config or compacted log being
         // written when a process died) is stale under the exclusive lock.

@@ -13,13 +13,11 @@ pub struct RedoArgs {}
 pub fn run_undo(ctx: &Ctx, _args: UndoArgs) -> Outcome {
     let mut store = ctx.open(Options::default())?;
     let report = store.undo()?;
-    let code = super::rewind::print_report(ctx, &report)?;
-    Ok(code)
+    super::rewind::print_report(ctx, &report)
 }
 
 pub fn run_redo(ctx: &Ctx, _args: RedoArgs) -> Outcome {
     let mut store = ctx.open(Options::default())?;
     let report = store.redo()?;
-    let code = super::rewind::print_report(ctx, &report)?;
-    Ok(code)
+    super::rewind::print_report(ctx, &report)
 }
