@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::checkpoint::{BlobRow, BlobTable, FrozenPathBlobs, FrozenTurns, SeqTable};
+use crate::checkpoint::{BlobTable, FrozenPathBlobs, FrozenTurns, SeqTable};
 use crate::id::{BlobId, TurnId};
 use crate::log::{FileEntry, Op, Post, Pre, Record, StoredBlob};
 use crate::pack::{self, BlobLoc};
@@ -648,6 +648,7 @@ impl Turns {
         }
         let f = self.frozen.as_ref()?;
         f.candidates(id)
+            .into_iter()
             .filter(|&i| f.id_is(i, id))
             .find(|&i| fits(f.get(i)))
     }
@@ -704,10 +705,6 @@ impl Turns {
             turns: self,
             range: start.min(self.len())..self.len(),
         }
-    }
-
-    pub(crate) fn frozen_mut(&mut self) -> Option<&mut FrozenTurns> {
-        self.frozen.as_mut()
     }
 
     /// The checkpoint's turns, if the index was opened from one.
@@ -789,9 +786,8 @@ impl Blobs {
             + self.runs.iter().map(Vec::len).sum::<usize>()
     }
 
-    fn frozen_row(&self, id: &BlobId) -> Option<(&BlobTable, BlobRow)> {
-        let t = self.frozen.as_ref()?;
-        t.find(id).map(|row| (t, row))
+    fn frozen_loc(&self, id: &BlobId) -> Option<BlobLoc> {
+        self.frozen.as_ref()?.find(id)
     }
 
     /// Where blob `id` is, if the log added it.
@@ -806,14 +802,14 @@ impl Blobs {
     }
 
     pub(crate) fn contains_key(&self, id: &BlobId) -> bool {
-        self.added_loc(id).is_some() || self.frozen_row(id).is_some()
+        self.added_loc(id).is_some() || self.frozen_loc(id).is_some()
     }
 
     /// Where blob `id` is stored.
     pub(crate) fn get(&self, id: &BlobId) -> Option<BlobLoc> {
         match self.added_loc(id) {
             Some(loc) => Some(loc.clone()),
-            None => self.frozen_row(id).map(|(t, row)| t.loc(&row)),
+            None => self.frozen_loc(id),
         }
     }
 
@@ -821,7 +817,7 @@ impl Blobs {
     pub(crate) fn size_of(&self, id: &BlobId) -> Option<u64> {
         match self.added_loc(id) {
             Some(loc) => Some(loc.size),
-            None => self.frozen_row(id).map(|(_, row)| row.size()),
+            None => self.frozen_loc(id).map(|loc| loc.size),
         }
     }
 
@@ -829,7 +825,7 @@ impl Blobs {
     pub(crate) fn base_of(&self, id: &BlobId) -> Option<BlobId> {
         match self.added_loc(id) {
             Some(loc) => loc.base,
-            None => self.frozen_row(id).and_then(|(t, row)| t.base(&row)),
+            None => self.frozen_loc(id).and_then(|loc| loc.base),
         }
     }
 
@@ -859,8 +855,7 @@ impl Blobs {
     /// Every blob and where it is, the table's in id order first (its rows
     /// read at once).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (BlobId, BlobLoc)> + '_ {
-        let table = self.frozen.as_ref().map(BlobTable::all).unwrap_or_default();
-        let frozen: Vec<(BlobId, BlobLoc)> = BlobTable::rows(&table).collect();
+        let frozen = self.frozen.as_ref().map(BlobTable::all).unwrap_or_default();
         frozen
             .into_iter()
             .chain(self.added().map(|(id, loc)| (*id, loc.clone())))
@@ -906,11 +901,16 @@ impl RecordTurns {
         self.added.insert(seq, first_seq);
     }
 
+    /// The checkpoint's table.
+    pub(crate) fn table(&self) -> Option<&SeqTable> {
+        self.frozen.as_ref()
+    }
+
     /// Every pair, sorted by record.
     pub(crate) fn sorted(&self) -> Vec<(u64, u64)> {
         let mut all: Vec<(u64, u64)> = self.added.iter().map(|(k, v)| (*k, *v)).collect();
         if let Some(t) = &self.frozen {
-            all.extend(t.iter());
+            all.extend(t.all());
         }
         all.sort_unstable();
         all.dedup_by_key(|p| p.0);

@@ -435,9 +435,10 @@ pub(crate) fn apply_leniently(bytes: &[u8]) -> Lenient {
 }
 
 /// The index checkpoint, when an open would trust it (it names this log
-/// file and the ends of its prefix; see [`crate::checkpoint`]), must hold
-/// the index the lines it covers give. The open checks only its identity,
-/// so verify compares the whole of it: a checkpoint that names the log but
+/// file and the ends of its prefix; see [`crate::checkpoint`]), must read
+/// back whole and hold the index the lines it covers give. The open checks
+/// only its identity and its head, so verify reads and compares the whole
+/// of it: a checkpoint that names the log but
 /// differs (a line of that prefix changed in place, damaged or rewritten)
 /// would make every open see another store than the log records.
 fn check_checkpoint(
@@ -452,6 +453,13 @@ fn check_checkpoint(
     let Some(trusted) = checkpoint::load(store_fd, log, ident, bytes.len() as u64) else {
         return;
     };
+    if !checkpoint::tables_whole(&trusted) {
+        report.damage.push(Damage::Store {
+            path: store_path.join(checkpoint::INDEX_FILE),
+            reason: "the index checkpoint names this log but part of its tables or turns fails its check; opens answer that part from the log, reading all of it each time, so delete the checkpoint (it is a cache: the next open reads the whole log and writes a new one)".into(),
+        });
+        return;
+    }
     let covered = &bytes[..trusted.consumed as usize];
     let parsed = log::parse(covered, 1);
     let mut from_log = Index::default();

@@ -1,0 +1,101 @@
+//! The checkpoint's blob table: where every blob the covered log stored
+//! is, a row of [`BLOB_ROW`] bytes per blob sorted by id (id, pack name,
+//! offset, compressed length, size, base as 1 + its row or 0), left in the
+//! file ([`Table`]): finding a blob is a binary search that reads the few
+//! blocks it passes through.
+
+use std::sync::Arc;
+
+use super::covered::Fallback;
+use super::table::Table;
+use super::{u32_at, u64_at};
+use crate::id::BlobId;
+use crate::pack::{self, BlobLoc};
+
+/// Bytes of one row of the blob table.
+pub(super) const BLOB_ROW: usize = 94;
+
+#[derive(Debug)]
+pub(crate) struct BlobTable {
+    pub(super) rows: Table,
+    pub(super) fallback: Arc<Fallback>,
+}
+
+fn id_of(row: &[u8]) -> BlobId {
+    BlobId(
+        row[..32]
+            .try_into()
+            .expect("a row starts with a 32-byte id"),
+    )
+}
+
+/// Where the blob of `row` is, its base (a row number) named by `base_id`
+/// (none when its pack name is not one turnback makes: the row was written
+/// wrong).
+fn loc_of(row: &[u8], base_id: impl FnOnce(usize) -> Option<BlobId>) -> Option<BlobLoc> {
+    if !pack::is_pack_name_bytes(&row[32..66]) {
+        return None;
+    }
+    let base = match (u32_at(row, 90) as usize).checked_sub(1) {
+        Some(b) => Some(base_id(b)?),
+        None => None,
+    };
+    Some(BlobLoc {
+        pack: String::from_utf8_lossy(&row[32..66]).into(),
+        offset: u64_at(row, 66),
+        len: u64_at(row, 74),
+        size: u64_at(row, 82),
+        base,
+    })
+}
+
+impl BlobTable {
+    pub(crate) fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Where blob `id` is, if the table has it. A block that cannot be
+    /// read back whole on the way is answered by the covered log.
+    pub(crate) fn find(&self, id: &BlobId) -> Option<BlobLoc> {
+        let found = self
+            .rows
+            .partition_point(|row| row[..32] < id.0[..])
+            .and_then(|k| match self.rows.row(k) {
+                Some(row) if row[..32] != id.0[..] => Some(None),
+                Some(row) => loc_of(row, |b| self.rows.row(b).map(id_of)).map(Some),
+                // Past the last row: not there.
+                None if k == self.rows.len() => Some(None),
+                None => None,
+            });
+        match found {
+            Some(loc) => loc,
+            None => self.fallback.needed().blobs.get(id),
+        }
+    }
+
+    /// Every blob and where it is, in id order (gc, verify and a new
+    /// checkpoint list them all).
+    pub(crate) fn all(&self) -> Vec<(BlobId, BlobLoc)> {
+        let listed = self.rows.all().and_then(|all| {
+            let row = |k: usize| all.get(k * BLOB_ROW..(k + 1) * BLOB_ROW);
+            all.chunks_exact(BLOB_ROW)
+                .map(|r| Some((id_of(r), loc_of(r, |b| row(b).map(id_of))?)))
+                .collect::<Option<Vec<_>>>()
+        });
+        listed.unwrap_or_else(|| {
+            let mut all: Vec<_> = self.fallback.needed().blobs.iter().collect();
+            all.sort_unstable_by_key(|(id, _)| *id);
+            all
+        })
+    }
+
+    /// Whether every row reads back whole and in order, with pack names of
+    /// turnback's form (`turnback verify`).
+    pub(super) fn whole(&self) -> bool {
+        self.rows.whole()
+            && self.rows.all().is_some_and(|all| {
+                all.chunks_exact(BLOB_ROW)
+                    .all(|row| pack::is_pack_name_bytes(&row[32..66]))
+            })
+    }
+}

@@ -1,0 +1,265 @@
+//! One table of the checkpoint, read in place: rows of a fixed width,
+//! sorted by a key at their start, in blocks of [`BLOCK`] rows. Each
+//! block's CRC-32 and the key of its first row (its fence) are in the
+//! checkpoint's head (itself under the head's check), so opening reads no
+//! row, and a search reads one block: the fences say which. A block is
+//! read with one `pread` the first time one of its rows is wanted,
+//! compared with its CRC and its fence, its rows checked ([`Kind`]), and
+//! kept.
+//! A block that cannot be read, or fails either check, answers `None` for
+//! each of its rows; the caller then asks the log prefix the checkpoint
+//! covers ([`super::covered::Fallback`]).
+//!
+//! What a block's rows must be is checked within the block; across blocks
+//! (the order from one block to the next, each turn named once by the id
+//! table) only by [`Table::whole`], which `turnback verify` runs: a
+//! checkpoint is written by turnback from an index in order, so a block
+//! whose CRC matches holds what was written.
+
+use std::fs::File;
+use std::sync::{Arc, OnceLock};
+
+use super::{read_at, u32_at, u64_at};
+
+/// Rows in a block.
+pub(super) const BLOCK: usize = 64;
+
+/// Which table, and what its rows must be.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Kind {
+    /// `first_seq` increasing; each turn's bytes ending after the one
+    /// before's and within the turns' bytes (`bodies_len`); a seal of 0
+    /// or 1.
+    Turns { bodies_len: u64 },
+    /// `(hash, turn)` increasing, each naming one of `turns` turns.
+    Ids { turns: usize },
+    /// The record's seq increasing.
+    Records,
+    /// Ids increasing, each base another of the `rows` rows (pack names
+    /// are checked when a row is used).
+    Blobs { rows: usize },
+}
+
+impl Kind {
+    /// Bytes of the key a row starts with (what searches compare).
+    pub(super) fn key(self) -> usize {
+        match self {
+            Kind::Blobs { .. } => 32,
+            _ => 8,
+        }
+    }
+
+    /// A check of consecutive rows, given as (row number, row).
+    fn check(self) -> impl FnMut(usize, &[u8]) -> bool {
+        let mut last: Option<[u64; 4]> = None;
+        let mut end = 0u64;
+        move |k, row| {
+            let key = match self {
+                Kind::Turns { .. } | Kind::Records => [u64_at(row, 0), 0, 0, 0],
+                Kind::Ids { .. } => [u64_at(row, 0), u64_at(row, 8), 0, 0],
+                Kind::Blobs { .. } => id_words(row),
+            };
+            let sorted = last.is_none_or(|l| l < key);
+            last = Some(key);
+            sorted
+                && match self {
+                    Kind::Turns { bodies_len } => {
+                        let e = u64_at(row, 8);
+                        let ok = e > end && e <= bodies_len && row[36] <= 1;
+                        end = e;
+                        ok
+                    }
+                    Kind::Ids { turns } => u64_at(row, 8) < turns as u64,
+                    Kind::Records => true,
+                    Kind::Blobs { rows } => {
+                        let base = u32_at(row, 90) as usize;
+                        base <= rows && base != k + 1
+                    }
+                }
+        }
+    }
+}
+
+/// A 32-byte id as four big-endian words: ordered as its bytes are.
+fn id_words(row: &[u8]) -> [u64; 4] {
+    let mut w = [0; 4];
+    for (i, word) in w.iter_mut().enumerate() {
+        *word = u64::from_be_bytes(
+            row[i * 8..i * 8 + 8]
+                .try_into()
+                .expect("a slice of 8 bytes"),
+        );
+    }
+    w
+}
+
+/// Blocks of `n` rows.
+pub(super) fn blocks(n: usize) -> usize {
+    n.div_ceil(BLOCK)
+}
+
+/// What the head holds of each block of `rows` (`width` bytes a row, a
+/// key of `key` bytes at the start of each): its CRC-32 and its first
+/// row's key.
+pub(super) fn fences(rows: &[u8], width: usize, key: usize) -> impl Iterator<Item = (u32, &[u8])> {
+    rows.chunks(BLOCK * width)
+        .map(move |block| (crc32fast::hash(block), &block[..key]))
+}
+
+/// A block's rows once read (`None`: unreadable or damaged).
+type Block = OnceLock<Option<Box<[u8]>>>;
+
+/// A table left in the checkpoint file (see the module doc).
+pub(super) struct Table {
+    file: Arc<File>,
+    /// Where its first row is in the file.
+    at: u64,
+    width: usize,
+    n: usize,
+    kind: Kind,
+    /// Each block's CRC-32, from the head.
+    checks: Box<[u32]>,
+    /// Each block's first key, from the head, one after the other.
+    fences: Box<[u8]>,
+    /// Each block's rows once read.
+    read: Box<[Block]>,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Table({:?}, {} rows)", self.kind, self.n)
+    }
+}
+
+impl Table {
+    /// The table of `n` rows of `width` bytes at `at` in `file`, its
+    /// blocks' CRCs `checks` and first keys `fences` (one per block).
+    pub(super) fn new(
+        file: Arc<File>,
+        at: u64,
+        (width, n): (usize, usize),
+        kind: Kind,
+        (checks, fences): (Box<[u32]>, Box<[u8]>),
+    ) -> Table {
+        debug_assert_eq!(checks.len(), blocks(n));
+        debug_assert_eq!(fences.len(), blocks(n) * kind.key());
+        Table {
+            file,
+            at,
+            width,
+            n,
+            kind,
+            read: (0..checks.len()).map(|_| OnceLock::new()).collect(),
+            checks,
+            fences,
+        }
+    }
+
+    fn fence(&self, b: usize) -> &[u8] {
+        let key = self.kind.key();
+        &self.fences[b * key..(b + 1) * key]
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Block `b`'s rows, read and checked the first time.
+    fn block(&self, b: usize) -> Option<&[u8]> {
+        self.read
+            .get(b)?
+            .get_or_init(|| {
+                let first = b * BLOCK;
+                let rows = BLOCK.min(self.n - first);
+                let bytes = read_at(
+                    &self.file,
+                    self.at + (first * self.width) as u64,
+                    rows * self.width,
+                )?;
+                let mut ok = self.kind.check();
+                let whole = crc32fast::hash(&bytes) == self.checks[b]
+                    && bytes[..self.kind.key()] == *self.fence(b)
+                    && bytes
+                        .chunks_exact(self.width)
+                        .enumerate()
+                        .all(|(j, row)| ok(first + j, row));
+                whole.then(|| bytes.into_boxed_slice())
+            })
+            .as_deref()
+    }
+
+    /// Row `i`, if its block reads back whole.
+    pub(super) fn row(&self, i: usize) -> Option<&[u8]> {
+        if i >= self.n {
+            return None;
+        }
+        let at = (i % BLOCK) * self.width;
+        self.block(i / BLOCK)?.get(at..at + self.width)
+    }
+
+    /// The first row for which `before` is false, the rows being ordered
+    /// so that it is true of a prefix; `before` is given a row's key. A
+    /// binary search over the fences, then within the one block they
+    /// name, the only one read. `None` if it cannot be.
+    pub(super) fn partition_point(&self, mut before: impl FnMut(&[u8]) -> bool) -> Option<usize> {
+        let (mut lo, mut hi) = (0, self.read.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if before(self.fence(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        // Every block before `lo` starts before the point; it is in block
+        // `lo - 1` or at the start of block `lo`.
+        let Some(b) = lo.checked_sub(1) else {
+            return Some(0);
+        };
+        let rows = self.block(b)?;
+        let key = self.kind.key();
+        let within = rows
+            .chunks_exact(self.width)
+            .position(|row| !before(&row[..key]))
+            .unwrap_or(rows.len() / self.width);
+        Some(b * BLOCK + within)
+    }
+
+    /// Every row, if every block reads back whole (gc, verify and a new
+    /// checkpoint list them all).
+    pub(super) fn all(&self) -> Option<Vec<u8>> {
+        let mut all = Vec::with_capacity(self.n * self.width);
+        for b in 0..self.read.len() {
+            all.extend_from_slice(self.block(b)?);
+        }
+        Some(all)
+    }
+
+    /// Whether every block reads back whole and the rows are in order
+    /// across blocks too (`turnback verify`).
+    pub(super) fn whole(&self) -> bool {
+        let Some(all) = self.all() else {
+            return false;
+        };
+        let mut ok = self.kind.check();
+        let rows_ok = all
+            .chunks_exact(self.width)
+            .enumerate()
+            .all(|(k, row)| ok(k, row));
+        rows_ok
+            && match self.kind {
+                Kind::Ids { turns } => {
+                    // Each turn named once.
+                    let mut named = vec![false; turns];
+                    all.chunks_exact(self.width).all(|row| {
+                        let i = u64_at(row, 8) as usize;
+                        !std::mem::replace(&mut named[i], true)
+                    }) && named.iter().all(|&n| n)
+                }
+                Kind::Turns { bodies_len } => {
+                    all.len() < self.width || u64_at(&all, all.len() - self.width + 8) == bodies_len
+                }
+                _ => true,
+            }
+    }
+}

@@ -1,0 +1,280 @@
+//! The checkpoint's turns and capture records, read in place.
+//!
+//! - The turn table: a row of [`TURN_ROW`] bytes per turn, oldest first
+//!   (`first_seq` u64, where its bytes end among the turns' bytes u64,
+//!   CRC-32 of those bytes u32, `started_at` u64, `ended_by` u64 or 0,
+//!   sealed byte).
+//! - The id table: a row `(FNV-1a hash of the id u64, turn u64)` per turn,
+//!   sorted.
+//! - The records table: a row `(seq u64, first_seq u64)` per capture and
+//!   seal record, sorted.
+//!
+//! All three are [`Table`]s: a row is read with its block the first time
+//! it is wanted. A turn's bytes are read, compared with its row's CRC and
+//! decoded the first time the turn is used. Whatever of these cannot be
+//! read back whole is taken from the covered log ([`Fallback`]), whose
+//! index holds the same turns in the same order.
+
+use std::fs::File;
+use std::sync::{Arc, OnceLock};
+
+use super::covered::Fallback;
+use super::decode::Reader;
+use super::table::Table;
+use super::{read_at, u32_at, u64_at};
+use crate::id::TurnId;
+use crate::index::Turn;
+
+/// Bytes of one row of the turn table.
+pub(super) const TURN_ROW: usize = 37;
+
+/// The checkpoint's capture and seal records, each with the `first_seq`
+/// of its turn.
+#[derive(Debug)]
+pub(crate) struct SeqTable {
+    pub(super) rows: Table,
+    pub(super) fallback: Arc<Fallback>,
+}
+
+impl SeqTable {
+    /// The `first_seq` of the turn record `seq` applied to.
+    pub(crate) fn get(&self, seq: u64) -> Option<u64> {
+        let found = self
+            .rows
+            .partition_point(|row| u64_at(row, 0) < seq)
+            .and_then(|k| match self.rows.row(k) {
+                Some(row) => Some((u64_at(row, 0) == seq).then(|| u64_at(row, 8))),
+                None if k == self.rows.len() => Some(None),
+                None => None,
+            });
+        match found {
+            Some(v) => v,
+            None => self.fallback.needed().record_turn.get(&seq),
+        }
+    }
+
+    /// Every pair, sorted by record.
+    pub(crate) fn all(&self) -> Vec<(u64, u64)> {
+        match self.rows.all() {
+            Some(all) => all
+                .chunks_exact(16)
+                .map(|r| (u64_at(r, 0), u64_at(r, 8)))
+                .collect(),
+            None => self.fallback.needed().record_turn.sorted(),
+        }
+    }
+}
+
+/// The checkpoint's turns: the turn and id tables in place, each turn
+/// decoded the first time it is used, and kept.
+pub(crate) struct FrozenTurns {
+    pub(super) file: Arc<File>,
+    pub(super) rows: Table,
+    pub(super) ids: Table,
+    /// Where the turns' bytes start in the file.
+    pub(super) bodies: u64,
+    pub(super) cells: Vec<OnceLock<Box<Turn>>>,
+    pub(super) fallback: Arc<Fallback>,
+}
+
+/// When a turn began, whether it is sealed and what ended it: in its
+/// row, so they are known without reading the turn's bytes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Head {
+    pub(super) started_at: u64,
+    pub(super) sealed: bool,
+    pub(super) ended_by: Option<u64>,
+}
+
+impl Head {
+    pub(super) fn of(t: &Turn) -> Head {
+        Head {
+            started_at: t.started_at,
+            sealed: t.sealed,
+            ended_by: t.ended_by,
+        }
+    }
+}
+
+/// FNV-1a (64 bits) of a turn id: fixed here, so a checkpoint's id table
+/// means the same to every build that reads it.
+pub(super) fn id_hash(id: &[u8]) -> u64 {
+    id.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The id at the start of a turn's bytes.
+pub(super) fn id_in(turn: &[u8]) -> Option<&[u8]> {
+    let mut r = Reader { rest: turn, at: 0 };
+    let n = r.len()?;
+    r.take(n)
+}
+
+impl std::fmt::Debug for FrozenTurns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrozenTurns")
+            .field("len", &self.cells.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl FrozenTurns {
+    pub(crate) fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// Turn `i` as the covered log gives it (its row or bytes in the
+    /// checkpoint cannot be read back whole).
+    fn in_log(&self, i: usize) -> &Turn {
+        self.fallback
+            .needed()
+            .turns
+            .get(i)
+            .expect("the covered log gives the checkpoint's turns, in order")
+    }
+
+    pub(crate) fn first_seq(&self, i: usize) -> u64 {
+        match self.rows.row(i) {
+            Some(row) => u64_at(row, 0),
+            None => self.in_log(i).first_seq,
+        }
+    }
+
+    /// Where turn `i`'s bytes start and end among the turns' bytes, and
+    /// their CRC-32, from its row (and the row before it).
+    fn span(&self, i: usize) -> Option<(u64, u64, u32)> {
+        let start = match i.checked_sub(1) {
+            Some(before) => u64_at(self.rows.row(before)?, 8),
+            None => 0,
+        };
+        let row = self.rows.row(i)?;
+        let end = u64_at(row, 8);
+        (start < end).then(|| (start, end, u32_at(row, 16)))
+    }
+
+    /// The encoded turn `i`, read from the file, if it matches its row's
+    /// CRC.
+    pub(super) fn raw(&self, i: usize) -> Option<Vec<u8>> {
+        let (start, end, crc) = self.span(i)?;
+        let bytes = read_at(
+            &self.file,
+            self.bodies + start,
+            usize::try_from(end - start).ok()?,
+        )?;
+        (crc32fast::hash(&bytes) == crc).then_some(bytes)
+    }
+
+    /// When turn `i` began, whether it is sealed and the operation that
+    /// ended it: from the decoded turn if it was decoded (it may have
+    /// changed since), else from its row.
+    pub(super) fn head(&self, i: usize) -> Head {
+        if let Some(t) = self.cells[i].get() {
+            return Head::of(t);
+        }
+        match self.rows.row(i) {
+            Some(row) => Head {
+                started_at: u64_at(row, 20),
+                sealed: row[36] == 1,
+                ended_by: Some(u64_at(row, 28)).filter(|&e| e != 0),
+            },
+            None => Head::of(self.in_log(i)),
+        }
+    }
+
+    /// Whether turn `i` is live, without decoding it.
+    pub(crate) fn is_live(&self, i: usize) -> bool {
+        self.head(i).ended_by.is_none()
+    }
+
+    /// Whether turn `i` is sealed, without decoding it.
+    pub(crate) fn is_sealed(&self, i: usize) -> bool {
+        self.head(i).sealed
+    }
+
+    /// When turn `i` began, without decoding it.
+    pub(crate) fn started_at(&self, i: usize) -> u64 {
+        self.head(i).started_at
+    }
+
+    /// Whether turn `i` was decoded (and so may have changed since).
+    pub(crate) fn decoded(&self, i: usize) -> bool {
+        self.cells[i].get().is_some()
+    }
+
+    /// Whether turn `i`'s id is `id`.
+    pub(crate) fn id_is(&self, i: usize, id: &TurnId) -> bool {
+        &self.get(i).id == id
+    }
+
+    /// The turns that may have id `id` (those whose id hashes the same),
+    /// newest first, found by binary search in the id table (or, if its
+    /// blocks cannot be read back whole, those of the covered log that
+    /// have that id).
+    pub(crate) fn candidates(&self, id: &TurnId) -> Vec<usize> {
+        let hash = id_hash(id.as_str().as_bytes());
+        let from_table = || -> Option<Vec<usize>> {
+            let lo = self.ids.partition_point(|row| u64_at(row, 0) < hash)?;
+            let mut found = Vec::new();
+            for k in lo..self.ids.len() {
+                let row = self.ids.row(k)?;
+                if u64_at(row, 0) != hash {
+                    break;
+                }
+                found.push(usize::try_from(u64_at(row, 8)).ok()?);
+            }
+            found.reverse();
+            Some(found)
+        };
+        from_table().unwrap_or_else(|| {
+            let turns = &self.fallback.needed().turns;
+            (0..self.len())
+                .rev()
+                .filter(|&i| turns.get(i).is_some_and(|t| &t.id == id))
+                .collect()
+        })
+    }
+
+    pub(crate) fn get(&self, i: usize) -> &Turn {
+        self.cells[i].get_or_init(|| Box::new(self.decode(i)))
+    }
+
+    pub(crate) fn get_mut(&mut self, i: usize) -> &mut Turn {
+        self.get(i);
+        self.cells[i]
+            .get_mut()
+            .expect("the turn was decoded just above")
+    }
+
+    fn decode(&self, i: usize) -> Turn {
+        let decoded = self.raw(i).and_then(|bytes| {
+            let mut r = Reader {
+                rest: &bytes,
+                at: 0,
+            };
+            r.turn().filter(|_| r.rest.is_empty())
+        });
+        decoded.unwrap_or_else(|| self.in_log(i).clone())
+    }
+
+    /// Every turn's bytes, read at once, if the turns' row table reads
+    /// back whole (writing a new checkpoint copies those not decoded).
+    pub(super) fn all_raw(&self) -> Option<Vec<u8>> {
+        let end = u64_at(self.rows.row(self.len().checked_sub(1)?)?, 8);
+        read_at(&self.file, self.bodies, usize::try_from(end).ok()?)
+    }
+
+    /// Turn `i`'s bytes within `all` (from [`Self::all_raw`]), if they
+    /// match its row's CRC.
+    pub(super) fn raw_in<'a>(&self, i: usize, all: &'a [u8]) -> Option<&'a [u8]> {
+        let (start, end, crc) = self.span(i)?;
+        let bytes = all.get(usize::try_from(start).ok()?..usize::try_from(end).ok()?)?;
+        (crc32fast::hash(bytes) == crc).then_some(bytes)
+    }
+
+    /// Whether every row of both tables and every turn's bytes read back
+    /// whole (`turnback verify`).
+    pub(super) fn whole(&self) -> bool {
+        self.rows.whole() && self.ids.whole() && (0..self.len()).all(|i| self.raw(i).is_some())
+    }
+}
