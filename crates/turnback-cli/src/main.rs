@@ -137,6 +137,7 @@ impl Ctx {
 }
 
 fn main() -> ExitCode {
+    platform::return_large_frees();
     let cli = Cli::parse();
     let ctx = Ctx {
         root: cli.root,

@@ -66,6 +66,17 @@ pub struct Turn {
 }
 
 impl Turn {
+    /// See [`Turns::fit`].
+    fn fit(&mut self) {
+        let loose = |len: usize, cap: usize| len >= 1024 && cap > len + len / 4;
+        if loose(self.files.len(), self.files.capacity()) {
+            self.files.shrink_to_fit();
+        }
+        if loose(self.paths.len(), self.paths.capacity()) {
+            self.paths.shrink_to_fit();
+        }
+    }
+
     /// Whether it can still be rewound.
     pub fn is_live(&self) -> bool {
         self.ended_by.is_none()
@@ -229,9 +240,9 @@ impl Index {
         {
             return Err(format!("bad pack name {p:?}"));
         }
-        // The record's blobs in a vector sorted by id (the last entry of an
-        // id standing, as a map would keep it), not a map: a record of
-        // 100,000 blobs is checked and kept without a hash table's room.
+        // The record's blobs in a vector sorted by id (one entry per id, see
+        // `sort_run`), not a map: a record of 100,000 blobs is checked and
+        // kept without a hash table's room.
         let mut fresh: Vec<(BlobId, BlobLoc)> = Vec::with_capacity(blobs.len());
         let mut seen: HashSet<BlobId> = HashSet::with_capacity(blobs.len());
         let shared: Option<Arc<str>> = pack.as_deref().map(Arc::from);
@@ -255,9 +266,7 @@ impl Index {
             fresh.push((b.id, stored_at(b, name)));
         }
         drop(seen);
-        fresh.reverse();
-        fresh.sort_by_key(|a| a.0);
-        fresh.dedup_by(|later, kept| later.0 == kept.0);
+        sort_run(&mut fresh);
         let in_record = |id: &BlobId| {
             fresh
                 .binary_search_by(|(k, _)| k.cmp(id))
@@ -524,6 +533,19 @@ impl Index {
     }
 }
 
+/// Sorts a record's blobs by id, one entry per id. An id listed twice is
+/// the same bytes stored twice; the entry stored last (the greatest pack
+/// name, then offset) stands, whatever the order of the list, so every
+/// reading of a record keeps the same one. An unstable sort: a stable one
+/// takes scratch room of up to 8 MB for a record of 100,000 blobs.
+fn sort_run(run: &mut Vec<(BlobId, BlobLoc)>) {
+    run.sort_unstable_by(|(a, x), (b, y)| {
+        a.cmp(b)
+            .then_with(|| (&y.pack, y.offset).cmp(&(&x.pack, x.offset)))
+    });
+    run.dedup_by(|later, kept| later.0 == kept.0);
+}
+
 /// Applies a `snapshot` record to the blob map (for `Index::apply`).
 /// Returns the compressed bytes of the blobs it added.
 pub(crate) fn apply_snapshot(
@@ -534,8 +556,7 @@ pub(crate) fn apply_snapshot(
     if !pack::is_pack_name(pack) {
         return Err(format!("bad pack name {pack:?}"));
     }
-    // Each blob once, the first entry of an id standing (as inserting them
-    // one by one did).
+    // Each blob once (see `sort_run`).
     let shared: Arc<str> = Arc::from(pack);
     let mut run: Vec<(BlobId, BlobLoc)> = blobs
         .iter()
@@ -544,8 +565,7 @@ pub(crate) fn apply_snapshot(
             (b.id, stored_at(b, name))
         })
         .collect();
-    run.sort_by_key(|a| a.0);
-    run.dedup_by(|later, kept| later.0 == kept.0);
+    sort_run(&mut run);
     Ok(known.insert_sorted(run))
 }
 
@@ -685,6 +705,17 @@ impl Turns {
 
     pub(crate) fn push(&mut self, t: Turn) {
         self.list.push(t);
+    }
+
+    /// Gives back the room a turn's lists grew into beyond what they hold:
+    /// a record appended to a turn of 94,000 paths doubles its room (some
+    /// 14 MB unused), which the rest of a rewind would carry along. Called
+    /// once the log's new records are applied; small turns are left alone.
+    pub(crate) fn fit(&mut self) {
+        let decoded = self.frozen.iter_mut().flat_map(FrozenTurns::decoded_mut);
+        for t in decoded.chain(self.list.iter_mut()) {
+            t.fit();
+        }
     }
 
     #[cfg(test)]
@@ -833,7 +864,10 @@ impl Blobs {
     /// but those known already (the first record of a blob wins). Returns
     /// the compressed bytes of the new ones.
     pub(crate) fn insert_sorted(&mut self, mut run: Vec<(BlobId, BlobLoc)>) -> u64 {
-        run.retain(|(id, _)| !self.contains_key(id));
+        run.retain(|(id, _)| self.added_loc(id).is_none());
+        if let Some(t) = &self.frozen {
+            t.retain_unknown(&mut run);
+        }
         let bytes = run.iter().map(|(_, loc)| loc.len).sum();
         if run.len() < RUN_FROM {
             self.added.extend(run);

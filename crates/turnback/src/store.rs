@@ -541,6 +541,9 @@ impl Store {
         }
         self.index.lines += lines;
         self.index.consumed += consumed as u64;
+        if lines > 0 {
+            self.index.turns.fit();
+        }
         if from_start && consumed as u64 >= checkpoint::WRITE_AFTER {
             checkpoint::write(&self.dirs().store, &self.index, &f, ident);
         }

@@ -73,6 +73,33 @@ impl BlobTable {
         }
     }
 
+    /// Removes from `run` (sorted by id) the blobs the table has, reading
+    /// each block the ids fall among once ([`Table::scan`]).
+    pub(crate) fn retain_unknown(&self, run: &mut Vec<(BlobId, BlobLoc)>) {
+        let mut known: Vec<BlobId> = Vec::new();
+        let mut damaged = false;
+        self.rows
+            .scan(run.iter().map(|(id, _)| &id.0[..]), |rows, ids| {
+                let Some(rows) = rows else {
+                    damaged = true;
+                    return;
+                };
+                let mut at = rows.chunks_exact(BLOB_ROW).map(|r| &r[..32]).peekable();
+                for &id in ids {
+                    while at.next_if(|r| *r < id).is_some() {}
+                    if at.peek() == Some(&id) {
+                        known.push(BlobId(id.try_into().expect("a 32-byte id")));
+                    }
+                }
+            });
+        if damaged {
+            let fallback = &self.fallback.needed().blobs;
+            run.retain(|(id, _)| known.binary_search(id).is_err() && !fallback.contains_key(id));
+        } else if !known.is_empty() {
+            run.retain(|(id, _)| known.binary_search(id).is_err());
+        }
+    }
+
     /// Every blob and where it is, in id order (gc, verify and a new
     /// checkpoint list them all).
     pub(crate) fn all(&self) -> Vec<(BlobId, BlobLoc)> {

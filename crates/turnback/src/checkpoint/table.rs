@@ -166,26 +166,78 @@ impl Table {
 
     /// Block `b`'s rows, read and checked the first time.
     fn block(&self, b: usize) -> Option<&[u8]> {
-        self.read
-            .get(b)?
-            .get_or_init(|| {
-                let first = b * BLOCK;
-                let rows = BLOCK.min(self.n - first);
-                let bytes = read_at(
-                    &self.file,
-                    self.at + (first * self.width) as u64,
-                    rows * self.width,
-                )?;
-                let mut ok = self.kind.check();
-                let whole = crc32fast::hash(&bytes) == self.checks[b]
-                    && bytes[..self.kind.key()] == *self.fence(b)
-                    && bytes
-                        .chunks_exact(self.width)
-                        .enumerate()
-                        .all(|(j, row)| ok(first + j, row));
-                whole.then(|| bytes.into_boxed_slice())
-            })
-            .as_deref()
+        self.read.get(b)?.get_or_init(|| self.load(b)).as_deref()
+    }
+
+    /// Block `b`'s rows read from the file, if they pass their checks.
+    fn load(&self, b: usize) -> Option<Box<[u8]>> {
+        let first = b * BLOCK;
+        let rows = BLOCK.min(self.n.checked_sub(first)?);
+        let bytes = read_at(
+            &self.file,
+            self.at + (first * self.width) as u64,
+            rows * self.width,
+        )?;
+        let mut ok = self.kind.check();
+        let whole = crc32fast::hash(&bytes) == self.checks[b]
+            && bytes[..self.kind.key()] == *self.fence(b)
+            && bytes
+                .chunks_exact(self.width)
+                .enumerate()
+                .all(|(j, row)| ok(first + j, row));
+        whole.then(|| bytes.into_boxed_slice())
+    }
+
+    /// The block whose rows a key falls among (by the fences): the last
+    /// whose first key is not after it. `None` before the first block.
+    fn block_of(&self, key: &[u8]) -> Option<usize> {
+        let (mut lo, mut hi) = (0, self.read.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.fence(mid) <= key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo.checked_sub(1)
+    }
+
+    /// Calls `each` with the rows of every block that one of `keys`
+    /// (increasing) falls among and with those keys, each block read once
+    /// and not kept unless it was already (a record of 100,000 blobs looks
+    /// up 100,000 ids, which would keep the whole table in memory). `each`
+    /// gets `None` for a block that cannot be read back whole.
+    pub(super) fn scan<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+        mut each: impl FnMut(Option<&[u8]>, &[&'k [u8]]),
+    ) {
+        let mut group: Vec<&[u8]> = Vec::new();
+        let mut current = None;
+        let mut flush = |b: Option<usize>, group: &mut Vec<&'k [u8]>| {
+            if group.is_empty() {
+                return;
+            }
+            match b {
+                Some(b) => match self.read.get(b).and_then(OnceLock::get) {
+                    Some(kept) => each(kept.as_deref(), group),
+                    None => each(self.load(b).as_deref(), group),
+                },
+                // Before the first block: no row has these keys.
+                None => each(Some(&[]), group),
+            }
+            group.clear();
+        };
+        for key in keys {
+            let b = self.block_of(key);
+            if b != current {
+                flush(current, &mut group);
+                current = b;
+            }
+            group.push(key);
+        }
+        flush(current, &mut group);
     }
 
     /// Row `i`, if its block reads back whole.
@@ -225,12 +277,22 @@ impl Table {
         Some(b * BLOCK + within)
     }
 
+    /// How many blocks are kept in memory.
+    #[cfg(test)]
+    pub(super) fn kept(&self) -> usize {
+        self.read.iter().filter(|c| c.get().is_some()).count()
+    }
+
     /// Every row, if every block reads back whole (gc, verify and a new
-    /// checkpoint list them all).
+    /// checkpoint list them all). The blocks not read yet are not kept:
+    /// the caller has them all.
     pub(super) fn all(&self) -> Option<Vec<u8>> {
         let mut all = Vec::with_capacity(self.n * self.width);
-        for b in 0..self.read.len() {
-            all.extend_from_slice(self.block(b)?);
+        for (b, cell) in self.read.iter().enumerate() {
+            match cell.get() {
+                Some(kept) => all.extend_from_slice(kept.as_deref()?),
+                None => all.extend_from_slice(&self.load(b)?),
+            }
         }
         Some(all)
     }

@@ -4,6 +4,7 @@ use super::*;
 use crate::id::{BlobId, TurnId};
 use crate::log::LOG_FILE;
 use crate::log::Pre;
+use crate::pack::BlobLoc;
 use crate::path::RelPath;
 use crate::{NoProgress, RevertOptions, RewindOptions, Store};
 use std::path::{Path, PathBuf};
@@ -462,6 +463,30 @@ fn a_rewind_leaves_each_delta_base_at_what_it_put_back() -> TestResult {
     // A replay of the log agrees.
     let whole = from_log_alone(dir.path(), &store)?;
     assert_eq!(whole.path_blob.get(&a), Some(pre));
+    Ok(())
+}
+
+/// The blobs of a record of many are looked up in the table block by
+/// block: those it has are left out (the first record of a blob wins),
+/// those before, between and after its rows kept, and no block stays in
+/// memory (listing every row neither).
+#[test]
+fn a_run_of_blobs_is_checked_against_the_table_without_keeping_it() -> TestResult {
+    let (_dir, store) = large_store()?;
+    let bytes = std::fs::read(index_path(&store))?;
+    let (_, index) = decode(&bytes).ok_or("decodes")?;
+    let table = index.blobs.table().ok_or("a blob table")?;
+    let all = table.all();
+    assert!(all.len() > 2 * table::BLOCK, "{} blobs", all.len());
+    assert_eq!(table.rows.kept(), 0, "listing every row keeps no block");
+    let fresh = |b: u8| (BlobId([b; 32]), all[0].1.clone());
+    let mut run: Vec<(BlobId, BlobLoc)> = all.iter().step_by(3).cloned().collect();
+    run.extend([fresh(0x00), fresh(0x7f), fresh(0xff)]);
+    run.sort_unstable_by_key(|(id, _)| *id);
+    table.retain_unknown(&mut run);
+    let left: Vec<BlobId> = run.iter().map(|(id, _)| *id).collect();
+    assert_eq!(left, [fresh(0x00).0, fresh(0x7f).0, fresh(0xff).0]);
+    assert_eq!(table.rows.kept(), 0, "no block kept");
     Ok(())
 }
 

@@ -197,6 +197,13 @@ impl FrozenTurns {
         self.head(i).started_at
     }
 
+    /// The turns decoded so far.
+    pub(crate) fn decoded_mut(&mut self) -> impl Iterator<Item = &mut Turn> {
+        self.cells
+            .iter_mut()
+            .filter_map(|c| c.get_mut().map(|t| &mut **t))
+    }
+
     /// Whether turn `i` was decoded (and so may have changed since).
     pub(crate) fn decoded(&self, i: usize) -> bool {
         self.cells[i].get().is_some()
