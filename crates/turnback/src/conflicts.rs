@@ -20,7 +20,7 @@ use crate::path::RelPath;
 pub(crate) fn last_posts(turns: &[&Turn]) -> HashMap<RelPath, Post> {
     let mut last: HashMap<&RelPath, &Turn> = HashMap::new();
     for t in turns {
-        for p in t.paths.keys().chain(t.posts.keys()) {
+        for p in t.files.iter().map(|c| &c.entry.path).chain(t.posts.keys()) {
             last.insert(p, t);
         }
     }

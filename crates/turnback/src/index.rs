@@ -61,8 +61,11 @@ pub struct Turn {
     /// The rewind or revert that ended it, if it is no longer live.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_by: Option<u64>,
+    /// The position in `files` of each path, ordered by path: a path's
+    /// first capture is found by binary search, with no second copy of
+    /// every path (a map of 100,000 paths to their seq took 7.5 MB).
     #[serde(skip)]
-    pub(crate) paths: HashMap<RelPath, u64>,
+    pub(crate) by_path: Vec<u32>,
 }
 
 impl Turn {
@@ -72,9 +75,59 @@ impl Turn {
         if loose(self.files.len(), self.files.capacity()) {
             self.files.shrink_to_fit();
         }
-        if loose(self.paths.len(), self.paths.capacity()) {
-            self.paths.shrink_to_fit();
+        if loose(self.by_path.len(), self.by_path.capacity()) {
+            self.by_path.shrink_to_fit();
         }
+    }
+
+    /// The first capture of `path` in the turn.
+    pub(crate) fn captured(&self, path: &RelPath) -> Option<&Captured> {
+        let path_at = |i: u32| &self.files[i as usize].entry.path;
+        let k = self
+            .by_path
+            .binary_search_by(|&i| path_at(i).cmp(path))
+            .ok()?;
+        Some(&self.files[self.by_path[k] as usize])
+    }
+
+    /// Appends the captures in `files` (record `seq`) of the paths the turn
+    /// has not captured yet: the first capture of a path stands.
+    fn add_captures(&mut self, seq: u64, files: &[FileEntry], shared_with: &[TurnId]) {
+        let mut in_record: HashSet<&RelPath> = HashSet::new();
+        let new: Vec<&FileEntry> = files
+            .iter()
+            .filter(|f| {
+                self.captured(&f.path).is_none() && (files.len() == 1 || in_record.insert(&f.path))
+            })
+            .collect();
+        if new.is_empty() {
+            return;
+        }
+        let start = self.files.len();
+        self.files.extend(new.into_iter().map(|f| Captured {
+            seq,
+            entry: f.clone(),
+            shared_with: shared_with.to_vec(),
+        }));
+        let files = &self.files;
+        let path_at = |i: &u32| &files[*i as usize].entry.path;
+        let mut added: Vec<u32> = (start..files.len())
+            .map(|i| u32::try_from(i).expect("a turn holds fewer than 2^32 paths"))
+            .collect();
+        added.sort_unstable_by(|a, b| path_at(a).cmp(path_at(b)));
+        // Merged with the paths captured before (no path in both).
+        let mut merged = Vec::with_capacity(self.by_path.len() + added.len());
+        let (mut old, mut add) = (self.by_path.iter().peekable(), added.iter().peekable());
+        while let (Some(a), Some(b)) = (old.peek(), add.peek()) {
+            if path_at(a) < path_at(b) {
+                merged.extend(old.next());
+            } else {
+                merged.extend(add.next());
+            }
+        }
+        merged.extend(old);
+        merged.extend(add);
+        self.by_path = merged;
     }
 
     /// Whether it can still be rewound.
@@ -231,7 +284,7 @@ impl Index {
     fn register_blobs(
         &mut self,
         pack: &Option<String>,
-        blobs: &[StoredBlob],
+        blobs: Listed<'_>,
         files: &[FileEntry],
         bases: bool,
     ) -> Result<(), String> {
@@ -243,29 +296,67 @@ impl Index {
         // The record's blobs in a vector sorted by id (one entry per id, see
         // `sort_run`), not a map: a record of 100,000 blobs is checked and
         // kept without a hash table's room.
-        let mut fresh: Vec<(BlobId, BlobLoc)> = Vec::with_capacity(blobs.len());
-        let mut seen: HashSet<BlobId> = HashSet::with_capacity(blobs.len());
         let shared: Option<Arc<str>> = pack.as_deref().map(Arc::from);
-        for b in blobs {
+        let loc = |b: &StoredBlob| -> Result<(BlobId, BlobLoc), String> {
             let name = match (&b.pack, &shared) {
                 (Some(p), _) if pack::is_pack_name(p) => Arc::from(p.as_str()),
                 (Some(p), _) => return Err(format!("bad pack name {p:?}")),
                 (None, Some(p)) => p.clone(),
                 (None, None) => return Err(format!("blob {} is listed without a pack", b.id)),
             };
-            if let Some(base) = &b.base
-                && !seen.contains(base)
-                && !self.blobs.contains_key(base)
-            {
-                return Err(format!(
-                    "blob {} is a delta against {base}, which no record stored",
-                    b.id
-                ));
+            Ok((b.id, stored_at(b, name)))
+        };
+        let no_base = |b: &StoredBlob, base: &BlobId| {
+            format!(
+                "blob {} is a delta against {base}, which no record stored",
+                b.id
+            )
+        };
+        // A delta's base is a blob known before or one listed earlier in the
+        // record.
+        let mut fresh: Vec<(BlobId, BlobLoc)>;
+        match blobs {
+            Listed::Read(blobs) => {
+                fresh = Vec::with_capacity(blobs.len());
+                // The second is rare: the ids listed before are put in a
+                // set only once a base is not known (a set of 100,000 ids
+                // is 4.7 MB).
+                let mut earlier: Option<HashSet<BlobId>> = None;
+                for (i, b) in blobs.iter().enumerate() {
+                    if let Some(base) = &b.base
+                        && !self.blobs.contains_key(base)
+                        && !earlier
+                            .get_or_insert_with(|| blobs[..i].iter().map(|b| b.id).collect())
+                            .contains(base)
+                    {
+                        return Err(no_base(b, base));
+                    }
+                    if let Some(set) = &mut earlier {
+                        set.insert(b.id);
+                    }
+                    fresh.push(loc(b)?);
+                }
             }
-            seen.insert(b.id);
-            fresh.push((b.id, stored_at(b, name)));
+            Listed::Owned(mut blobs) => {
+                // Taken from the end, the list giving back its room as the
+                // run grows: the two are never both whole in memory (a
+                // rewind of 100,000 paths saves 100,000 blobs, 12 MB each).
+                fresh = Vec::new();
+                while let Some(b) = blobs.pop() {
+                    if let Some(base) = &b.base
+                        && !self.blobs.contains_key(base)
+                        && !blobs.iter().any(|e| e.id == *base)
+                    {
+                        return Err(no_base(&b, base));
+                    }
+                    fresh.push(loc(&b)?);
+                    if blobs.len() < blobs.capacity() / 2 {
+                        blobs.shrink_to_fit();
+                    }
+                }
+                fresh.shrink_to_fit();
+            }
         }
-        drop(seen);
         sort_run(&mut fresh);
         let in_record = |id: &BlobId| {
             fresh
@@ -363,11 +454,11 @@ impl Index {
     /// moved into the index, not copied (a rewind of 100,000 paths saves
     /// 100,000 states). `Err` says why it does not fit.
     pub(crate) fn apply_owned(&mut self, mut rec: Record) -> Result<(), String> {
-        let mut files = match &mut rec.op {
-            Op::Saved { files, .. } => Some(std::mem::take(files)),
+        let mut owned = match &mut rec.op {
+            Op::Saved { files, blobs, .. } => Some((std::mem::take(files), std::mem::take(blobs))),
             _ => None,
         };
-        self.apply_with(&rec, &mut files)
+        self.apply_with(&rec, &mut owned)
     }
 
     /// Applies one record; `Err` says why it does not fit.
@@ -375,12 +466,12 @@ impl Index {
         self.apply_with(rec, &mut None)
     }
 
-    /// [`Index::apply`], a saved record's states taken from `saved_files`
-    /// when given (its own list is then empty).
+    /// [`Index::apply`], a saved record's states and blobs taken from
+    /// `saved` when given (its own lists are then empty).
     fn apply_with(
         &mut self,
         rec: &Record,
-        saved_files: &mut Option<Vec<FileEntry>>,
+        saved: &mut Option<(Vec<FileEntry>, Vec<StoredBlob>)>,
     ) -> Result<(), String> {
         if rec.seq <= self.last_seq {
             return Err(format!(
@@ -398,7 +489,7 @@ impl Index {
                 posts,
                 shared_with,
             } => {
-                self.register_blobs(pack, blobs, files, true)?;
+                self.register_blobs(pack, Listed::Read(blobs), files, true)?;
                 self.captures += 1;
                 if self.turn(turn).is_none() {
                     self.turns.push(Turn {
@@ -410,7 +501,7 @@ impl Index {
                         posts: HashMap::new(),
                         sealed: false,
                         ended_by: None,
-                        paths: HashMap::new(),
+                        by_path: Vec::new(),
                     });
                     self.live_count += 1;
                 }
@@ -419,20 +510,7 @@ impl Index {
                 if t.label.is_none() {
                     t.label = label.clone().filter(|l| !l.is_empty());
                 }
-                // Grown once to size: a record of 100,000 paths would
-                // otherwise leave up to half its room unused.
-                t.files.reserve(files.len());
-                t.paths.reserve(files.len());
-                for f in files {
-                    if !t.paths.contains_key(&f.path) {
-                        t.paths.insert(f.path.clone(), rec.seq);
-                        t.files.push(Captured {
-                            seq: rec.seq,
-                            entry: f.clone(),
-                            shared_with: shared_with.clone(),
-                        });
-                    }
-                }
+                t.add_captures(rec.seq, files, shared_with);
                 for p in posts {
                     t.posts.insert(p.path.clone(), (rec.seq, p.post.clone()));
                 }
@@ -453,9 +531,9 @@ impl Index {
                 self.stored_bytes += apply_snapshot(&mut self.blobs, pack, blobs)?;
             }
             Op::Saved { pack, blobs, files } => {
-                let files = match saved_files.take() {
-                    Some(owned) => owned,
-                    None => files.clone(),
+                let (files, blobs) = match saved.take() {
+                    Some((files, blobs)) => (files, Listed::Owned(blobs)),
+                    None => (files.clone(), Listed::Read(blobs)),
                 };
                 self.register_blobs(pack, blobs, &files, false)?;
                 self.saved.insert(rec.seq, files);
@@ -567,6 +645,13 @@ pub(crate) fn apply_snapshot(
         .collect();
     sort_run(&mut run);
     Ok(known.insert_sorted(run))
+}
+
+/// A record's list of blobs: borrowed from a record read from the log, or
+/// owned (a saved record just appended, whose list is not needed after).
+enum Listed<'a> {
+    Read(&'a [StoredBlob]),
+    Owned(Vec<StoredBlob>),
 }
 
 /// Where the stored blob `b` is, in the pack `pack`.
@@ -998,6 +1083,51 @@ impl PathBlobs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_turn_keeps_the_first_capture_of_each_path_found_in_path_order() {
+        let entry = |p: &str, size: u64| FileEntry {
+            path: RelPath::parse(p).expect("a valid path"),
+            pre: Pre::Skipped {
+                size,
+                reason: String::new(),
+            },
+        };
+        let mut t = Turn {
+            id: TurnId::new("t").expect("a valid id"),
+            label: None,
+            first_seq: 1,
+            started_at: 0,
+            files: Vec::new(),
+            posts: HashMap::new(),
+            sealed: false,
+            ended_by: None,
+            by_path: Vec::new(),
+        };
+        t.add_captures(1, &[entry("m", 1), entry("c", 1), entry("m", 2)], &[]);
+        t.add_captures(2, &[entry("c", 3)], &[]);
+        t.add_captures(3, &[entry("z", 4), entry("a", 4), entry("m", 4)], &[]);
+        let order: Vec<&str> = t.files.iter().map(|c| c.entry.path.as_str()).collect();
+        assert_eq!(order, ["m", "c", "z", "a"], "in the order first captured");
+        let sizes: Vec<(&str, u64, u64)> = ["a", "c", "m", "z"]
+            .iter()
+            .map(|p| {
+                let c = t
+                    .captured(&RelPath::parse(p).expect("valid"))
+                    .expect("captured");
+                let Pre::Skipped { size, .. } = c.entry.pre else {
+                    panic!("as captured")
+                };
+                (c.entry.path.as_str(), c.seq, size)
+            })
+            .collect();
+        assert_eq!(
+            sizes,
+            [("a", 3, 4), ("c", 1, 1), ("m", 1, 1), ("z", 3, 4)],
+            "the first capture of each path stands"
+        );
+        assert!(t.captured(&RelPath::parse("b").expect("valid")).is_none());
+    }
 
     fn id(n: u32) -> BlobId {
         let mut b = [0; 32];

@@ -42,7 +42,7 @@ const CHUNK: usize = 256;
 pub(crate) type Job<'a> = (&'a RelPath, &'a BlobId, u32);
 
 /// A file written under a temporary name beside its path.
-pub(crate) type Staged<'a> = (&'a RelPath, String);
+pub(crate) type Staged<'a> = (&'a RelPath, fsx::Temp);
 
 /// Runs `work` on every item of `items` (sorted by path) with the handle
 /// of the directory holding it, chunk by chunk on every core. Items whose
@@ -140,14 +140,14 @@ impl Store {
         blob: &BlobId,
         mode: u32,
         per_file: bool,
-    ) -> Result<String, String> {
+    ) -> Result<fsx::Temp, String> {
         let loc = self
             .index
             .blobs
             .get(blob)
             .ok_or("its blob is not in the store")?;
         let pack = packs.get(&*loc.pack).ok_or("its pack is not open")?;
-        let (file, tmp) = fsx::create_temp(dir, path.file_name(), mode)
+        let (file, temp) = fsx::create_temp_beside(dir, path.file_name(), mode)
             .map_err(|e| format!("cannot create a temporary file: {e}"))?;
         // All-zero blocks become holes: a sparse pre-image comes back sparse.
         let mut w = SparseWriter::new(file);
@@ -164,9 +164,9 @@ impl Store {
                 }
             });
         match res {
-            Ok(()) => Ok(tmp),
+            Ok(()) => Ok(temp),
             Err(reason) => {
-                let _ = fsx::unlink(dir, &tmp);
+                let _ = fsx::unlink(dir, temp.beside(path.file_name()).as_str());
                 Err(reason)
             }
         }
@@ -193,8 +193,10 @@ impl Store {
             |s| s.0,
             false,
             "its directory is gone",
-            |dir, (path, tmp)| {
+            |dir, (path, temp)| {
                 let name = path.file_name();
+                let tmp = temp.beside(name);
+                let tmp = tmp.as_str();
                 let kept = trash.as_ref().and_then(|t| t.keep(dir, name));
                 let res = match fsx::rename(dir, tmp, name) {
                     Ok(()) => Ok(()),
@@ -224,7 +226,7 @@ impl Store {
         let left: Vec<Staged> = done
             .iter()
             .filter(|(_, r)| r.is_err())
-            .map(|(s, _)| (s.0, s.1.clone()))
+            .map(|(s, _)| **s)
             .collect();
         self.unlink_staged(&left);
         done.into_iter().map(|(s, r)| (s.0, r)).collect()
@@ -233,9 +235,9 @@ impl Store {
     /// Removes staged temporary files (best effort: the operation failed).
     pub(crate) fn unlink_staged(&self, staged: &[Staged<'_>]) {
         let mut walk = DirStack::new(&self.root_fd);
-        for (path, tmp) in staged {
+        for (path, temp) in staged {
             if let Ok(Reach::Open(d)) = walk.parent_of(path, false) {
-                let _ = fsx::unlink(d, tmp.as_str());
+                let _ = fsx::unlink(d, temp.beside(path.file_name()).as_str());
             }
         }
     }

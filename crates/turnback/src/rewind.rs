@@ -472,7 +472,7 @@ impl Store {
         let mut later: HashMap<RelPath, Vec<(&Turn, u64)>> = HashMap::new();
         for other in self.index.live().filter(|o| o.first_seq != turn_seq) {
             for c in &t.files {
-                if let Some(&seq) = other.paths.get(&c.entry.path)
+                if let Some(seq) = other.captured(&c.entry.path).map(|o| o.seq)
                     && seq > c.seq
                 {
                     later
@@ -855,6 +855,9 @@ impl Store {
         }
         // Renames (in parallel: each waits on the disk on its own); then
         // symlinks and FIFOs, last.
+        // Room for every path at once: grown by doubling, the list of a
+        // rewind of 100,000 files took 6 MB for its 2.4.
+        report.restored.reserve_exact(staged.len());
         for (path, res) in self.rename_all(&staged, per_file) {
             match res {
                 Ok(()) => report.restored.push(path.clone()),

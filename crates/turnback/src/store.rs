@@ -745,7 +745,7 @@ impl Store {
         let already: HashSet<RelPath> = self
             .index
             .turn(turn)
-            .map(|t| t.paths.keys().cloned().collect())
+            .map(|t| t.files.iter().map(|c| c.entry.path.clone()).collect())
             .unwrap_or_default();
         // `foo.txt` after `Foo.txt` on a case-insensitive file system is
         // the file the turn captured already: the first spelling stands.

@@ -147,7 +147,7 @@ impl<'a> Reader<'a> {
     }
 
     pub(super) fn turn(&mut self) -> Option<Turn> {
-        Some(Turn {
+        let turn = Turn {
             id: self.turn_id()?,
             label: self.opt(Self::str)?,
             first_seq: self.num()?,
@@ -166,8 +166,23 @@ impl<'a> Reader<'a> {
                 })
             })?,
             posts: self.map(|r| Some((r.path()?, (r.num()?, r.post()?))))?,
-            paths: self.map(|r| Some((r.path()?, r.num()?)))?,
-        })
+            by_path: self.vec(|r| u32::try_from(r.num()?).ok())?,
+        };
+        // Each capture once, ordered by path.
+        let n = turn.files.len();
+        let mut named = vec![false; n];
+        let path_at = |i: u32| turn.files.get(i as usize).map(|c| &c.entry.path);
+        let once = turn.by_path.len() == n
+            && turn.by_path.iter().all(|&i| {
+                named
+                    .get_mut(i as usize)
+                    .is_some_and(|seen| !std::mem::replace(seen, true))
+            });
+        let ordered = turn
+            .by_path
+            .windows(2)
+            .all(|w| path_at(w[0]) < path_at(w[1]));
+        (once && ordered).then_some(turn)
     }
 
     /// A count or length, with no bound but the platform's.

@@ -135,10 +135,10 @@ impl Writer {
             w.num(*seq);
             w.post(post);
         });
-        self.sorted(&t.paths, |w, path, seq| {
-            w.bytes(path.as_bytes());
-            w.num(*seq);
-        });
+        self.num(t.by_path.len() as u64);
+        for &i in &t.by_path {
+            self.num(u64::from(i));
+        }
     }
 
     pub(super) fn u64(&mut self, n: u64) {

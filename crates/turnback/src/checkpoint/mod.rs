@@ -58,8 +58,9 @@
 //!           for none)
 //! -- turns' bytes --
 //! each turn, oldest first: its id, label, first_seq, start time, sealed,
-//!           ended_by, captures, post-images, paths (each checked by the
-//!           CRC-32 in its row)
+//!           ended_by, captures, post-images, the captures' order by path
+//!           (a position per capture); each checked by the CRC-32 in its
+//!           row
 //! ```
 //!
 //! Read lazily: opening reads the head (one `pread` when it is under 64

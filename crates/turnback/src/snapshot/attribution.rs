@@ -253,7 +253,7 @@ pub(crate) fn assign(
             }
             let had = index
                 .turn(&a.turn)
-                .is_some_and(|t| t.paths.contains_key(&f.path));
+                .is_some_and(|t| t.captured(&f.path).is_some());
             if had {
                 a.already.push(f.path.clone());
             } else {
