@@ -336,6 +336,18 @@ fn open(file: File, log: Option<File>) -> Option<(Covered, Index)> {
     if covered.len == 0 || index.consumed != covered.len {
         return None;
     }
+    // The sizes must add up to the file's length before anything is sized
+    // by them (a head claiming 2^60 rows makes no room for their checks).
+    let tables = [
+        turns.checked_mul(TURN_ROW)?,
+        turns.checked_mul(16)?,
+        records.checked_mul(16)?,
+        blobs.checked_mul(BLOB_ROW)?,
+        bodies_len,
+    ];
+    if tables.iter().try_fold(head_len, |a, &n| a.checked_add(n))? != size {
+        return None;
+    }
     let file = Arc::new(file);
     let fallback = Arc::new(Fallback::new(log.map(|l| (l, covered.len))));
     let mut at = head_len as u64;
@@ -361,7 +373,7 @@ fn open(file: File, log: Option<File>) -> Option<(Covered, Index)> {
     let ids = table(16, turns, Kind::Ids { turns })?;
     let recs = table(16, records, Kind::Records)?;
     let blob_rows = table(BLOB_ROW, blobs, Kind::Blobs { rows: blobs })?;
-    if !r.rest.is_empty() || at.checked_add(bodies_len as u64)? != size as u64 {
+    if !r.rest.is_empty() {
         return None;
     }
     index.turns = Turns::from_frozen(FrozenTurns {

@@ -93,6 +93,21 @@ fn id_words(row: &[u8]) -> [u64; 4] {
     w
 }
 
+/// The first of `0..n` for which `before` is false, it being true of a
+/// prefix (a binary search).
+fn first_not(n: usize, mut before: impl FnMut(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 /// Blocks of `n` rows.
 pub(super) fn blocks(n: usize) -> usize {
     n.div_ceil(BLOCK)
@@ -191,16 +206,7 @@ impl Table {
     /// The block whose rows a key falls among (by the fences): the last
     /// whose first key is not after it. `None` before the first block.
     fn block_of(&self, key: &[u8]) -> Option<usize> {
-        let (mut lo, mut hi) = (0, self.read.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.fence(mid) <= key {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo.checked_sub(1)
+        first_not(self.read.len(), |b| self.fence(b) <= key).checked_sub(1)
     }
 
     /// Calls `each` with the rows of every block that one of `keys`
@@ -254,27 +260,15 @@ impl Table {
     /// binary search over the fences, then within the one block they
     /// name, the only one read. `None` if it cannot be.
     pub(super) fn partition_point(&self, mut before: impl FnMut(&[u8]) -> bool) -> Option<usize> {
-        let (mut lo, mut hi) = (0, self.read.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if before(self.fence(mid)) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        // Every block before `lo` starts before the point; it is in block
-        // `lo - 1` or at the start of block `lo`.
-        let Some(b) = lo.checked_sub(1) else {
+        // Every block before the first whose fence is not before the point
+        // starts before it: the point is in the block before that one, or
+        // at the start of that one.
+        let Some(b) = first_not(self.read.len(), |b| before(self.fence(b))).checked_sub(1) else {
             return Some(0);
         };
         let rows = self.block(b)?;
-        let key = self.kind.key();
-        let within = rows
-            .chunks_exact(self.width)
-            .position(|row| !before(&row[..key]))
-            .unwrap_or(rows.len() / self.width);
-        Some(b * BLOCK + within)
+        let key = |j: usize| &rows[j * self.width..j * self.width + self.kind.key()];
+        Some(b * BLOCK + first_not(rows.len() / self.width, |j| before(key(j))))
     }
 
     /// How many blocks are kept in memory.
