@@ -418,24 +418,11 @@ impl Store {
         // fails the rewind before it starts.
         let config = self.config()?;
         let current = self.current_states(&mut report)?;
-        for (path, now) in self.states(&current) {
-            if let Some(post) = plan.posts.get(path)
-                && *post != now
-                && !matches!(post, Post::Other)
-                && report.step(path).is_some()
-            {
-                let c = Conflict {
-                    path: path.clone(),
-                    reason: "changed since the agent's turn (by you, an editor or another tool)"
-                        .into(),
-                    detail: None,
-                };
-                if options.keep_conflicts {
-                    report.kept.push(c);
-                } else {
-                    report.conflicts.push(c);
-                }
-            }
+        let changed = self.changed_since(&current, &report, |path| plan.posts.get(path));
+        if options.keep_conflicts {
+            report.kept.extend(changed);
+        } else {
+            report.conflicts.extend(changed);
         }
         // Freed before the plan runs: it holds a state per path.
         drop(plan.posts);
@@ -513,23 +500,12 @@ impl Store {
         let later: HashSet<RelPath> = later.into_keys().collect();
         let current = self.current_states(&mut report)?;
         let t = self.turn(turn)?;
-        let mut edited = Vec::new();
-        for (path, now) in self.states(&current) {
-            if later.contains(path) || report.step(path).is_none() {
-                continue;
-            }
-            if let Some((_, post)) = t.post(path)
-                && *post != now
-                && !matches!(post, Post::Other)
-            {
-                edited.push(Conflict {
-                    path: path.clone(),
-                    reason: "changed since the agent's turn (by you, an editor or another tool)"
-                        .into(),
-                    detail: None,
-                });
-            }
-        }
+        // A path a later turn changed too is a conflict already (above).
+        let edited = self.changed_since(&current, &report, |path| {
+            t.post(path)
+                .filter(|_| !later.contains(path))
+                .map(|(_, post)| post)
+        });
         if options.keep_conflicts {
             let e: HashSet<RelPath> = edited.iter().map(|c| c.path.clone()).collect();
             report.plan.retain(|s| !e.contains(&s.path));
@@ -647,6 +623,29 @@ impl Store {
         let seq = self.save_states(&paths)?;
         report.saved = Some(seq);
         Ok(States::Saved(seq))
+    }
+
+    /// The paths among `states` that the plan of `report` changes and that
+    /// hold other bytes than the agent left (`post_of` gives what it left,
+    /// as recorded; a post-image not hashed compares with nothing): each a
+    /// conflict, changed since the agent's turn.
+    fn changed_since<'p>(
+        &self,
+        states: &States,
+        report: &Report,
+        post_of: impl Fn(&RelPath) -> Option<&'p Post>,
+    ) -> Vec<Conflict> {
+        self.states(states)
+            .filter(|(path, now)| {
+                post_of(path).is_some_and(|post| post != now && !matches!(post, Post::Other))
+                    && report.step(path).is_some()
+            })
+            .map(|(path, _)| Conflict {
+                path: path.clone(),
+                reason: "changed since the agent's turn (by you, an editor or another tool)".into(),
+                detail: None,
+            })
+            .collect()
     }
 
     /// The states of `states`, as hashes: read in place from the index's

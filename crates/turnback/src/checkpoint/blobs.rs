@@ -57,16 +57,11 @@ impl BlobTable {
     /// Where blob `id` is, if the table has it. A block that cannot be
     /// read back whole on the way is answered by the covered log.
     pub(crate) fn find(&self, id: &BlobId) -> Option<BlobLoc> {
-        let found = self
-            .rows
-            .partition_point(|row| row[..32] < id.0[..])
-            .and_then(|k| match self.rows.row(k) {
-                Some(row) if row[..32] != id.0[..] => Some(None),
-                Some(row) => loc_of(row, |b| self.rows.row(b).map(id_of)).map(Some),
-                // Past the last row: not there.
-                None if k == self.rows.len() => Some(None),
-                None => None,
-            });
+        let found = match self.rows.find(|key| key.cmp(&id.0[..])) {
+            Some(Some(row)) => loc_of(row, |b| self.rows.row(b).map(id_of)).map(Some),
+            Some(None) => Some(None),
+            None => None,
+        };
         match found {
             Some(loc) => loc,
             None => self.fallback.needed().blobs.get(id),

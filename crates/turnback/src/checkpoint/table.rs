@@ -271,6 +271,18 @@ impl Table {
         Some(b * BLOCK + first_not(rows.len() / self.width, |j| before(key(j))))
     }
 
+    /// The row whose key `cmp` says is the one sought (`Equal`; `Less`
+    /// for the keys before it), `Some(None)` when no row has it; `None`
+    /// when a block on the way cannot be read back whole.
+    pub(super) fn find(&self, cmp: impl Fn(&[u8]) -> std::cmp::Ordering) -> Option<Option<&[u8]>> {
+        let k = self.partition_point(|key| cmp(key).is_lt())?;
+        if k == self.n {
+            return Some(None);
+        }
+        let row = self.row(k)?;
+        Some(cmp(&row[..self.kind.key()]).is_eq().then_some(row))
+    }
+
     /// How many blocks are kept in memory.
     #[cfg(test)]
     pub(super) fn kept(&self) -> usize {

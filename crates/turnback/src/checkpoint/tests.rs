@@ -71,14 +71,7 @@ fn ident_of(path: &Path) -> std::io::Result<(u64, u64)> {
 /// The index's bytes, to compare two indexes (equal indexes give equal
 /// bytes).
 fn bytes_of(index: &Index) -> Vec<u8> {
-    let none = Covered {
-        dev: 0,
-        ino: 0,
-        len: index.consumed,
-        head: [0; 32],
-        tail: [0; 32],
-    };
-    encode(index, &none).expect("every base is a known blob")
+    encode(index, &Covered::none(index.consumed)).expect("every base is a known blob")
 }
 
 /// The checkpoint of `index` covering `covered`.

@@ -39,16 +39,8 @@ pub(crate) struct SeqTable {
 impl SeqTable {
     /// The `first_seq` of the turn record `seq` applied to.
     pub(crate) fn get(&self, seq: u64) -> Option<u64> {
-        let found = self
-            .rows
-            .partition_point(|row| u64_at(row, 0) < seq)
-            .and_then(|k| match self.rows.row(k) {
-                Some(row) => Some((u64_at(row, 0) == seq).then(|| u64_at(row, 8))),
-                None if k == self.rows.len() => Some(None),
-                None => None,
-            });
-        match found {
-            Some(v) => v,
+        match self.rows.find(|key| u64_at(key, 0).cmp(&seq)) {
+            Some(row) => row.map(|row| u64_at(row, 8)),
             None => self.fallback.needed().record_turn.get(&seq),
         }
     }
