@@ -28,14 +28,27 @@ fn open_own(p: &Project) -> turnback::Result<turnback::Store> {
     })
 }
 
+/// The names in the trash: in its buckets (`trash/<pid>-<k>/<n>`), as
+/// `bucket/name`.
 fn trash_names(trash: &std::path::Path) -> Vec<String> {
-    match std::fs::read_dir(trash) {
-        Ok(entries) => entries
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect(),
-        Err(_) => Vec::new(),
+    let list = |dir: &std::path::Path| -> Vec<std::fs::DirEntry> {
+        match std::fs::read_dir(dir) {
+            Ok(entries) => entries.filter_map(|e| e.ok()).collect(),
+            Err(_) => Vec::new(),
+        }
+    };
+    let mut names = Vec::new();
+    for bucket in list(trash) {
+        let b = bucket.file_name().to_string_lossy().into_owned();
+        if !bucket.path().is_dir() {
+            names.push(b);
+            continue;
+        }
+        for e in list(&bucket.path()) {
+            names.push(format!("{b}/{}", e.file_name().to_string_lossy()));
+        }
     }
+    names
 }
 
 #[test]
