@@ -38,10 +38,11 @@
 //!   link and its rename leaves a project file with a second name in the
 //!   trash, which the next mutation removes before it reads the project
 //!   (so no capture records that name as a hard link).
-//! - Entries are only removed, never read or renamed. Emptying passes over
-//!   the buckets of other live processes (their operation may still be
-//!   linking); a bucket removed under an operation anyway only makes its
-//!   later links fail, and those files are freed by their renames.
+//! - Entries are only removed, never read or renamed: two processes
+//!   emptying the trash at once only race to remove the same names. A
+//!   bucket emptied and removed while an operation still links into it
+//!   (the background removal of an earlier rewind's names, say) makes that
+//!   link fail; the operation then starts a new bucket, once per link.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -110,22 +111,29 @@ impl Trash {
     /// that name, or `None` when it could not be made (nothing there, a
     /// directory, another device, no permission).
     pub(crate) fn keep(&self, dir: &OwnedFd, name: impl fsx::Name) -> Option<Kept> {
-        let (bucket, n) = self.next_name()?;
-        let entry = n.to_string();
-        crate::sys::fs::linkat(dir, name, &*bucket, entry.as_str(), AtFlags::empty())
-            .ok()
-            .map(|()| Kept {
-                dir: bucket,
-                name: entry,
-            })
+        let link = |bucket: &OwnedFd, entry: &str| {
+            crate::sys::fs::linkat(dir, name, bucket, entry, AtFlags::empty())
+        };
+        let (mut bucket, mut n) = self.next_name(false)?;
+        let mut res = link(&bucket, &n.to_string());
+        if res == Err(crate::sys::Errno::NOENT) && removed(&bucket) {
+            // Its bucket was emptied and removed under it (see the module
+            // doc): one more try, in a new bucket.
+            (bucket, n) = self.next_name(true)?;
+            res = link(&bucket, &n.to_string());
+        }
+        res.ok().map(|()| Kept {
+            dir: bucket,
+            name: n.to_string(),
+        })
     }
 
     /// The calling thread's bucket and the next name in it; a new bucket
-    /// when it has none or its bucket is full.
-    fn next_name(&self) -> Option<(Arc<OwnedFd>, u32)> {
+    /// when it has none, its bucket is full or `fresh`.
+    fn next_name(&self, fresh: bool) -> Option<(Arc<OwnedFd>, u32)> {
         let mut buckets = self.buckets.lock().ok()?;
         let me = std::thread::current().id();
-        if buckets.get(&me).is_none_or(|b| b.used >= BUCKET_ENTRIES) {
+        if fresh || buckets.get(&me).is_none_or(|b| b.used >= BUCKET_ENTRIES) {
             let dir = self.new_bucket()?;
             buckets.insert(me, Bucket { dir, used: 0 });
         }
@@ -153,6 +161,11 @@ impl Trash {
     }
 }
 
+/// Whether the directory `dir` was removed (it has no name left).
+fn removed(dir: &OwnedFd) -> bool {
+    crate::sys::fs::fstat(dir).is_ok_and(|st| crate::sys::nlink(&st) == 0)
+}
+
 /// The directory `name` in `parent`, made (owner only) and opened; with
 /// `existing`, one already there is used too.
 fn make_dir(parent: &OwnedFd, name: &str, existing: bool) -> Option<OwnedFd> {
@@ -175,8 +188,7 @@ pub(crate) fn pending(data: &Path) -> bool {
 }
 
 /// Removes every name in the trash of the data directory `data` and the
-/// buckets emptied, except those of other live processes, then the trash
-/// itself when it is empty. Best effort: a name that cannot be removed
+/// buckets emptied, then the trash itself when it is empty. Best effort: a name that cannot be removed
 /// stays for the next try, and nothing depends on it. Returns the names
 /// removed.
 pub(crate) fn empty(data: &Path) -> usize {
@@ -191,10 +203,7 @@ pub(crate) fn empty(data: &Path) -> usize {
             continue;
         }
         // Not a file: a bucket (`.` and `..` are not named like one).
-        let Some(pid) = name.to_str().ok().and_then(bucket_owner) else {
-            continue;
-        };
-        if pid != fsx::own_pid() && fsx::process_alive(pid) {
+        if !name.to_str().is_ok_and(is_bucket) {
             continue;
         }
         let Ok(Some(bucket)) = fsx::open_subdir(&dir, name) else {
@@ -214,14 +223,11 @@ pub(crate) fn empty(data: &Path) -> usize {
     removed
 }
 
-/// The process that made the bucket `name` (`<pid>-<k>`, both decimal).
-fn bucket_owner(name: &str) -> Option<u32> {
-    let (pid, k) = name.split_once('-')?;
+/// Whether `name` is named like a bucket: `<pid>-<k>`, both decimal.
+fn is_bucket(name: &str) -> bool {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(pid) || !digits(k) {
-        return None;
-    }
-    pid.parse().ok()
+    name.split_once('-')
+        .is_some_and(|(pid, k)| digits(pid) && digits(k))
 }
 
 impl crate::store::Store {
@@ -302,7 +308,7 @@ mod tests {
         std::thread::scope(|s| s.spawn(|| trash.keep(&root, "f0").map(|_| ())).join())
             .map_err(|_| "thread panicked")?
             .ok_or("not kept by the second thread")?;
-        // A name that is not there is passed over.
+        // A name that is not there is passed over, in the same bucket.
         assert!(trash.keep(&root, "missing").is_none());
         drop(trash);
         assert_eq!(
@@ -324,13 +330,11 @@ mod tests {
     }
 
     #[test]
-    fn emptying_passes_over_buckets_of_live_processes_and_nothing_else() -> TestResult {
+    fn emptying_removes_buckets_and_names_and_nothing_else() -> TestResult {
         let (tmp, _root) = setup(0)?;
         let data = tmp.path().join("data");
         let trash = path(&data);
-        // Process 1 is running; no process has an id past the kernel's
-        // largest (4,194,304).
-        for bucket in ["1-0", "4194305-0"] {
+        for bucket in ["1-0", "4194305-3"] {
             std::fs::create_dir_all(trash.join(bucket))?;
             std::fs::write(trash.join(bucket).join("0"), "x")?;
         }
@@ -338,12 +342,33 @@ mod tests {
         std::fs::create_dir(trash.join("not-a-bucket"))?;
         std::fs::write(trash.join("not-a-bucket/kept"), "x")?;
         std::fs::write(data.join("beside"), "the data directory's own file")?;
-        assert_eq!(empty(&data), 2);
-        assert!(trash.join("1-0/0").exists(), "a live process's bucket");
-        assert!(!trash.join("4194305-0").exists(), "a dead process's bucket");
+        assert_eq!(empty(&data), 3);
+        assert!(!trash.join("1-0").exists());
+        assert!(!trash.join("4194305-3").exists());
         assert!(!trash.join("1-7").exists());
         assert!(trash.join("not-a-bucket/kept").exists());
         assert!(data.join("beside").exists());
+        Ok(())
+    }
+
+    #[test]
+    fn a_bucket_removed_under_an_operation_is_replaced() -> TestResult {
+        let (tmp, root) = setup(2)?;
+        let data = tmp.path().join("data");
+        let trash = Trash::open(&data, &root).ok_or("no trash on one device")?;
+        trash.keep(&root, "f0").ok_or("not kept")?;
+        // The background removal of an earlier rewind's names empties the
+        // trash, this operation's bucket with it.
+        assert_eq!(empty(&data), 1);
+        std::fs::create_dir(path(&data))?;
+        let trash = Trash {
+            dir: fsx::open_dir_path(&path(&data))?,
+            buckets: trash.buckets,
+        };
+        trash
+            .keep(&root, "f1")
+            .ok_or("not kept after its bucket went")?;
+        assert_eq!(bucket_sizes(&path(&data))?, vec![1]);
         Ok(())
     }
 }
