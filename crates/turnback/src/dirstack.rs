@@ -14,12 +14,27 @@
 //! handles as the deepest path has components: descriptors and memory are
 //! bounded by one path, not by the tree.
 //!
+//! The phases of one operation (a rewind collects the current states,
+//! reads them, checks write permission, stages and renames) each walk the
+//! same directories. A walk made by [`crate::store::Store::walk`] while the
+//! store holds directories for an operation (see [`Held`]) takes a
+//! directory an earlier phase opened from there, and leaves each one it
+//! opens there, so the operation opens each directory once in all. The
+//! handles held are bounded by a share of the process's descriptor limit;
+//! past it, walks open and close as above.
+//!
+//! A handle opened here is listed at most once, by the sweep of stale
+//! temporary files (see [`fsx::sweep_stale_temps_unlisted`]).
+//!
 //! Invariant: `stack[i]` is the directory named by the first `i + 1`
 //! components of the last path asked for, opened from `stack[i - 1]` (the
-//! root for `i = 0`).
+//! root for `i = 0`), or held from an earlier walk of the same operation,
+//! which reached it the same way.
 
 use crate::sys::OwnedFd;
+use std::collections::HashMap;
 use std::io;
+use std::sync::{Arc, MutexGuard};
 
 use crate::sys::Errno;
 use crate::sys::fs::{Mode, OFlags};
@@ -54,17 +69,54 @@ pub(crate) enum Reach<'a> {
     },
 }
 
+/// Directory handles held for the length of one operation, by path (see
+/// the module doc).
+#[derive(Debug)]
+pub(crate) struct Held {
+    dirs: HashMap<Vec<u8>, HeldDir>,
+    /// Whether the root was swept of stale temporary files.
+    root_swept: bool,
+    /// At most this many handles are held.
+    cap: usize,
+}
+
+#[derive(Debug)]
+struct HeldDir {
+    fd: Arc<OwnedFd>,
+    swept: bool,
+}
+
+impl Held {
+    /// None held yet; at most a quarter of the descriptors this process
+    /// may open, and none where a handle keeps its directory's name taken
+    /// (Windows: an operation may remove a directory it walked).
+    pub(crate) fn new() -> Held {
+        let cap = if crate::sys::HANDLES_KEEP_NAMES {
+            0
+        } else {
+            (crate::sys::open_files_limit() / 4).min(16_384)
+        };
+        Held {
+            dirs: HashMap::new(),
+            root_swept: false,
+            cap,
+        }
+    }
+}
+
 /// The root and the open chain of directories above it (see the module
 /// doc).
 pub(crate) struct DirStack<'r> {
     root: &'r OwnedFd,
     /// (component name, handle), shallowest first.
-    stack: Vec<(Vec<u8>, OwnedFd)>,
+    stack: Vec<(Vec<u8>, Arc<OwnedFd>)>,
     /// Directories opened so far (for tests and measurements).
     opened: u64,
-    /// Whether each directory opened is swept of stale temporary files
-    /// (see [`fsx::sweep_stale_temps`]).
+    /// Whether each directory reached is swept of stale temporary files
+    /// (see [`fsx::sweep_stale_temps`]) the first time.
     sweep: bool,
+    /// The operation's held handles, when it holds them.
+    held: Option<MutexGuard<'r, Option<Held>>>,
 }
 
 impl<'r> DirStack<'r> {
@@ -75,16 +127,33 @@ impl<'r> DirStack<'r> {
             stack: Vec::new(),
             opened: 0,
             sweep: false,
+            held: None,
         }
     }
 
-    /// A walk that sweeps every directory it opens of the temporary files
-    /// an interrupted turnback process left there (the root included).
-    pub(crate) fn sweeping(root: &'r OwnedFd) -> DirStack<'r> {
-        let mut s = DirStack::new(root);
-        s.sweep = true;
-        fsx::sweep_stale_temps(root);
-        s
+    /// A walk from `root` that takes and leaves handles in `held` (when it
+    /// holds some: `Some`).
+    pub(crate) fn holding(root: &'r OwnedFd, held: MutexGuard<'r, Option<Held>>) -> DirStack<'r> {
+        DirStack {
+            held: Some(held).filter(|h| h.is_some()),
+            ..DirStack::new(root)
+        }
+    }
+
+    /// This walk sweeps every directory it reaches of the temporary files
+    /// an interrupted turnback process left there (the root included,
+    /// now), once per operation.
+    pub(crate) fn sweeping(mut self) -> DirStack<'r> {
+        self.sweep = true;
+        match self.held.as_deref_mut().and_then(Option::as_mut) {
+            Some(h) if h.root_swept => {}
+            Some(h) => {
+                h.root_swept = true;
+                fsx::sweep_stale_temps(self.root);
+            }
+            None => fsx::sweep_stale_temps(self.root),
+        }
+        self
     }
 
     /// How many directories were opened (the root not counted).
@@ -116,8 +185,25 @@ impl<'r> DirStack<'r> {
             .take_while(|((held, _), want)| held.as_slice() == **want)
             .count();
         self.stack.truncate(common);
+        // The bytes of `dir` up to the end of component `at`.
+        let mut ends = Vec::with_capacity(comps.len());
+        let mut end = 0;
+        for (i, comp) in comps.iter().enumerate() {
+            end += comp.len() + usize::from(i > 0);
+            ends.push(end);
+        }
         for (at, comp) in comps.iter().enumerate().skip(common) {
-            let below = self.stack.last().map_or(self.root, |(_, fd)| fd);
+            let key = &dir[..ends[at]];
+            let held = self.held.as_deref_mut().and_then(Option::as_mut);
+            if let Some(h) = held.and_then(|h| h.dirs.get_mut(key)) {
+                if self.sweep && !h.swept {
+                    h.swept = true;
+                    fsx::sweep_stale_temps_unlisted(&h.fd);
+                }
+                self.stack.push((comp.to_vec(), Arc::clone(&h.fd)));
+                continue;
+            }
+            let below = self.stack.last().map_or(self.root, |(_, fd)| &**fd);
             let name: &std::ffi::OsStr = crate::sys::os_str(comp);
             let open = || {
                 crate::sys::fs::openat(
@@ -140,7 +226,17 @@ impl<'r> DirStack<'r> {
                 Ok(fd) => {
                     self.opened += 1;
                     if self.sweep {
-                        fsx::sweep_stale_temps(&fd);
+                        fsx::sweep_stale_temps_unlisted(&fd);
+                    }
+                    let fd = Arc::new(fd);
+                    if let Some(h) = self.held.as_deref_mut().and_then(Option::as_mut)
+                        && h.dirs.len() < h.cap
+                    {
+                        let held = HeldDir {
+                            fd: Arc::clone(&fd),
+                            swept: self.sweep,
+                        };
+                        h.dirs.insert(key.to_vec(), held);
                     }
                     self.stack.push((comp.to_vec(), fd));
                 }
@@ -150,7 +246,7 @@ impl<'r> DirStack<'r> {
             }
         }
         Ok(Reach::Open(
-            self.stack.last().map_or(self.root, |(_, fd)| fd),
+            self.stack.last().map_or(self.root, |(_, fd)| &**fd),
         ))
     }
 }
@@ -198,6 +294,55 @@ mod tests {
             Reach::Missing { at: 1 }
         ));
         assert!(matches!(s.reach(b"", false)?, Reach::Open(_)));
+        Ok(())
+    }
+
+    #[test]
+    fn walks_of_one_operation_open_each_directory_once_between_them() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path();
+        for d in ["a/b", "c"] {
+            std::fs::create_dir_all(root.join(d))?;
+        }
+        // A stale temporary file of a process that is gone.
+        let stale = root.join("a/.x.turnback-tmp-4194305-0");
+        std::fs::write(&stale, b"left")?;
+        let fd = fsx::open_dir_path(root)?;
+        let held = std::sync::Mutex::new(Some(Held::new()));
+        let dirs: [&[u8]; 3] = [b"a", b"a/b", b"c"];
+        let mut first =
+            DirStack::holding(&fd, held.lock().map_err(|_| io::Error::other("poisoned"))?);
+        for d in dirs {
+            assert!(matches!(first.reach(d, false)?, Reach::Open(_)));
+        }
+        assert_eq!(first.opened(), 3);
+        drop(first);
+        assert!(stale.exists(), "a walk that does not sweep left it");
+        let lock = held.lock().map_err(|_| io::Error::other("poisoned"))?;
+        let mut second = DirStack::holding(&fd, lock).sweeping();
+        for d in dirs {
+            assert!(matches!(second.reach(d, false)?, Reach::Open(_)));
+        }
+        assert_eq!(
+            second.opened(),
+            0,
+            "every directory came from the first walk"
+        );
+        assert!(
+            !stale.exists(),
+            "a held directory is swept when first reached sweeping"
+        );
+        // A directory made after the first walk is opened and then held.
+        std::fs::create_dir(root.join("d"))?;
+        assert!(matches!(second.reach(b"d", false)?, Reach::Open(_)));
+        assert_eq!(second.opened(), 1);
+        drop(second);
+        // Without held handles every walk opens its own.
+        let mut plain = DirStack::new(&fd);
+        for d in dirs {
+            assert!(matches!(plain.reach(d, false)?, Reach::Open(_)));
+        }
+        assert_eq!(plain.opened(), 3);
         Ok(())
     }
 }

@@ -291,18 +291,37 @@ pub(crate) fn sweep_stale_temps(dir: &OwnedFd) {
     };
     let own = own_pid();
     while let Some(Ok(entry)) = entries.read() {
-        let Ok(name) = entry.file_name().to_str() else {
-            continue;
-        };
-        let Some(pid) = temp_owner(name) else {
-            continue;
-        };
-        if pid == own || process_alive(pid) {
-            continue;
+        if let Ok(name) = entry.file_name().to_str() {
+            sweep_if_stale(dir, name, own);
         }
-        if matches!(node_at(dir, name), Ok(Node::File { .. } | Node::Symlink)) {
-            let _ = unlink(dir, name);
+    }
+}
+
+/// [`sweep_stale_temps`] of a directory handle never listed before: its
+/// listing is read from the handle itself, with no second open of the
+/// directory where the platform allows (a listing moves the handle's
+/// position, so this is for a handle's one listing).
+pub(crate) fn sweep_stale_temps_unlisted(dir: &OwnedFd) {
+    let (names, _) = crate::sys::list_names(dir);
+    let own = own_pid();
+    for name in names.names() {
+        if let Ok(name) = name.to_str() {
+            sweep_if_stale(dir, name, own);
         }
+    }
+}
+
+/// Removes `name` from `dir` if it is a file or symlink named by
+/// [`temp_name`] for a process that is gone (`own` is this one).
+fn sweep_if_stale(dir: &OwnedFd, name: &str, own: u32) {
+    let Some(pid) = temp_owner(name) else {
+        return;
+    };
+    if pid == own || process_alive(pid) {
+        return;
+    }
+    if matches!(node_at(dir, name), Ok(Node::File { .. } | Node::Symlink)) {
+        let _ = unlink(dir, name);
     }
 }
 

@@ -102,7 +102,7 @@ impl Linked {
 /// any other error (out of descriptors, an I/O error) fails the call.
 pub(crate) fn other_names(store: &Store, rels: &[RelPath]) -> Result<Names> {
     let mut linked = Linked::default();
-    let mut walk = DirStack::new(&store.root_fd);
+    let mut walk = store.walk();
     for rel in rels {
         if let Some(st) = stat_rel(&mut walk, rel).ctx("look at", store.root.join(rel.as_str()))? {
             linked.note(rel, &st);

@@ -107,7 +107,7 @@ impl Store {
         per_file: bool,
         failed: &mut Vec<FailedPath>,
     ) -> Result<Vec<Staged<'a>>> {
-        let mut walk = DirStack::sweeping(&self.root_fd);
+        let mut walk = self.walk().sweeping();
         let done = in_dirs(
             &mut walk,
             jobs,
@@ -181,7 +181,7 @@ impl Store {
         staged: &'a [Staged<'a>],
         per_file: bool,
     ) -> Vec<(&'a RelPath, Result<(), String>)> {
-        let mut walk = DirStack::new(&self.root_fd);
+        let mut walk = self.walk();
         // The files replaced get a second name in the trash first, so the
         // renames free nothing while the user waits (see `trash.rs`).
         let trash = self
@@ -234,7 +234,7 @@ impl Store {
 
     /// Removes staged temporary files (best effort: the operation failed).
     pub(crate) fn unlink_staged(&self, staged: &[Staged<'_>]) {
-        let mut walk = DirStack::new(&self.root_fd);
+        let mut walk = self.walk();
         for (path, temp) in staged {
             if let Ok(Reach::Open(d)) = walk.parent_of(path, false) {
                 let _ = fsx::unlink(d, temp.beside(path.file_name()).as_str());

@@ -103,7 +103,7 @@ impl Store {
     /// Sweeps every directory holding one of `paths` (sorted) of stale
     /// temporary files: where the operation staged its files.
     fn sweep_dirs_of(&self, paths: &[RelPath]) {
-        let mut walk = DirStack::sweeping(&self.root_fd);
+        let mut walk = DirStack::new(&self.root_fd).sweeping();
         for p in paths {
             // A directory that is gone or replaced holds nothing to sweep.
             let _ = walk.reach(parent_bytes(p), false);

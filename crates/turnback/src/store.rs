@@ -174,6 +174,9 @@ pub struct Store {
     pub(crate) index: Index,
     pub(crate) options: Options,
     pub(crate) warnings: Vec<String>,
+    /// The directory handles the walks of the operation under way share
+    /// (see [`Store::holding_dirs`]); `None` between operations.
+    held_dirs: std::sync::Mutex<Option<crate::dirstack::Held>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -250,6 +253,7 @@ impl Store {
             index: Index::default(),
             options,
             warnings,
+            held_dirs: std::sync::Mutex::new(None),
         };
         store.open_dirs(false)?;
         if store.dirs.is_some() {
@@ -461,6 +465,37 @@ impl Store {
         // anything else changes the project (see `settle.rs`).
         self.settle_interrupted()?;
         Ok(guard)
+    }
+
+    /// Runs `op` with its walks sharing directory handles: each directory
+    /// its phases reach is opened once between them (see `dirstack.rs`).
+    /// The handles are closed when `op` returns, so none outlives the
+    /// operation that opened it.
+    pub(crate) fn holding_dirs<T>(&mut self, op: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        self.set_held_dirs(Some(crate::dirstack::Held::new()));
+        let result = op(self);
+        self.set_held_dirs(None);
+        result
+    }
+
+    fn set_held_dirs(&mut self, held: Option<crate::dirstack::Held>) {
+        // A walk that panicked poisons the lock; the handles it guards are
+        // replaced whole, so nothing half-done is read.
+        *self
+            .held_dirs
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = held;
+    }
+
+    /// A walk of the project's directories from the root (see
+    /// `dirstack.rs`), taking and leaving handles in those the operation
+    /// under way holds, if any; a walk made while another is under way
+    /// holds none of its own.
+    pub(crate) fn walk(&self) -> DirStack<'_> {
+        match self.held_dirs.try_lock() {
+            Ok(held) => DirStack::holding(&self.root_fd, held),
+            Err(_) => DirStack::new(&self.root_fd),
+        }
     }
 
     /// Removes temporary files a crashed mutation left in the store
@@ -710,7 +745,12 @@ impl Store {
             .map(|p| self.resolve_with(p, false, &mut real_dirs))
             .collect::<Result<Vec<_>>>()?;
         let _guard = self.begin_mutation()?;
-        self.capture_locked(turn, label, &rels, Vec::new())
+        if rels.len() > 1 {
+            // Collecting and reading walk the same directories.
+            self.holding_dirs(|s| s.capture_locked(turn, label, &rels, Vec::new()))
+        } else {
+            self.capture_locked(turn, label, &rels, Vec::new())
+        }
     }
 
     /// Captures `rels` (and records `posts`) under the held lock.
@@ -868,7 +908,7 @@ impl Store {
     pub(crate) fn current_entries(&self, rels: &[RelPath]) -> Result<Vec<FileEntry>> {
         let collected = self.collect(rels, &HashSet::new(), Collect::State)?;
         let mut entries = collected.entries;
-        let mut walk = DirStack::new(&self.root_fd);
+        let mut walk = self.walk();
         for chunk in collected.files.chunks(OPEN_CHUNK) {
             let opened = self.open_files(&mut walk, &mut entries, chunk)?;
             let hashed: Vec<Result<(usize, BlobId)>> = crate::par::map(&opened, |(i, file)| {
@@ -972,7 +1012,7 @@ impl Store {
         let mut seen: HashSet<RelPath> = HashSet::new();
         // Directory handles on the way to the current path, reached
         // without following symlinks.
-        let mut walk = DirStack::new(&self.root_fd);
+        let mut walk = self.walk();
         // `rels`, then the paths links captured earlier lead to.
         let mut queue: Vec<RelPath> = Vec::new();
         let mut qi = 0;
@@ -1225,7 +1265,7 @@ impl Store {
             chunks.push(&small[start..]);
         }
         // Directories on the way to the files, each opened once.
-        let mut walk = DirStack::new(&self.root_fd);
+        let mut walk = self.walk();
         // Packs holding the previous versions deltas are made against, each
         // opened once (a handful: the turns' packs).
         let mut base_packs: HashMap<String, File> = HashMap::new();

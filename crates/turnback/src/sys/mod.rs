@@ -46,14 +46,18 @@ use macos as imp;
 #[cfg(unix)]
 mod unix;
 #[cfg(unix)]
-pub(crate) use unix::{AsFd, BorrowedFd, Errno, OwnedFd, dup, euid, fs, process_alive};
+pub(crate) use unix::{
+    AsFd, BorrowedFd, Errno, OwnedFd, dup, euid, fs, open_files_limit, process_alive,
+};
 
 #[cfg(windows)]
 mod windows;
 #[cfg(windows)]
 use windows as imp;
 #[cfg(windows)]
-pub(crate) use windows::{AsFd, BorrowedFd, Errno, OwnedFd, dup, euid, fs, process_alive};
+pub(crate) use windows::{
+    AsFd, BorrowedFd, Errno, OwnedFd, dup, euid, fs, open_files_limit, process_alive,
+};
 
 #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
 compile_error!("turnback runs on Linux, macOS and Windows");

@@ -24,6 +24,15 @@ pub(crate) fn process_alive(pid: u32) -> bool {
     !matches!(rustix::process::test_kill_process(pid), Err(Errno::SRCH))
 }
 
+/// The descriptors this process may have open (its soft limit; 1,024 when
+/// unknown or unlimited past what a `usize` holds).
+pub(crate) fn open_files_limit() -> usize {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(1024)
+}
+
 /// The effective user id of this process.
 pub(crate) fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
