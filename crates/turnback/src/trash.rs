@@ -100,7 +100,11 @@ impl Trash {
         if dev(&data_fd)? != dev(root)? {
             return None;
         }
-        let dir = make_dir(&data_fd, TRASH_DIR, true)?;
+        match crate::sys::fs::mkdirat(&data_fd, TRASH_DIR, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(crate::sys::Errno::EXIST) => {}
+            Err(_) => return None,
+        }
+        let dir = fsx::open_subdir(&data_fd, TRASH_DIR).ok().flatten()?;
         Some(Trash {
             dir,
             buckets: Mutex::new(HashMap::new()),
@@ -143,13 +147,19 @@ impl Trash {
     }
 
     /// A fresh bucket `<pid>-<k>` (a name left by a crashed process of the
-    /// same id is passed over).
+    /// same id is passed over); `None` when none can be made (the trash was
+    /// removed under this operation, say).
     fn new_bucket(&self) -> Option<Arc<OwnedFd>> {
         for _ in 0..16 {
             let k = NEXT_BUCKET.fetch_add(1, Ordering::Relaxed);
             let name = format!("{}-{k}", fsx::own_pid());
-            if let Some(fd) = make_dir(&self.dir, &name, false) {
-                return Some(Arc::new(fd));
+            match crate::sys::fs::mkdirat(&self.dir, name.as_str(), Mode::from_raw_mode(0o700)) {
+                Ok(()) => {
+                    let fd = fsx::open_subdir(&self.dir, name.as_str()).ok().flatten()?;
+                    return Some(Arc::new(fd));
+                }
+                Err(crate::sys::Errno::EXIST) => continue,
+                Err(_) => return None,
             }
         }
         None
@@ -164,17 +174,6 @@ impl Trash {
 /// Whether the directory `dir` was removed (it has no name left).
 fn removed(dir: &OwnedFd) -> bool {
     crate::sys::fs::fstat(dir).is_ok_and(|st| crate::sys::nlink(&st) == 0)
-}
-
-/// The directory `name` in `parent`, made (owner only) and opened; with
-/// `existing`, one already there is used too.
-fn make_dir(parent: &OwnedFd, name: &str, existing: bool) -> Option<OwnedFd> {
-    match crate::sys::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
-        Ok(()) => {}
-        Err(e) if existing && e == crate::sys::Errno::EXIST => {}
-        Err(_) => return None,
-    }
-    fsx::open_subdir(parent, name).ok().flatten()
 }
 
 /// The trash of the data directory `data`.
