@@ -1149,13 +1149,13 @@ pub(crate) fn write_at(file: &File, bytes: &[u8], offset: u64) -> io::Result<usi
     file.seek_write(bytes, offset)
 }
 
-/// Whether the process `pid` is running: it can be opened and has not
 /// Handles this process may have open: no limit a walk must keep under
 /// (none are held across walks here, see `HANDLES_KEEP_NAMES`).
 pub(crate) fn open_files_limit() -> usize {
     usize::MAX
 }
 
+/// Whether the process `pid` is running: it can be opened and has not
 /// exited.
 pub(crate) fn process_alive(pid: u32) -> bool {
     // SAFETY: plain calls on a handle this function owns and closes.
