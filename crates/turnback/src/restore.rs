@@ -6,7 +6,9 @@
 //! and holds one handle per level of the current path (see
 //! [`crate::dirstack`]); the work is done in chunks of [`CHUNK`] files on
 //! every core, each chunk holding only its own directories' handles, so
-//! descriptors and memory are bounded by the chunk, not the tree. A blob is
+//! descriptors and memory are bounded by the chunk, not the tree. Within a
+//! chunk, a directory's files (up to [`RUN`] of them) go to one thread:
+//! two threads creating files in one directory serialize on its lock. A blob is
 //! streamed through its decompressor into the file (never read whole into
 //! memory) and re-hashed on the way: a blob that does not match its id
 //! never reaches the project. All-zero blocks are left as holes (see
@@ -88,11 +90,36 @@ fn in_dirs<'a, T: Sync, R: Send>(
             }
             todo.push((handles.len() - 1, item));
         }
-        let done: Vec<(&'a T, Result<R, String>)> =
-            crate::par::map(&todo, |&(h, item)| (item, work(&handles[h], item)));
-        out.extend(done);
+        // One directory's files on one thread at a time: files created or
+        // renamed in one directory by two threads wait for each other on
+        // its lock, one of them spinning (see `RUN` for large ones).
+        let runs = dir_runs(&todo);
+        let done: Vec<Vec<(&'a T, Result<R, String>)>> = crate::par::map(&runs, |run| {
+            run.iter()
+                .map(|&(h, item)| (item, work(&handles[h], item)))
+                .collect()
+        });
+        out.extend(done.into_iter().flatten());
     }
     out
+}
+
+/// Files of one directory done in a row on one thread, at most: a larger
+/// directory is split, so its files still use every core.
+const RUN: usize = 64;
+
+/// `todo` (sorted by directory) cut into runs of one directory's files, at
+/// most [`RUN`] long.
+fn dir_runs<T>(todo: &[(usize, T)]) -> Vec<&[(usize, T)]> {
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for i in 1..=todo.len() {
+        if i == todo.len() || todo[i].0 != todo[start].0 || i - start == RUN {
+            runs.push(&todo[start..i]);
+            start = i;
+        }
+    }
+    runs
 }
 
 impl Store {
@@ -240,5 +267,27 @@ impl Store {
                 let _ = fsx::unlink(d, temp.beside(path.file_name()).as_str());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_keep_one_directory_each_and_no_more_than_run_files() {
+        let mut todo: Vec<(usize, u32)> = Vec::new();
+        for (dir, files) in [(0, 3), (1, 1), (2, RUN * 2 + 1), (3, 2)] {
+            todo.extend((0..files).map(|f| (dir, f as u32)));
+        }
+        let lens: Vec<(usize, usize)> = dir_runs(&todo).iter().map(|r| (r[0].0, r.len())).collect();
+        assert_eq!(
+            lens,
+            vec![(0, 3), (1, 1), (2, RUN), (2, RUN), (2, 1), (3, 2)]
+        );
+        for run in dir_runs(&todo) {
+            assert!(run.iter().all(|(d, _)| *d == run[0].0));
+        }
+        assert!(dir_runs::<u32>(&[]).is_empty());
     }
 }
