@@ -8,10 +8,10 @@
 //! every core, each chunk holding only its own directories' handles, so
 //! descriptors and memory are bounded by the chunk, not the tree. Within a
 //! chunk, a directory's files (up to [`RUN`] of them) go to one thread:
-//! two threads creating files in one directory serialize on its lock. A blob is
-//! streamed through its decompressor into the file (never read whole into
-//! memory) and re-hashed on the way: a blob that does not match its id
-//! never reaches the project. All-zero blocks are left as holes (see
+//! two threads creating files in one directory serialize on its lock. A
+//! blob is streamed through its decompressor into the file (never read
+//! whole into memory) and re-hashed on the way: a blob that does not match
+//! its id never reaches the project. All-zero blocks are left as holes (see
 //! [`crate::sparse`]).
 //!
 //! Temporary names are made by [`fsx::temp_name`] (`O_CREAT | O_EXCL`,
