@@ -187,9 +187,9 @@ pub(crate) fn pending(data: &Path) -> bool {
 }
 
 /// Removes every name in the trash of the data directory `data` and the
-/// buckets emptied, then the trash itself when it is empty. Best effort: a name that cannot be removed
-/// stays for the next try, and nothing depends on it. Returns the names
-/// removed.
+/// buckets emptied, then the trash itself when it is empty. Best effort: a
+/// name that cannot be removed stays for the next try, and nothing depends
+/// on it. Returns the names removed.
 pub(crate) fn empty(data: &Path) -> usize {
     let Ok(dir) = fsx::open_dir_path(&path(data)) else {
         return 0;
