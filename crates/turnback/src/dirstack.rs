@@ -87,19 +87,13 @@ struct HeldDir {
 }
 
 impl Held {
-    /// None held yet; at most a quarter of the descriptors this process
-    /// may open, and none where a handle keeps its directory's name taken
-    /// (Windows: an operation may remove a directory it walked).
+    /// None held yet; at most as many as the platform allows (see
+    /// `sys::held_dir_handles`).
     pub(crate) fn new() -> Held {
-        let cap = if crate::sys::HANDLES_KEEP_NAMES {
-            0
-        } else {
-            (crate::sys::open_files_limit() / 4).min(16_384)
-        };
         Held {
             dirs: HashMap::new(),
             root_swept: false,
-            cap,
+            cap: crate::sys::held_dir_handles(),
         }
     }
 }
@@ -156,6 +150,18 @@ impl<'r> DirStack<'r> {
         self
     }
 
+    /// The directory the last [`DirStack::reach`] ended at, when it was
+    /// reached: its handle, shared with this walk (no second handle is
+    /// made); `None` for the root.
+    pub(crate) fn shared(&self) -> Option<Arc<OwnedFd>> {
+        self.stack.last().map(|(_, fd)| Arc::clone(fd))
+    }
+
+    /// The root this walk starts from.
+    pub(crate) fn root(&self) -> &'r OwnedFd {
+        self.root
+    }
+
     /// How many directories were opened (the root not counted).
     #[cfg(all(test, unix))]
     pub(crate) fn opened(&self) -> u64 {
@@ -185,15 +191,12 @@ impl<'r> DirStack<'r> {
             .take_while(|((held, _), want)| held.as_slice() == **want)
             .count();
         self.stack.truncate(common);
-        // The bytes of `dir` up to the end of component `at`.
-        let mut ends = Vec::with_capacity(comps.len());
-        let mut end = 0;
-        for (i, comp) in comps.iter().enumerate() {
-            end += comp.len() + usize::from(i > 0);
-            ends.push(end);
-        }
+        // Where the next component starts in `dir`.
+        let mut start: usize = comps[..common].iter().map(|c| c.len() + 1).sum();
         for (at, comp) in comps.iter().enumerate().skip(common) {
-            let key = &dir[..ends[at]];
+            // The directory's path: `dir` up to the end of this component.
+            let key = &dir[..start + comp.len()];
+            start += comp.len() + 1;
             let held = self.held.as_deref_mut().and_then(Option::as_mut);
             if let Some(h) = held.and_then(|h| h.dirs.get_mut(key)) {
                 if self.sweep && !h.swept {

@@ -24,6 +24,7 @@
 use crate::sys::OwnedFd;
 use std::collections::HashMap;
 use std::fs::File;
+use std::sync::Arc;
 
 use crate::sys::Errno;
 
@@ -61,25 +62,24 @@ fn in_dirs<'a, T: Sync, R: Send>(
 ) -> Vec<(&'a T, Result<R, String>)> {
     let mut out = Vec::with_capacity(items.len());
     for chunk in items.chunks(CHUNK) {
-        let mut handles: Vec<OwnedFd> = Vec::new();
+        // Each directory's handle, shared with the walk (`None`: the root).
+        let mut handles: Vec<Option<Arc<OwnedFd>>> = Vec::new();
         let mut todo: Vec<(usize, &'a T)> = Vec::with_capacity(chunk.len());
         let mut last: Option<&[u8]> = None;
         for item in chunk {
             let dir = parent_bytes(path(item));
             if last != Some(dir) {
                 last = None;
-                let held = match walk.reach(dir, make) {
-                    Ok(Reach::Open(fd)) => {
-                        crate::sys::dup(fd).map_err(|e| format!("{unreachable}: {e}"))
-                    }
+                let reached = match walk.reach(dir, make) {
+                    Ok(Reach::Open(_)) => Ok(()),
                     Ok(Reach::Missing { .. } | Reach::NotDir { .. }) => {
                         Err(unreachable.to_string())
                     }
                     Err(e) => Err(format!("{unreachable}: {e}")),
                 };
-                match held {
-                    Ok(fd) => {
-                        handles.push(fd);
+                match reached {
+                    Ok(()) => {
+                        handles.push(walk.shared());
                         last = Some(dir);
                     }
                     Err(reason) => {
@@ -90,13 +90,15 @@ fn in_dirs<'a, T: Sync, R: Send>(
             }
             todo.push((handles.len() - 1, item));
         }
+        let root = walk.root();
+        let handle = |h: usize| handles[h].as_deref().unwrap_or(root);
         // One directory's files on one thread at a time: files created or
         // renamed in one directory by two threads wait for each other on
         // its lock, one of them spinning (see `RUN` for large ones).
         let runs = dir_runs(&todo);
         let done: Vec<Vec<(&'a T, Result<R, String>)>> = crate::par::map(&runs, |run| {
             run.iter()
-                .map(|&(h, item)| (item, work(&handles[h], item)))
+                .map(|&(h, item)| (item, work(handle(h), item)))
                 .collect()
         });
         out.extend(done.into_iter().flatten());

@@ -115,26 +115,23 @@ impl Trash {
     /// that name, or `None` when it could not be made (nothing there, a
     /// directory, another device, no permission).
     pub(crate) fn keep(&self, dir: &OwnedFd, name: impl fsx::Name) -> Option<Kept> {
-        let link = |bucket: &OwnedFd, entry: &str| {
-            crate::sys::fs::linkat(dir, name, bucket, entry, AtFlags::empty())
+        let link = |kept: &Kept| {
+            crate::sys::fs::linkat(dir, name, &*kept.dir, kept.name.as_str(), AtFlags::empty())
         };
-        let (mut bucket, mut n) = self.next_name(false)?;
-        let mut res = link(&bucket, &n.to_string());
-        if res == Err(crate::sys::Errno::NOENT) && removed(&bucket) {
+        let mut kept = self.next_name(false)?;
+        let mut res = link(&kept);
+        if res == Err(crate::sys::Errno::NOENT) && removed(&kept.dir) {
             // Its bucket was emptied and removed under it (see the module
             // doc): one more try, in a new bucket.
-            (bucket, n) = self.next_name(true)?;
-            res = link(&bucket, &n.to_string());
+            kept = self.next_name(true)?;
+            res = link(&kept);
         }
-        res.ok().map(|()| Kept {
-            dir: bucket,
-            name: n.to_string(),
-        })
+        res.ok().map(|()| kept)
     }
 
-    /// The calling thread's bucket and the next name in it; a new bucket
-    /// when it has none, its bucket is full or `fresh`.
-    fn next_name(&self, fresh: bool) -> Option<(Arc<OwnedFd>, u32)> {
+    /// The next name in the calling thread's bucket; a new bucket when it
+    /// has none, its bucket is full or `fresh`.
+    fn next_name(&self, fresh: bool) -> Option<Kept> {
         let mut buckets = self.buckets.lock().ok()?;
         let me = std::thread::current().id();
         if fresh || buckets.get(&me).is_none_or(|b| b.used >= BUCKET_ENTRIES) {
@@ -143,7 +140,10 @@ impl Trash {
         }
         let b = buckets.get_mut(&me)?;
         b.used += 1;
-        Some((Arc::clone(&b.dir), b.used - 1))
+        Some(Kept {
+            dir: Arc::clone(&b.dir),
+            name: (b.used - 1).to_string(),
+        })
     }
 
     /// A fresh bucket `<pid>-<k>` (a name left by a crashed process of the

@@ -24,13 +24,15 @@ pub(crate) fn process_alive(pid: u32) -> bool {
     !matches!(rustix::process::test_kill_process(pid), Err(Errno::SRCH))
 }
 
-/// The descriptors this process may have open (its soft limit; 1,024 when
-/// unknown or unlimited past what a `usize` holds).
-pub(crate) fn open_files_limit() -> usize {
-    rustix::process::getrlimit(rustix::process::Resource::Nofile)
+/// Directory handles one operation may hold across its walks (see
+/// `dirstack::Held`): a quarter of the soft descriptor limit (1,024 when it
+/// cannot be read), at most 16,384.
+pub(crate) fn held_dir_handles() -> usize {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
         .current
         .and_then(|n| usize::try_from(n).ok())
-        .unwrap_or(1024)
+        .unwrap_or(1024);
+    (limit / 4).min(16_384)
 }
 
 /// The effective user id of this process.

@@ -1149,10 +1149,12 @@ pub(crate) fn write_at(file: &File, bytes: &[u8], offset: u64) -> io::Result<usi
     file.seek_write(bytes, offset)
 }
 
-/// Handles this process may have open: no limit a walk must keep under
-/// (none are held across walks here, see `HANDLES_KEEP_NAMES`).
-pub(crate) fn open_files_limit() -> usize {
-    usize::MAX
+/// Directory handles one operation may hold across its walks (see
+/// `dirstack::Held`): none, as a held handle keeps its directory's name
+/// taken (`HANDLES_KEEP_NAMES`) and an operation may remove a directory it
+/// walked.
+pub(crate) fn held_dir_handles() -> usize {
+    0
 }
 
 /// Whether the process `pid` is running: it can be opened and has not
