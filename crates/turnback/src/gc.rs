@@ -27,8 +27,11 @@
 //! 3. Only then are packs no kept record refers to deleted (also packs left
 //!    by a capture that crashed before its record), and `packs/` fsynced.
 //!
+//! 4. Last, the files kept aside (see [`crate::aside`]) for `saved` records
+//!    no longer kept are removed, directory by directory.
+//!
 //! A crash before the rename leaves the old log; after it, at worst
-//! unreferenced packs, which the next gc deletes.
+//! unreferenced packs and kept files, which the next gc deletes.
 //!
 //! Automatic gc (`[gc] auto_every_captures` in `config.toml`), and why it
 //! stays off the latency of the call that triggers it:
@@ -435,6 +438,14 @@ impl Store {
             // Re-read the compacted log (its inode changed).
             self.reload()?;
         }
+        // 4. Files kept aside for `saved` records no longer kept (see
+        // `aside.rs`).
+        let saved = &self.index.saved;
+        crate::aside::remove_unwanted(&self.dirs().store, |seq| {
+            saved
+                .get(&seq)
+                .is_some_and(|files| files.iter().any(|f| matches!(f.pre, Pre::Aside { .. })))
+        });
         let log_after = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
         report.bytes_after = report.bytes_before - log_before - removed_bytes + log_after;
         Ok(report)

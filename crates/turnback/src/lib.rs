@@ -40,6 +40,7 @@
 
 #![deny(missing_docs)]
 
+mod aside;
 pub mod checkpoint;
 pub mod config;
 mod conflicts;

@@ -306,6 +306,19 @@ pub enum Pre {
         /// Its mode bits.
         mode: u32,
     },
+    /// A regular file an operation replaced or removed, kept whole (not
+    /// read) as a second name in the store: `aside/<seq>/<n / 1024>/<n>`
+    /// (see [`crate::aside`]). Only in `saved` records.
+    Aside {
+        /// The `saved` record's sequence number.
+        seq: u64,
+        /// Its number within that record's kept files.
+        n: u64,
+        /// Its size when it was kept.
+        size: u64,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// Not saved; a rewind reports it as not restored.
     Skipped {
         /// Why.

@@ -22,7 +22,7 @@
 //! caller's choice (see [`crate::durable`]).
 
 use crate::sys::OwnedFd;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::sync::Arc;
 
@@ -41,8 +41,21 @@ use crate::trash::Trash;
 /// Files handled together on every core.
 const CHUNK: usize = 256;
 
-/// One file to restore: its path, blob and mode bits.
-pub(crate) type Job<'a> = (&'a RelPath, &'a BlobId, u32);
+/// Where a restored file's bytes come from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Source<'a> {
+    /// A blob, in a pack the caller opened.
+    Blob(&'a BlobId),
+    /// A file an earlier operation kept aside (see `aside.rs`): its
+    /// record, its number, and the bucket the caller opened.
+    Kept { seq: u64, n: u64 },
+}
+
+/// One file to restore: its path, where its bytes are and its mode bits.
+pub(crate) type Job<'a> = (&'a RelPath, Source<'a>, u32);
+
+/// The buckets of the kept files a restore reads, by (record, bucket).
+pub(crate) type Buckets = HashMap<(u64, u64), OwnedFd>;
 
 /// A file written under a temporary name beside its path.
 pub(crate) type Staged<'a> = (&'a RelPath, fsx::Temp);
@@ -124,14 +137,52 @@ fn dir_runs<T>(todo: &[(usize, T)]) -> Vec<&[(usize, T)]> {
     runs
 }
 
+/// Copies the kept file `n` of the record `seq` into the temporary file
+/// `file`; `fsync`ed when `per_file`. Returns whether it was written:
+/// `false` when the kept file is gone (the operation that kept it left
+/// the path as it was).
+fn stage_kept(
+    buckets: &Buckets,
+    seq: u64,
+    n: u64,
+    file: File,
+    per_file: bool,
+) -> Result<bool, String> {
+    let Some(bucket) = buckets.get(&(seq, crate::aside::bucket_of(n))) else {
+        return Ok(false);
+    };
+    let Some(mut kept) = crate::aside::open_in(bucket, n)
+        .map_err(|e| format!("cannot open the file kept for it in the store: {e}"))?
+    else {
+        return Ok(false);
+    };
+    let mut w = SparseWriter::new(file);
+    std::io::copy(&mut kept, &mut w)
+        .map_err(|e| format!("cannot copy the file kept for it in the store: {e}"))?;
+    finish(w, per_file).map(|()| true)
+}
+
+/// Ends a staged file's writing; `fsync`s it when `per_file`.
+fn finish(w: SparseWriter, per_file: bool) -> Result<(), String> {
+    let f = w.finish().map_err(|e| format!("cannot write: {e}"))?;
+    if per_file {
+        // fsync, not fdatasync: the mode is metadata.
+        fsx::fsync_queued(&f).map_err(|e| format!("cannot flush it to disk: {e}"))?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Writes every job's bytes into a temporary file beside its path
     /// (missing directories on the way are made), `fsync`ed when
     /// `per_file`. Returns the staged files, sorted by path; the paths
     /// that failed go to `failed`.
+    /// A kept file that is gone (its operation left the path as it was)
+    /// stages nothing and fails nothing.
     pub(crate) fn stage_all<'a>(
         &self,
         packs: &HashMap<String, File>,
+        buckets: &Buckets,
         jobs: &'a [Job<'a>],
         per_file: bool,
         failed: &mut Vec<FailedPath>,
@@ -143,12 +194,24 @@ impl Store {
             |j| j.0,
             true,
             "its directory cannot be created",
-            |dir, &(path, blob, mode)| self.stage(dir, packs, path, blob, mode, per_file),
+            |dir, &(path, source, mode)| {
+                let (file, temp) = fsx::create_temp_beside(dir, path.file_name(), mode)
+                    .map_err(|e| format!("cannot create a temporary file: {e}"))?;
+                let written = match source {
+                    Source::Blob(blob) => self.stage_blob(packs, blob, file, per_file),
+                    Source::Kept { seq, n } => stage_kept(buckets, seq, n, file, per_file),
+                };
+                if !matches!(written, Ok(true)) {
+                    let _ = fsx::unlink(dir, temp.beside(path.file_name()).as_str());
+                }
+                written.map(|w| w.then_some(temp))
+            },
         );
         let mut staged = Vec::with_capacity(jobs.len());
         for (&(path, _, _), res) in done {
             match res {
-                Ok(tmp) => staged.push((path, tmp)),
+                Ok(Some(tmp)) => staged.push((path, tmp)),
+                Ok(None) => {}
                 Err(reason) => failed.push(FailedPath {
                     path: path.clone(),
                     reason,
@@ -159,46 +222,26 @@ impl Store {
         Ok(staged)
     }
 
-    /// Decompresses and verifies a blob into a temporary file in `dir`
-    /// beside `path`; `fsync`ed when `per_file`.
-    fn stage(
+    /// Decompresses and verifies a blob into the temporary file `file`;
+    /// `fsync`ed when `per_file`. Returns whether it was written.
+    fn stage_blob(
         &self,
-        dir: &OwnedFd,
         packs: &HashMap<String, File>,
-        path: &RelPath,
         blob: &BlobId,
-        mode: u32,
+        file: File,
         per_file: bool,
-    ) -> Result<fsx::Temp, String> {
+    ) -> Result<bool, String> {
         let loc = self
             .index
             .blobs
             .get(blob)
             .ok_or("its blob is not in the store")?;
         let pack = packs.get(&*loc.pack).ok_or("its pack is not open")?;
-        let (file, temp) = fsx::create_temp_beside(dir, path.file_name(), mode)
-            .map_err(|e| format!("cannot create a temporary file: {e}"))?;
         // All-zero blocks become holes: a sparse pre-image comes back sparse.
         let mut w = SparseWriter::new(file);
-        let res = self
-            .copy_blob_from(pack, blob, &loc, &mut w)
-            .map_err(|e| e.to_string())
-            .and_then(|()| w.finish().map_err(|e| format!("cannot write: {e}")))
-            .and_then(|f| {
-                if per_file {
-                    // fsync, not fdatasync: the mode is metadata.
-                    fsx::fsync_queued(&f).map_err(|e| format!("cannot flush it to disk: {e}"))
-                } else {
-                    Ok(())
-                }
-            });
-        match res {
-            Ok(()) => Ok(temp),
-            Err(reason) => {
-                let _ = fsx::unlink(dir, temp.beside(path.file_name()).as_str());
-                Err(reason)
-            }
-        }
+        self.copy_blob_from(pack, blob, &loc, &mut w)
+            .map_err(|e| e.to_string())?;
+        finish(w, per_file).map(|()| true)
     }
 
     /// Renames every staged file over its path (an empty directory standing
@@ -209,12 +252,15 @@ impl Store {
         &self,
         staged: &'a [Staged<'a>],
         per_file: bool,
+        kept_aside: &HashSet<&RelPath>,
     ) -> Vec<(&'a RelPath, Result<(), String>)> {
         let mut walk = self.walk();
         // The files replaced get a second name in the trash first, so the
-        // renames free nothing while the user waits (see `trash.rs`).
+        // renames free nothing while the user waits (see `trash.rs`); those
+        // kept aside in the store already have one.
         let trash = self
             .trash_data_dir()
+            .filter(|_| staged.iter().any(|(p, _)| !kept_aside.contains(p)))
             .and_then(|data| Trash::open(data, &self.root_fd));
         let done = in_dirs(
             &mut walk,
@@ -226,7 +272,10 @@ impl Store {
                 let name = path.file_name();
                 let tmp = temp.beside(name);
                 let tmp = tmp.as_str();
-                let kept = trash.as_ref().and_then(|t| t.keep(dir, name));
+                let kept = trash
+                    .as_ref()
+                    .filter(|_| !kept_aside.contains(path))
+                    .and_then(|t| t.keep(dir, name));
                 let res = match fsx::rename(dir, tmp, name) {
                     Ok(()) => Ok(()),
                     // A directory stands there: only an empty one goes.

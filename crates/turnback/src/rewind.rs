@@ -158,6 +158,18 @@ pub enum Action {
         #[serde(skip_serializing_if = "Option::is_none")]
         link: Option<u64>,
     },
+    /// Write back a file an earlier operation replaced and kept aside (see
+    /// `aside.rs`); nothing, if that operation left the path as it was.
+    RestoreKept {
+        /// The `saved` record keeping it.
+        seq: u64,
+        /// Its number there.
+        n: u64,
+        /// Its size when it was kept.
+        size: u64,
+        /// The permission bits.
+        mode: u32,
+    },
     /// Re-create a symlink.
     RestoreSymlink {
         /// Where it points.
@@ -342,6 +354,12 @@ pub(crate) fn steps_from<'a>(
                 Pre::Skipped { reason, .. } => Action::CannotRestore {
                     reason: format!("it was not saved at capture: {reason}"),
                 },
+                Pre::Aside { seq, n, size, mode } => Action::RestoreKept {
+                    seq: *seq,
+                    n: *n,
+                    size: *size,
+                    mode: *mode,
+                },
             },
         })
         .collect();
@@ -427,7 +445,13 @@ impl Store {
         // Read before anything is saved or changed: a config file in error
         // fails the rewind before it starts.
         let config = self.config()?;
-        let current = self.current_states(&mut report)?;
+        // Only a path with a post-image to compare needs its hash.
+        let compared = |path: &RelPath| {
+            plan.posts
+                .get(path)
+                .is_some_and(|post| !matches!(post, Post::Other))
+        };
+        let current = self.current_states(&mut report, Some(&compared))?;
         let changed = self.changed_since(&current, &report, |path| plan.posts.get(path));
         if options.keep_conflicts {
             report.kept.extend(changed);
@@ -443,6 +467,7 @@ impl Store {
         }
         let kept: HashSet<RelPath> = report.kept.iter().map(|c| c.path.clone()).collect();
         self.execute_plan(&mut report, &kept)?;
+        self.release_unreplaced(&report);
         self.append(Op::Rewind {
             turn: turn.clone(),
             from_seq: plan.from_seq,
@@ -512,7 +537,7 @@ impl Store {
         let kept: HashSet<RelPath> = report.kept.iter().map(|c| c.path.clone()).collect();
         report.plan.retain(|s| !kept.contains(&s.path));
         let later: HashSet<RelPath> = later.into_keys().collect();
-        let current = self.current_states(&mut report)?;
+        let current = self.current_states(&mut report, None)?;
         let t = self.turn(turn)?;
         // A path a later turn changed too is a conflict already (above).
         let edited = self.changed_since(&current, &report, |path| {
@@ -622,15 +647,24 @@ impl Store {
             })
             .unwrap_or_default();
         let mut report = Report::new(operation, turn, turns, false, steps);
-        self.current_states(&mut report)?;
+        // Nothing is compared: every file may be kept aside.
+        self.current_states(&mut report, Some(&|_| false))?;
         self.execute_plan(&mut report, &HashSet::new())?;
+        self.release_unreplaced(&report);
         Ok(report)
     }
 
     /// The current state of every path the plan may change (and of the
     /// other names of its hard-linked files): saved durably (not on a dry
     /// run), and returned as hashes, in no particular order.
-    fn current_states(&mut self, report: &mut Report) -> Result<States> {
+    /// A file whose path `read` names (or every file, when `read` is
+    /// `None`) is read and hashed; the others may be kept aside unread (see
+    /// `aside.rs`), and their hashes are then not known.
+    fn current_states(
+        &mut self,
+        report: &mut Report,
+        read: Option<&dyn Fn(&RelPath) -> bool>,
+    ) -> Result<States> {
         let paths = touched_paths(&report.plan);
         if report.dry_run {
             return Ok(States::Hashed(self.hash_states(&paths)?));
@@ -638,7 +672,7 @@ impl Store {
         // An operation interrupted before its record was rolled back when
         // the lock was taken (see `settle.rs`): the states saved here are
         // the folder as it was before that operation began.
-        let seq = self.save_states(&paths)?;
+        let seq = self.save_states(&paths, read)?;
         report.saved = Some(seq);
         Ok(States::Saved(seq))
     }
@@ -738,6 +772,26 @@ impl Store {
         out
     }
 
+    /// Removes the store's name of every file the operation kept aside but
+    /// neither replaced nor removed (a path that failed, say): no project
+    /// file keeps a second name, and a kept file that is gone tells undo
+    /// and rollback that the path was left as it was (see `aside.rs`).
+    fn release_unreplaced(&self, report: &Report) {
+        let Some(seq) = report.saved else {
+            return;
+        };
+        let done: HashSet<&RelPath> = report.restored.iter().chain(&report.deleted).collect();
+        let states = self.index.saved.get(&seq).into_iter().flatten();
+        for e in states {
+            if let Pre::Aside { n, .. } = e.pre
+                && !done.contains(&e.path)
+            {
+                // Best effort: a name left is removed with its record.
+                let _ = crate::aside::remove(&self.dirs().store, seq, n);
+            }
+        }
+    }
+
     /// Applies the report's plan but its steps on the paths in `skip`
     /// (after the current states were saved). The plan is lent, not copied:
     /// it holds a step per path, and a rewind may name 100,000.
@@ -771,7 +825,7 @@ impl Store {
         let mut deletes: Vec<&Step> = Vec::new();
         for step in steps.iter().copied() {
             match &step.action {
-                Action::Restore { .. } => restores.push(step),
+                Action::Restore { .. } | Action::RestoreKept { .. } => restores.push(step),
                 Action::RestoreSymlink { target } => links.push((step, target)),
                 Action::MakeDir { mode } => mkdirs.push((step, *mode)),
                 Action::MakeFifo { mode } => fifos.push((step, *mode)),
@@ -820,10 +874,35 @@ impl Store {
         // blobs are decompressed on every core, directory by directory in
         // path order (see `restore.rs`).
         let mut packs: HashMap<String, std::fs::File> = HashMap::new();
+        let mut buckets = restore::Buckets::new();
         let mut jobs: Vec<restore::Job> = Vec::with_capacity(restores.len());
         for step in &restores {
-            let Action::Restore { blob, mode, .. } = &step.action else {
-                continue;
+            let (blob, mode) = match &step.action {
+                Action::Restore { blob, mode, .. } => (blob, *mode),
+                Action::RestoreKept { seq, n, mode, .. } => {
+                    let key = (*seq, crate::aside::bucket_of(*n));
+                    if let std::collections::hash_map::Entry::Vacant(e) = buckets.entry(key) {
+                        match crate::aside::open_bucket(&self.dirs().store, key.0, key.1) {
+                            Ok(Some(b)) => {
+                                e.insert(b);
+                            }
+                            // Gone: the operation that kept them left
+                            // their paths as they were.
+                            Ok(None) => continue,
+                            Err(err) => {
+                                let reason = format!(
+                                    "cannot open the files kept for it in the store: {err}"
+                                );
+                                fail(&mut report.failed, &step.path, reason);
+                                continue;
+                            }
+                        }
+                    }
+                    let source = restore::Source::Kept { seq: *seq, n: *n };
+                    jobs.push((&step.path, source, *mode));
+                    continue;
+                }
+                _ => continue,
             };
             let ready = self
                 .index
@@ -838,13 +917,14 @@ impl Store {
                     Ok(())
                 });
             match ready {
-                Ok(()) => jobs.push((&step.path, blob, *mode)),
+                Ok(()) => jobs.push((&step.path, restore::Source::Blob(blob), mode)),
                 Err(reason) => fail(&mut report.failed, &step.path, reason),
             }
         }
         let per_file = durability == Durability::PerFile;
-        let staged = self.stage_all(&packs, &jobs, per_file, &mut report.failed)?;
+        let staged = self.stage_all(&packs, &buckets, &jobs, per_file, &mut report.failed)?;
         drop(packs);
+        drop(buckets);
         // Their bytes are durable before any of them replaces a file.
         let flushed = if per_file {
             fsx::commit_queued(&self.root_fd).ctx("flush the staged files of", &self.root)
@@ -875,7 +955,17 @@ impl Store {
         // Room for every path at once: grown by doubling, the list of a
         // rewind of 100,000 files took 6 MB for its 2.4.
         report.restored.reserve_exact(staged.len());
-        for (path, res) in self.rename_all(&staged, per_file) {
+        // A file kept aside frees nothing when it is replaced: it needs no
+        // name in the trash.
+        let kept: HashSet<&RelPath> = report
+            .saved
+            .and_then(|seq| self.index.saved.get(&seq))
+            .into_iter()
+            .flatten()
+            .filter(|e| matches!(e.pre, Pre::Aside { .. }))
+            .map(|e| &e.path)
+            .collect();
+        for (path, res) in self.rename_all(&staged, per_file, &kept) {
             match res {
                 Ok(()) => report.restored.push(path.clone()),
                 Err(reason) => fail(&mut report.failed, path, reason),
@@ -1262,6 +1352,50 @@ mod tests {
             path: RelPath::parse(path).expect("valid"),
             action,
         }
+    }
+
+    /// A file kept aside whose step did not run (a conflict left as it is,
+    /// a path that failed) loses its store name once the operation is
+    /// done: no project file keeps a second one.
+    #[cfg(unix)]
+    #[test]
+    fn a_kept_file_whose_path_was_not_replaced_loses_its_store_name()
+    -> std::result::Result<(), Box<dyn std::error::Error>> {
+        use std::fs;
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir()?;
+        let root = dir.path().join("p");
+        fs::create_dir(&root)?;
+        fs::write(root.join("a.txt"), "a\n")?;
+        fs::write(root.join("b.txt"), "b\n")?;
+        let options = crate::store::Options {
+            data_dir: Some(dir.path().join("data")),
+            ..Default::default()
+        };
+        let mut store = Store::open_with(&root, options)?;
+        let t = TurnId::new("t1")?;
+        store.capture_many(&t, None, &["a.txt", "b.txt"])?;
+        fs::write(root.join("a.txt"), "agent a\n")?;
+        fs::write(root.join("b.txt"), "agent b\n")?;
+        let _guard = store.begin_mutation()?;
+        let plan = store.plan_rewind(&t)?;
+        let mut report = Report::new("rewind", t.clone(), plan.turns, false, plan.steps);
+        store.current_states(&mut report, Some(&|_| false))?;
+        assert_eq!(fs::metadata(root.join("a.txt"))?.nlink(), 2, "not kept");
+        let skip: HashSet<RelPath> = [RelPath::parse("a.txt")?].into();
+        store.execute_plan(&mut report, &skip)?;
+        store.release_unreplaced(&report);
+        assert_eq!(fs::read(root.join("a.txt"))?, b"agent a\n");
+        assert_eq!(fs::metadata(root.join("a.txt"))?.nlink(), 1);
+        assert_eq!(fs::read(root.join("b.txt"))?, b"b\n");
+        // b.txt's replaced file stays kept, and only it.
+        let seq = report.saved.ok_or("nothing saved")?;
+        let bucket = store.store_dir().join(format!("aside/{seq}/0"));
+        let kept: Vec<Vec<u8>> = fs::read_dir(&bucket)?
+            .map(|e| fs::read(e?.path()))
+            .collect::<std::io::Result<_>>()?;
+        assert_eq!(kept, [b"agent b\n".to_vec()]);
+        Ok(())
     }
 
     #[test]

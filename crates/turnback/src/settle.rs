@@ -53,6 +53,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::aside;
 use crate::dirstack::{DirStack, parent_bytes};
 use crate::error::Result;
 use crate::id::TurnId;
@@ -112,7 +113,10 @@ impl Store {
 
     /// The saved states to put back: the paths whose current state differs
     /// and is one the operation could have left. The others that differ
-    /// are returned with the reason they stay.
+    /// are returned with the reason they stay. A file kept aside (see
+    /// `aside.rs`) that is gone, or that is still the file at its path,
+    /// was not replaced: nothing is put back (and the store's name of the
+    /// latter goes).
     fn to_put_back(
         &self,
         saved: &[FileEntry],
@@ -130,7 +134,19 @@ impl Store {
             let Some(now) = current.get(&e.path) else {
                 continue;
             };
-            if same_state(&e.pre, now) {
+            let was = match &e.pre {
+                Pre::Aside { seq, n, .. } => match self.kept_state(&e.path, *seq, *n) {
+                    Kept::Gone => continue,
+                    Kept::AtPath => {
+                        // Best effort: a name left goes with its record.
+                        let _ = aside::remove(&self.dirs().store, *seq, *n);
+                        continue;
+                    }
+                    Kept::Replaced(pre) => pre,
+                },
+                pre => pre.clone(),
+            };
+            if same_state(&was, now) {
                 continue;
             }
             let known = recorded.get(&e.path).map_or(&[][..], Vec::as_slice);
@@ -148,20 +164,80 @@ impl Store {
         Ok((back, left))
     }
 
+    /// What became of the file kept aside as `n` of the record `seq` for
+    /// `path`.
+    fn kept_state(&self, path: &RelPath, seq: u64, n: u64) -> Kept {
+        let store = &self.dirs().store;
+        let Ok(Some(file)) = aside::open(store, seq, n) else {
+            return Kept::Gone;
+        };
+        let at_path = crate::sys::fs::statat(
+            &self.root_fd,
+            path.as_path(),
+            crate::sys::fs::AtFlags::SYMLINK_NOFOLLOW,
+        );
+        let kept = crate::sys::fs::fstat(&file);
+        if let (Ok(a), Ok(k)) = (&at_path, &kept)
+            && crate::sys::dev(a) == crate::sys::dev(k)
+            && a.st_ino == k.st_ino
+        {
+            return Kept::AtPath;
+        }
+        match hash_file(&file, kept.ok().map(|k| crate::sys::mode(&k))) {
+            Some(pre) => Kept::Replaced(pre),
+            None => Kept::Gone,
+        }
+    }
+
     /// Every state the log records for each of `paths`: the pre-images of
-    /// every turn and the states of every `saved` record.
-    fn recorded_states<'a>(&'a self, paths: &[RelPath]) -> HashMap<&'a RelPath, Vec<&'a Pre>> {
+    /// every turn and the states of every `saved` record (a file kept aside
+    /// by its hash).
+    fn recorded_states(&self, paths: &[RelPath]) -> HashMap<&RelPath, Vec<Pre>> {
         let wanted: std::collections::HashSet<&RelPath> = paths.iter().collect();
-        let mut out: HashMap<&RelPath, Vec<&Pre>> = HashMap::new();
+        let mut out: HashMap<&RelPath, Vec<Pre>> = HashMap::new();
         let turns = self.index.turns.iter().flat_map(|t| &t.files);
         let entries = turns
             .map(|c| &c.entry)
             .chain(self.index.saved.values().flatten());
         for e in entries.filter(|e| wanted.contains(&e.path)) {
-            out.entry(&e.path).or_default().push(&e.pre);
+            let pre = match &e.pre {
+                Pre::Aside { seq, n, .. } => {
+                    let file = aside::open(&self.dirs().store, *seq, *n);
+                    match file.ok().flatten().and_then(|f| hash_file(&f, None)) {
+                        Some(pre) => pre,
+                        None => continue,
+                    }
+                }
+                pre => pre.clone(),
+            };
+            out.entry(&e.path).or_default().push(pre);
         }
         out
     }
+}
+
+/// What became of a file kept aside.
+enum Kept {
+    /// Gone: the operation left its path as it was.
+    Gone,
+    /// Still the file at its path: not replaced.
+    AtPath,
+    /// Replaced at its path; its state.
+    Replaced(Pre),
+}
+
+/// The state of the kept file `file`, by its bytes' hash (`None` when it
+/// cannot be read).
+fn hash_file(file: &std::fs::File, mode: Option<u32>) -> Option<Pre> {
+    let mut h = crate::pack::HashingReader::new(file);
+    std::io::copy(&mut h, &mut std::io::sink()).ok()?;
+    let (blob, size) = h.finish();
+    Some(Pre::File {
+        blob,
+        size,
+        mode: mode.unwrap_or(0o644),
+        link: None,
+    })
 }
 
 /// Whether two states are the same for a rollback (a file's link inode
@@ -183,7 +259,7 @@ fn same_state(a: &Pre, b: &Pre) -> bool {
 /// Whether `now` is something a rewind, revert, undo or redo could have
 /// left at a path whose recorded states are `known`: nothing, a directory
 /// (removed only when empty), or one of those states.
-fn could_have_left(now: &Pre, known: &[&Pre]) -> bool {
+fn could_have_left(now: &Pre, known: &[Pre]) -> bool {
     match now {
         Pre::Absent | Pre::Dir { .. } => true,
         Pre::File { blob, .. } => known
@@ -193,7 +269,8 @@ fn could_have_left(now: &Pre, known: &[&Pre]) -> bool {
             .iter()
             .any(|k| matches!(k, Pre::Symlink { target: t } if t == target)),
         Pre::Fifo { .. } => known.iter().any(|k| matches!(k, Pre::Fifo { .. })),
-        Pre::Skipped { .. } => false,
+        // Current states are read, never kept aside.
+        Pre::Skipped { .. } | Pre::Aside { .. } => false,
     }
 }
 
@@ -270,11 +347,57 @@ mod tests {
             .iter()
             .map(|p| RelPath::parse(p))
             .collect::<std::result::Result<_, _>>()?;
-        store.save_states(&paths)?;
+        store.save_states(&paths, None)?;
         fs::create_dir(root.join("gen"))?;
         fs::write(root.join("gen").join(stale_temp("new.txt")?), "generated\n")?;
         fs::write(root.join("a.txt"), "alpha by t1\n")?;
         Ok(before_t0)
+    }
+
+    /// A rewind killed among its renames, the files it replaces kept
+    /// aside: the rollback copies a replaced file back from the store, and
+    /// a kept file still at its path loses its store name.
+    #[cfg(unix)]
+    #[test]
+    fn an_interrupted_rewind_is_rolled_back_from_the_files_it_kept_aside() -> TestResult {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir()?;
+        let root = tmp.path().join("p");
+        fs::create_dir(&root)?;
+        fs::write(root.join("a.txt"), "alpha\n")?;
+        fs::write(root.join("b.txt"), "beta\n")?;
+        let options = || crate::store::Options {
+            data_dir: Some(tmp.path().join("data")),
+            ..Default::default()
+        };
+        let mut store = Store::open_with(&root, options())?;
+        store.capture_many(&turn("t1"), None, &["a.txt", "b.txt"])?;
+        fs::write(root.join("a.txt"), "alpha by t1\n")?;
+        fs::write(root.join("b.txt"), "beta by t1\n")?;
+        let before = tree(&root)?;
+        // What the rewind does before it is killed: both files kept, a.txt
+        // replaced by its restored bytes, b.txt not yet.
+        let paths = vec![RelPath::parse("a.txt")?, RelPath::parse("b.txt")?];
+        store.save_states(&paths, Some(&|_| false))?;
+        assert_eq!(fs::metadata(root.join("b.txt"))?.nlink(), 2, "not kept");
+        let temp = root.join(stale_temp("a.txt")?);
+        fs::write(&temp, "alpha\n")?;
+        fs::rename(&temp, root.join("a.txt"))?;
+        drop(store);
+        let mut store = Store::open_with(&root, options())?;
+        store.ensure_created()?;
+        assert_eq!(tree(&root)?, before);
+        assert_eq!(fs::metadata(root.join("a.txt"))?.nlink(), 1);
+        assert_eq!(fs::metadata(root.join("b.txt"))?.nlink(), 1);
+        assert!(
+            store
+                .warnings()
+                .iter()
+                .any(|w| w.contains("1 paths put back")),
+            "{:?}",
+            store.warnings()
+        );
+        Ok(())
     }
 
     #[test]

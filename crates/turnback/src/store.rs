@@ -18,6 +18,7 @@ use std::time::Duration;
 use crate::sys::fs::OFlags;
 use serde::Serialize;
 
+use crate::aside;
 use crate::checkpoint;
 use crate::config::{CONFIG_FILE, Config, DEFAULT_CONFIG};
 use crate::dirstack::{DirStack, Reach};
@@ -109,6 +110,17 @@ enum Collect {
     State,
 }
 
+/// Files kept aside instead of read while the states are collected (see
+/// [`crate::aside`]).
+pub(crate) struct Keeping<'a> {
+    keeper: aside::Keeper,
+    /// Paths that must be read all the same (a conflict check compares
+    /// their hashes).
+    read: &'a dyn Fn(&RelPath) -> bool,
+    /// No file can be kept (another file system).
+    off: bool,
+}
+
 /// What [`Store::collect`] found.
 #[derive(Default)]
 struct Collected {
@@ -131,7 +143,7 @@ pub(crate) fn post_of(pre: &Pre) -> Post {
         },
         Pre::Absent => Post::Absent,
         Pre::Dir { .. } => Post::Dir,
-        Pre::Fifo { .. } | Pre::Skipped { .. } => Post::Other,
+        Pre::Fifo { .. } | Pre::Skipped { .. } | Pre::Aside { .. } => Post::Other,
     }
 }
 
@@ -461,6 +473,10 @@ impl Store {
                 .ctx("cut the torn final line of", &path)?;
             fsx::fdatasync(&f).ctx("fsync", &path)?;
         }
+        // Files kept aside by an operation that crashed before its `saved`
+        // record: no record names them, and their project files would look
+        // like hard links (see `aside.rs`).
+        aside::remove_unrecorded(&self.dirs().store, self.index.last_seq + 1);
         // An operation interrupted before its record is rolled back before
         // anything else changes the project (see `settle.rs`).
         self.settle_interrupted()?;
@@ -794,7 +810,7 @@ impl Store {
         // Every name of a hard-linked file, so a rewind has the whole group.
         let names = crate::links::other_names(self, rels)?;
         let all: Vec<RelPath> = rels.iter().chain(&names.found).cloned().collect();
-        let collected = self.collect(&all, &already, Collect::Capture)?;
+        let collected = self.collect(&all, &already, Collect::Capture, None)?;
         let mut report = CaptureReport {
             turn: Some(turn.clone()),
             already_captured: collected.already,
@@ -906,7 +922,7 @@ impl Store {
     /// The current state of `rels`, modes included, each file's blob id
     /// its bytes' hash (nothing is stored).
     pub(crate) fn current_entries(&self, rels: &[RelPath]) -> Result<Vec<FileEntry>> {
-        let collected = self.collect(rels, &HashSet::new(), Collect::State)?;
+        let collected = self.collect(rels, &HashSet::new(), Collect::State, None)?;
         let mut entries = collected.entries;
         let mut walk = self.walk();
         for chunk in collected.files.chunks(OPEN_CHUNK) {
@@ -929,34 +945,81 @@ impl Store {
 
     /// Saves the current state of `rels` (bytes included, whatever their
     /// size) in a durable `saved` record before an operation changes them.
-    /// Returns the record's seq; the states are in the index
-    /// (`index.saved`).
-    pub(crate) fn save_states(&mut self, rels: &[RelPath]) -> Result<u64> {
-        let mut collected = self.collect(rels, &HashSet::new(), Collect::State)?;
+    /// A regular file with no other name whose path `read` does not name is
+    /// kept aside rather than read, where the store's file system allows
+    /// (see [`crate::aside`]); `read: None` reads every file. Returns the
+    /// record's seq; the states are in the index (`index.saved`).
+    pub(crate) fn save_states(
+        &mut self,
+        rels: &[RelPath],
+        read: Option<&dyn Fn(&RelPath) -> bool>,
+    ) -> Result<u64> {
+        let seq = self.index.last_seq + 1;
+        let store = match read.filter(|_| crate::sys::KEEP_ASIDE) {
+            Some(_) => {
+                Some(crate::sys::dup(&self.dirs().store).ctx("open", self.store_path.clone())?)
+            }
+            None => None,
+        };
+        let mut keeping = read.zip(store).map(|(read, store)| Keeping {
+            keeper: aside::Keeper::new(store, seq),
+            read,
+            off: false,
+        });
+        let saved = self.save_keeping(rels, seq, keeping.as_mut());
+        match (saved, keeping) {
+            (Ok(s), _) => Ok(s),
+            (Err(e), Some(k)) => {
+                k.keeper.abandon();
+                Err(e)
+            }
+            (Err(e), None) => Err(e),
+        }
+    }
+
+    fn save_keeping(
+        &mut self,
+        rels: &[RelPath],
+        seq: u64,
+        mut keeping: Option<&mut Keeping>,
+    ) -> Result<u64> {
+        let mut collected = self.collect(
+            rels,
+            &HashSet::new(),
+            Collect::State,
+            keeping.as_deref_mut(),
+        )?;
         // The other names of a hard-linked file are saved too, so reversing
         // the operation makes them one file again (the files with more than
         // one name were noted as they were looked at).
         let linked = std::mem::take(&mut collected.linked);
         let names = crate::links::names_of(self, linked, rels)?;
         if !names.found.is_empty() {
-            let more = self.collect(&names.found, &HashSet::new(), Collect::State)?;
+            let more = self.collect(&names.found, &HashSet::new(), Collect::State, None)?;
             let at = collected.entries.len();
             collected.entries.extend(more.entries);
             collected
                 .files
                 .extend(more.files.into_iter().map(|(i, size)| (at + i, size)));
         }
+        if let Some(k) = keeping.filter(|k| k.keeper.any()) {
+            k.keeper.sync().ctx(
+                "flush the files kept in",
+                self.store_path.join(aside::ASIDE_DIR),
+            )?;
+        }
         let mut entries = collected.entries;
-        let seq = self.index.last_seq + 1;
         let pack_name = pack::pack_name(seq);
         let (blobs, _) = self.store_blobs(&mut entries, collected.files, &pack_name)?;
         // Moved into the record, then into the index: one copy of every
         // path's state (memory grows with the paths).
-        self.append(Op::Saved {
+        let appended = self.append(Op::Saved {
             pack: (!blobs.is_empty()).then_some(pack_name),
             blobs,
             files: entries,
-        })
+        })?;
+        debug_assert_eq!(appended, seq);
+        Ok(appended)
     }
 
     /// `rels`, each spelled as the turn first captured it when it names the
@@ -1006,6 +1069,7 @@ impl Store {
         rels: &[RelPath],
         already: &HashSet<RelPath>,
         mode: Collect,
+        mut keeping: Option<&mut Keeping>,
     ) -> Result<Collected> {
         let mut out = Collected::default();
         out.entries.reserve(rels.len());
@@ -1142,6 +1206,36 @@ impl Store {
                     }
                 }
                 Node::File { size, mode: bits } => {
+                    let kept = match keeping.as_deref_mut() {
+                        Some(k)
+                            if mode == Collect::State
+                                && !k.off
+                                && st.as_ref().is_some_and(|st| crate::sys::nlink(st) == 1)
+                                && !(k.read)(&rel) =>
+                        {
+                            match k.keeper.keep(dir, name) {
+                                Ok(kept) => Some(kept),
+                                Err(aside::NotKept::This) => None,
+                                Err(aside::NotKept::None) => {
+                                    k.off = true;
+                                    None
+                                }
+                            }
+                        }
+                        _ => None,
+                    };
+                    if let Some(kept) = kept {
+                        out.entries.push(FileEntry {
+                            path: rel,
+                            pre: Pre::Aside {
+                                seq: self.index.last_seq + 1,
+                                n: kept.n,
+                                size: kept.size,
+                                mode: kept.mode,
+                            },
+                        });
+                        continue;
+                    }
                     out.files.push((out.entries.len(), size));
                     // Filled in once the blob is hashed.
                     Pre::File {

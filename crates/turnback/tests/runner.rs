@@ -6,6 +6,8 @@
 
 mod common;
 mod safety_common;
+#[cfg(unix)]
+mod test_aside;
 mod test_capture;
 mod test_concurrency;
 #[cfg(unix)]

@@ -121,6 +121,7 @@ fn dry_run_changes_nothing() -> TestResult {
         .map(|s| {
             let kind = match s.action {
                 Action::Restore { .. } => "restore",
+                Action::RestoreKept { .. } => "restore kept",
                 Action::RestoreSymlink { .. } => "symlink",
                 Action::Delete => "delete",
                 Action::MakeDir { .. } => "mkdir",

@@ -461,8 +461,13 @@ fn a_deferred_automatic_gc_is_left_for_maintain_and_run_once() -> TestResult {
     let dir = tempfile::tempdir()?;
     let root = dir.path();
     write(root, "f.txt", b"0\n");
+    // A data directory of its own: the trash of the default one is shared
+    // with every other test's rewinds, and a name there makes maintenance
+    // due.
+    let data = tempfile::tempdir()?;
     let deferred = || Options {
         defer_gc: true,
+        data_dir: Some(data.path().to_path_buf()),
         ..Options::default()
     };
     let mut store = Store::open_with(root, deferred())?;
@@ -494,7 +499,13 @@ fn a_deferred_automatic_gc_is_left_for_maintain_and_run_once() -> TestResult {
     );
     // Another process (as `turnback maintain` is) decides from the store.
     drop(store);
-    let mut other = Store::open(root)?;
+    let mut other = Store::open_with(
+        root,
+        Options {
+            data_dir: Some(data.path().to_path_buf()),
+            ..Options::default()
+        },
+    )?;
     let done = other.maintain()?;
     let gc = done.gc.ok_or("maintain ran no gc")?;
     assert_eq!((gc.kept_turns, other.turns().len()), (10, 10));

@@ -100,7 +100,8 @@ pub fn diffs(store: &Store, turn: &TurnId) -> anyhow::Result<Vec<FileDiff>> {
             Pre::File { size, .. } => Side::TooLarge(*size),
             Pre::Symlink { target } => Side::Link(target.clone()),
             Pre::Absent | Pre::Dir { .. } | Pre::Fifo { .. } => Side::Missing,
-            Pre::Skipped { .. } => {
+            // Only `saved` records keep files aside, never a turn.
+            Pre::Skipped { .. } | Pre::Aside { .. } => {
                 out.push(FileDiff {
                     path: path.to_owned(),
                     change: "not_saved",

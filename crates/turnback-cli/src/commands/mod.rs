@@ -65,6 +65,9 @@ pub fn describe_pre(pre: &Pre) -> String {
         Pre::Dir { mode } => format!("directory, mode {mode:o}"),
         Pre::Fifo { mode } => format!("FIFO, mode {mode:o}"),
         Pre::Skipped { reason, .. } => format!("not saved: {reason}"),
+        Pre::Aside { size, mode, .. } => {
+            format!("file kept aside in the store, {size} bytes, mode {mode:o}")
+        }
     }
 }
 

@@ -110,6 +110,9 @@ pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
                 Action::Restore { size, mode, .. } => {
                     format!("restore  ({size} bytes, mode {mode:o})")
                 }
+                Action::RestoreKept { size, mode, .. } => {
+                    format!("restore  ({size} bytes, mode {mode:o}, kept aside)")
+                }
                 Action::RestoreSymlink { target } => format!("restore  (symlink -> {target})"),
                 Action::MakeDir { mode } => format!("mkdir    (mode {mode:o})"),
                 Action::MakeFifo { mode } => format!("mkfifo   (mode {mode:o})"),

@@ -126,6 +126,12 @@ impl<'a> Reader<'a> {
                 size: self.num()?,
             },
             5 => Pre::Fifo { mode: self.u32()? },
+            7 => Pre::Aside {
+                seq: self.num()?,
+                n: self.num()?,
+                size: self.num()?,
+                mode: self.u32()?,
+            },
             _ => return None,
         };
         Some(FileEntry { path, pre })

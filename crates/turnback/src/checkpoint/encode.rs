@@ -95,6 +95,13 @@ impl Writer {
                 self.0.push(5);
                 self.num(u64::from(*mode));
             }
+            Pre::Aside { seq, n, size, mode } => {
+                self.0.push(7);
+                self.num(*seq);
+                self.num(*n);
+                self.num(*size);
+                self.num(u64::from(*mode));
+            }
         }
     }
 

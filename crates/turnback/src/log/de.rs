@@ -224,6 +224,8 @@ enum PreField {
     Link,
     Target,
     Reason,
+    Seq,
+    N,
     #[serde(other)]
     Other,
 }
@@ -238,6 +240,7 @@ enum PreKind {
     Dir,
     Fifo,
     Skipped,
+    Aside,
 }
 
 impl<'de> Deserialize<'de> for Pre {
@@ -256,6 +259,8 @@ impl<'de> Deserialize<'de> for Pre {
                 let mut link: Option<Option<u64>> = None;
                 let mut target: Option<String> = None;
                 let mut reason: Option<String> = None;
+                let mut seq: Option<u64> = None;
+                let mut n: Option<u64> = None;
                 while let Some(key) = map.next_key::<PreField>()? {
                     match key {
                         PreField::Kind => put(&mut kind, map.next_value::<PreKind>()?, "kind")?,
@@ -265,6 +270,8 @@ impl<'de> Deserialize<'de> for Pre {
                         PreField::Link => put(&mut link, map.next_value()?, "link")?,
                         PreField::Target => put(&mut target, map.next_value()?, "target")?,
                         PreField::Reason => put(&mut reason, map.next_value()?, "reason")?,
+                        PreField::Seq => put(&mut seq, map.next_value()?, "seq")?,
+                        PreField::N => put(&mut n, map.next_value()?, "n")?,
                         PreField::Other => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -290,6 +297,12 @@ impl<'de> Deserialize<'de> for Pre {
                     PreKind::Skipped => Pre::Skipped {
                         reason: need(reason, "reason")?,
                         size: need(size, "size")?,
+                    },
+                    PreKind::Aside => Pre::Aside {
+                        seq: need(seq, "seq")?,
+                        n: need(n, "n")?,
+                        size: need(size, "size")?,
+                        mode: need(mode, "mode")?,
                     },
                 })
             }

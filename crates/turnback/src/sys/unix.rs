@@ -66,3 +66,7 @@ pub(crate) const WINDOWS_NAMES: bool = false;
 
 /// A removed directory's name is free at once, whoever holds it open.
 pub(crate) const HANDLES_KEEP_NAMES: bool = false;
+
+/// A file an operation replaces is kept by a second name in the store
+/// instead of being read (see `aside.rs`).
+pub(crate) const KEEP_ASIDE: bool = true;

@@ -1205,3 +1205,7 @@ pub(crate) const CASE_INSENSITIVE_DEFAULT: bool = true;
 
 /// Not measured on NTFS: a rename frees the replaced file as it goes.
 pub(crate) const DEFER_FREES: bool = false;
+
+/// Not measured on NTFS: the files an operation replaces are read and
+/// stored in a pack (see `aside.rs`).
+pub(crate) const KEEP_ASIDE: bool = false;

@@ -1,0 +1,414 @@
+//! Files kept aside: `<store>/aside/<seq>/<n / 1024>/<n>`, the files an
+//! operation (a rewind, undo or redo) replaced or removed, kept whole by a
+//! second name instead of being read, hashed and compressed into a pack.
+//!
+//! Saving the current state of every path an operation changes is what
+//! makes it undoable, and reading each file for that cost a rewind one
+//! `openat` per file, its hashing and its compression. Where the store and
+//! the project are on one file system, a regular file with no other name
+//! is instead hard-linked into the store while the operation saves the
+//! states (its `saved` record names it [`Pre::Aside`]): the rename that
+//! later puts the restored bytes at the path only drops the project's name,
+//! and the bytes stay, unread, under the store's. A file that cannot be
+//! kept this way (another file system, a link refused, other names, a path
+//! whose post-image a conflict check must compare) is read as before.
+//!
+//! Layout: `aside/<seq>/`, one directory per `saved` record (`seq` is its
+//! sequence number), holding buckets `<n / 1024>/` of at most 1,024 names
+//! `<n>` (a directory of 100,000 names made each link search and grow it;
+//! see `trash.rs`). Directories are made `0700`.
+//!
+//! Invariants:
+//! - A name is made before the `saved` record that lists it, and the
+//!   buckets, the record's directory and `aside/` are `fsync`ed before that
+//!   record is appended: a listed name is durable.
+//! - After the link, the kept file has exactly two names, the project's and
+//!   the store's (checked on the store's name, so a file swapped in between
+//!   is never taken for the one looked at); otherwise the name is removed
+//!   and the file read instead.
+//! - When the operation is done, a kept file it did not replace or remove
+//!   (a path that failed, say) loses its store name, so no project file
+//!   keeps a second name (a capture would take it for a hard link). A
+//!   listed name that is missing therefore means the operation left that
+//!   path as it was: undoing it, or rolling it back, leaves the path alone.
+//! - Names are only read (copied out, never moved: the same bytes may be
+//!   put back again by a rollback of that undo) and removed with their
+//!   whole `aside/<seq>/` when gc drops the `saved` record; a directory
+//!   whose record the log does not hold (a crash before the record) is
+//!   removed by the next mutation.
+//! - A kept file is read only through the store's name; nothing but a
+//!   process that held the project file open before the operation can
+//!   still write to it.
+
+use std::fs::File;
+use std::io;
+
+use crate::fsx;
+use crate::sys::fs::{AtFlags, Mode};
+use crate::sys::{Errno, OwnedFd};
+
+/// The directory of kept files inside the store.
+pub const ASIDE_DIR: &str = "aside";
+
+/// Names per bucket.
+const BUCKET: u64 = 1024;
+
+/// A kept file: its number, size and permission bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Kept {
+    pub(crate) n: u64,
+    pub(crate) size: u64,
+    pub(crate) mode: u32,
+}
+
+/// Why a file was not kept aside.
+pub(crate) enum NotKept {
+    /// This file only (read it instead).
+    This,
+    /// No file of this operation can be (another file system, no room for
+    /// the directories): read them all.
+    None,
+}
+
+/// The files kept for one `saved` record, while it is being written.
+pub(crate) struct Keeper {
+    store: OwnedFd,
+    seq: u64,
+    next: u64,
+    aside: Option<OwnedFd>,
+    record: Option<OwnedFd>,
+    /// The buckets made, the last one open.
+    buckets: Vec<OwnedFd>,
+}
+
+impl Keeper {
+    /// Keeps files for the record `seq` of the store whose directory is
+    /// `store` (nothing is made until the first file is kept).
+    pub(crate) fn new(store: OwnedFd, seq: u64) -> Self {
+        Keeper {
+            store,
+            seq,
+            next: 0,
+            aside: None,
+            record: None,
+            buckets: Vec::new(),
+        }
+    }
+
+    /// Whether any file was kept.
+    pub(crate) fn any(&self) -> bool {
+        self.next > 0
+    }
+
+    /// Gives the regular file `name` of `dir` a name in the store, when its
+    /// only other name is `name`.
+    pub(crate) fn keep(&mut self, dir: &OwnedFd, name: impl fsx::Name) -> Result<Kept, NotKept> {
+        let n = self.next;
+        let bucket = self.bucket_for(n).map_err(|_| NotKept::None)?;
+        let link = n.to_string();
+        match crate::sys::fs::linkat(dir, name, bucket, link.as_str(), AtFlags::empty()) {
+            Ok(()) => {}
+            Err(Errno::XDEV) => return Err(NotKept::None),
+            Err(_) => return Err(NotKept::This),
+        }
+        // What was linked, looked at through the store's own name.
+        let kept = match fsx::lstat_at(bucket, link.as_str()) {
+            Ok(Some(st)) if crate::sys::nlink(&st) == 2 => match fsx::node_of(&st) {
+                fsx::Node::File { size, mode } => Some((size, mode)),
+                _ => None,
+            },
+            _ => None,
+        };
+        match kept {
+            Some((size, mode)) => {
+                self.next += 1;
+                Ok(Kept {
+                    n,
+                    size,
+                    mode: mode & 0o7777,
+                })
+            }
+            None => {
+                let _ = fsx::unlink(bucket, link.as_str());
+                Err(NotKept::This)
+            }
+        }
+    }
+
+    /// The bucket of name `n`, made when it is the first.
+    fn bucket_for(&mut self, n: u64) -> io::Result<&OwnedFd> {
+        if self.record.is_none() {
+            let aside = make_dir(&self.store, ASIDE_DIR)?;
+            // A directory of this seq is a crashed attempt's: nothing names
+            // its files.
+            let name = self.seq.to_string();
+            if fsx::open_subdir(&aside, name.as_str())?.is_some() {
+                remove_record_dir(&aside, &name);
+            }
+            self.record = Some(make_dir(&aside, &name)?);
+            self.aside = Some(aside);
+        }
+        let b = n / BUCKET;
+        if self.buckets.len() as u64 <= b {
+            let record = self.record.as_ref().expect("made above");
+            let fd = make_dir(record, &b.to_string())?;
+            self.buckets.push(fd);
+        }
+        Ok(self.buckets.last().expect("pushed above"))
+    }
+
+    /// Removes every name kept (the record was not written).
+    pub(crate) fn abandon(self) {
+        drop(self.buckets);
+        drop(self.record);
+        if let Some(aside) = &self.aside {
+            remove_record_dir(aside, &self.seq.to_string());
+        }
+    }
+
+    /// Makes every name kept durable: the buckets, the record's directory
+    /// and `aside/`.
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        for b in &self.buckets {
+            fsx::fsync(b)?;
+        }
+        if let Some(r) = &self.record {
+            fsx::fsync(r)?;
+        }
+        if let Some(a) = &self.aside {
+            fsx::fsync(a)?;
+        }
+        if self.aside.is_some() {
+            fsx::fsync(&self.store)?;
+        }
+        Ok(())
+    }
+}
+
+/// Makes (if missing, `0700`) and opens the directory `name` of `dir`.
+fn make_dir(dir: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
+    match crate::sys::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700)) {
+        Ok(()) | Err(Errno::EXIST) => {}
+        Err(e) => return Err(e.into()),
+    }
+    fsx::open_subdir(dir, name)?
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "directory vanished"))
+}
+
+/// The bucket (see the module doc) of the kept file `n`.
+pub(crate) fn bucket_of(n: u64) -> u64 {
+    n / BUCKET
+}
+
+/// Opens the kept file `n` in its bucket `bucket` (see [`open_bucket`])
+/// for reading; `None` when it is not there.
+pub(crate) fn open_in(bucket: &OwnedFd, n: u64) -> io::Result<Option<File>> {
+    match fsx::open_file(bucket, n.to_string().as_str()) {
+        Ok((f, fsx::Node::File { .. })) => Ok(Some(f)),
+        Ok(_) => Err(io::Error::other("it is not a regular file")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Opens the kept file `n` of the record `seq` for reading; `None` when it
+/// is not there.
+pub(crate) fn open(store: &OwnedFd, seq: u64, n: u64) -> io::Result<Option<File>> {
+    match open_bucket(store, seq, bucket_of(n))? {
+        Some(bucket) => open_in(&bucket, n),
+        None => Ok(None),
+    }
+}
+
+/// Removes the kept file `n` of the record `seq` (the operation did not
+/// replace its path).
+pub(crate) fn remove(store: &OwnedFd, seq: u64, n: u64) -> io::Result<()> {
+    let Some(bucket) = open_bucket(store, seq, bucket_of(n))? else {
+        return Ok(());
+    };
+    match fsx::unlink(&bucket, n.to_string().as_str()) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// The bucket `b` of the record `seq`, when it exists.
+pub(crate) fn open_bucket(store: &OwnedFd, seq: u64, b: u64) -> io::Result<Option<OwnedFd>> {
+    let Some(aside) = fsx::open_subdir(store, ASIDE_DIR)? else {
+        return Ok(None);
+    };
+    let Some(record) = fsx::open_subdir(&aside, seq.to_string().as_str())? else {
+        return Ok(None);
+    };
+    fsx::open_subdir(&record, b.to_string().as_str())
+}
+
+/// The records that have a directory in `aside/`.
+pub(crate) fn records(store: &OwnedFd) -> io::Result<Vec<u64>> {
+    let Some(aside) = fsx::open_subdir(store, ASIDE_DIR)? else {
+        return Ok(Vec::new());
+    };
+    let (names, _) = crate::sys::list_names(&aside);
+    Ok(names
+        .names()
+        .into_iter()
+        .filter_map(|n| n.to_str().ok().and_then(|s| s.parse().ok()))
+        .collect())
+}
+
+/// Removes the directories of `aside/` whose record `keep` does not want
+/// (best effort: what stays is removed by the next try). Returns the
+/// records removed.
+pub(crate) fn remove_unwanted(store: &OwnedFd, keep: impl Fn(u64) -> bool) -> usize {
+    let Ok(Some(aside)) = fsx::open_subdir(store, ASIDE_DIR) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for seq in records(store).unwrap_or_default() {
+        if !keep(seq) {
+            remove_record_dir(&aside, &seq.to_string());
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Removes `aside/<seq>/` when it exists: called with the sequence number
+/// the next record will take, it finds the files kept by an operation that
+/// crashed before its `saved` record (one `fstatat` when there are none).
+pub(crate) fn remove_unrecorded(store: &OwnedFd, seq: u64) {
+    let dir = format!("{ASIDE_DIR}/{seq}");
+    if !matches!(fsx::lstat_at(store, dir.as_str()), Ok(Some(_))) {
+        return;
+    }
+    if let Ok(Some(aside)) = fsx::open_subdir(store, ASIDE_DIR) {
+        remove_record_dir(&aside, &seq.to_string());
+    }
+}
+
+/// Removes `aside/<name>/` and everything in it.
+fn remove_record_dir(aside: &OwnedFd, name: &str) {
+    let Ok(Some(record)) = fsx::open_subdir(aside, name) else {
+        return;
+    };
+    let (buckets, _) = crate::sys::list_names(&record);
+    for b in buckets.names() {
+        let Ok(Some(bucket)) = fsx::open_subdir(&record, b) else {
+            let _ = fsx::unlink(&record, b);
+            continue;
+        };
+        let (files, _) = crate::sys::list_names(&bucket);
+        for f in files.names() {
+            let _ = fsx::unlink(&bucket, f);
+        }
+        drop(bucket);
+        let _ = fsx::rmdir(&record, b);
+    }
+    drop(record);
+    let _ = fsx::rmdir(aside, name);
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::MetadataExt;
+    use std::path::Path;
+
+    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+    /// A project directory and a store directory, both opened.
+    fn setup() -> io::Result<(tempfile::TempDir, OwnedFd, OwnedFd)> {
+        let tmp = tempfile::tempdir()?;
+        fs::create_dir(tmp.path().join("p"))?;
+        fs::create_dir(tmp.path().join("store"))?;
+        let root = fsx::open_dir_path(&tmp.path().join("p"))?;
+        let store = fsx::open_dir_path(&tmp.path().join("store"))?;
+        Ok((tmp, root, store))
+    }
+
+    fn names(dir: &Path) -> io::Result<Vec<String>> {
+        let mut out: Vec<String> = fs::read_dir(dir)?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<io::Result<_>>()?;
+        out.sort();
+        Ok(out)
+    }
+
+    #[test]
+    fn only_a_regular_file_with_one_name_is_kept() -> TestResult {
+        let (tmp, root, store) = setup()?;
+        let p = tmp.path().join("p");
+        fs::write(p.join("a"), "alpha")?;
+        fs::write(p.join("b"), "beta")?;
+        fs::hard_link(p.join("b"), p.join("b2"))?;
+        std::os::unix::fs::symlink("a", p.join("c"))?;
+        fs::create_dir(p.join("d"))?;
+        let mut keeper = Keeper::new(store.try_clone()?, 7);
+        let kept = keeper.keep(&root, "a").map_err(|_| "a not kept")?;
+        assert_eq!((kept.n, kept.size), (0, 5));
+        for other in ["b", "c", "d", "missing"] {
+            assert!(
+                matches!(keeper.keep(&root, other), Err(NotKept::This)),
+                "{other}"
+            );
+        }
+        keeper.sync()?;
+        let bucket = tmp.path().join("store/aside/7/0");
+        assert_eq!(names(&bucket)?, ["0"]);
+        assert_eq!(
+            fs::metadata(bucket.join("0"))?.ino(),
+            fs::metadata(p.join("a"))?.ino()
+        );
+        assert_eq!(fs::metadata(p.join("b"))?.nlink(), 2, "b's name left");
+        let mut read = String::new();
+        io::Read::read_to_string(&mut open(&store, 7, 0)?.ok_or("not found")?, &mut read)?;
+        assert_eq!(read, "alpha");
+        assert!(open(&store, 7, 1)?.is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn buckets_hold_1024_names_and_abandon_removes_them_all() -> TestResult {
+        let (tmp, root, store) = setup()?;
+        let p = tmp.path().join("p");
+        let mut keeper = Keeper::new(store.try_clone()?, 3);
+        for i in 0..1025 {
+            fs::write(p.join(i.to_string()), "x")?;
+            keeper
+                .keep(&root, i.to_string().as_str())
+                .map_err(|_| "not kept")?;
+        }
+        let record = tmp.path().join("store/aside/3");
+        assert_eq!(names(&record)?, ["0", "1"]);
+        assert_eq!(names(&record.join("0"))?.len(), 1024);
+        assert_eq!(names(&record.join("1"))?, ["1024"]);
+        keeper.abandon();
+        assert!(!record.exists());
+        assert_eq!(fs::metadata(p.join("0"))?.nlink(), 1);
+        Ok(())
+    }
+
+    #[test]
+    fn only_the_next_records_directory_is_taken_for_a_crashed_ones() -> TestResult {
+        let (tmp, root, store) = setup()?;
+        let p = tmp.path().join("p");
+        fs::write(p.join("a"), "alpha")?;
+        fs::write(p.join("b"), "beta")?;
+        Keeper::new(store.try_clone()?, 5)
+            .keep(&root, "a")
+            .map_err(|_| "not kept")?;
+        Keeper::new(store.try_clone()?, 6)
+            .keep(&root, "b")
+            .map_err(|_| "not kept")?;
+        remove_unrecorded(&store, 6);
+        remove_unrecorded(&store, 9);
+        assert_eq!(names(&tmp.path().join("store/aside"))?, ["5"]);
+        assert_eq!(fs::metadata(p.join("b"))?.nlink(), 1);
+        // gc's sweep keeps what it is told to.
+        assert_eq!(remove_unwanted(&store, |seq| seq == 5), 0);
+        assert_eq!(remove_unwanted(&store, |_| false), 1);
+        assert!(names(&tmp.path().join("store/aside"))?.is_empty());
+        Ok(())
+    }
+}

@@ -1,0 +1,238 @@
+//! Files kept aside: a rewind, undo or redo gives each regular file it
+//! replaces (one name, no post-image to compare) a second name in the store
+//! instead of reading it, and undo copies it back.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+use turnback::log::{Op, Pre};
+use turnback::{GcOptions, RewindOptions, Store, TurnId};
+
+use crate::common::*;
+
+/// The store of `p` in a data directory of its own beside the project, so
+/// on its file system (files are kept aside only there).
+fn open_own(p: &Project) -> turnback::Result<Store> {
+    p.open_with(turnback::Options {
+        data_dir: Some(p.parent().join("data")),
+        ..turnback::Options::default()
+    })
+}
+
+/// The states of the last `saved` record: (path, state).
+fn last_saved(store: &Store) -> TestResult<(u64, Vec<(String, Pre)>)> {
+    let rec = records(store)?
+        .into_iter()
+        .rev()
+        .find(|r| matches!(r.op, Op::Saved { .. }))
+        .ok_or("no saved record")?;
+    let Op::Saved { files, .. } = rec.op else {
+        unreachable!("found as a saved record");
+    };
+    Ok((
+        rec.seq,
+        files
+            .into_iter()
+            .map(|f| (f.path.to_string(), f.pre))
+            .collect(),
+    ))
+}
+
+/// Every record of the store's log.
+fn records(store: &Store) -> TestResult<Vec<turnback::log::Record>> {
+    let bytes = std::fs::read(store.store_dir().join(turnback::log::LOG_FILE))?;
+    let mut out = Vec::new();
+    for (line, rec) in turnback::log::parse(&bytes, 1).lines {
+        out.push(rec.map_err(|e| format!("line {line}: {e}"))?);
+    }
+    Ok(out)
+}
+
+/// Where the store keeps the file `n` of the record `seq`.
+fn kept_path(store: &Store, seq: u64, n: u64) -> PathBuf {
+    store
+        .store_dir()
+        .join("aside")
+        .join(seq.to_string())
+        .join((n / 1024).to_string())
+        .join(n.to_string())
+}
+
+#[test]
+fn a_rewind_keeps_what_it_replaces_aside_unread_and_undo_copies_it_back() -> TestResult {
+    let p = Project::new()?;
+    let rels: Vec<String> = (0..5).map(|i| format!("d/f{i}.txt")).collect();
+    for (i, rel) in rels.iter().enumerate() {
+        p.write(rel, format!("original {i}\n"))?;
+    }
+    p.chmod("d/f0.txt", 0o755)?;
+    let mut store = open_own(&p)?;
+    let t = TurnId::new("t1")?;
+    store.capture_many(&t, None, &rels)?;
+    let mut agent = Vec::new();
+    for (i, rel) in rels.iter().enumerate() {
+        p.write(rel, format!("agent {i}\n"))?;
+        agent.push(std::fs::metadata(p.path(rel))?.ino());
+    }
+    p.chmod("d/f1.txt", 0o600)?;
+    let before_rewind = p.state()?;
+
+    let report = store.rewind(&t, &RewindOptions::default())?;
+    assert_eq!(report.restored.len(), 5, "{report:?}");
+    for (i, rel) in rels.iter().enumerate() {
+        assert_eq!(p.read(rel)?, format!("original {i}\n").into_bytes());
+        assert_eq!(std::fs::metadata(p.path(rel))?.nlink(), 1, "{rel}");
+    }
+    // Every replaced file is kept, unread: the agent's own inode, its
+    // bytes and mode, one name left (the store's).
+    let (seq, saved) = last_saved(&store)?;
+    let mut kept = 0;
+    for (path, pre) in &saved {
+        let Pre::Aside {
+            seq: s,
+            n,
+            size,
+            mode,
+        } = pre
+        else {
+            assert!(matches!(pre, Pre::Dir { .. }), "{path}: {pre:?}");
+            continue;
+        };
+        kept += 1;
+        assert_eq!(*s, seq);
+        let i = rels.iter().position(|r| r == path).ok_or("not planned")?;
+        let file = kept_path(&store, seq, *n);
+        let meta = std::fs::metadata(&file)?;
+        assert_eq!(meta.ino(), agent[i], "{path}");
+        assert_eq!(meta.nlink(), 1, "{path}");
+        assert_eq!(std::fs::read(&file)?, format!("agent {i}\n").into_bytes());
+        assert_eq!(*size, meta.len());
+        let want = match i {
+            0 => 0o755,
+            1 => 0o600,
+            _ => 0o644,
+        };
+        assert_eq!(*mode, want, "{path}");
+    }
+    assert_eq!(kept, 5, "{saved:?}");
+
+    // Undo copies them back (the kept files stay: a rollback of the undo
+    // may need them again).
+    store.undo()?;
+    assert_same_state(&before_rewind, &p.state()?, "after undo");
+    for (i, rel) in rels.iter().enumerate() {
+        let meta = std::fs::metadata(p.path(rel))?;
+        assert_ne!(meta.ino(), agent[i], "{rel} was moved, not copied");
+        assert_eq!(meta.nlink(), 1);
+    }
+    // Redo undoes the undo from its own kept files.
+    store.redo()?;
+    for (i, rel) in rels.iter().enumerate() {
+        assert_eq!(p.read(rel)?, format!("original {i}\n").into_bytes());
+    }
+    assert_eq!(p.mode("d/f0.txt")?, 0o755);
+    Ok(())
+}
+
+#[test]
+fn a_file_a_conflict_check_compares_or_with_other_names_is_read() -> TestResult {
+    let p = Project::new()?;
+    p.write("written.txt", "one\n")?;
+    p.write("plain.txt", "two\n")?;
+    p.write("linked.txt", "three\n")?;
+    let mut store = open_own(&p)?;
+    let t = TurnId::new("t1")?;
+    // A write through turnback records its post-image: the rewind compares
+    // it with what is there, so it must read it.
+    store.write(&t, None, "written.txt", b"one by the agent\n")?;
+    store.capture_many(&t, None, &["plain.txt", "linked.txt"])?;
+    p.write("plain.txt", "two by the agent\n")?;
+    p.write("linked.txt", "three by the agent\n")?;
+    std::fs::hard_link(p.path("linked.txt"), p.parent().join("outside/other-name"))?;
+    store.rewind(&t, &RewindOptions::default())?;
+    let (_, saved) = last_saved(&store)?;
+    let kind = |path: &str| -> TestResult<&'static str> {
+        let (_, pre) = saved.iter().find(|(p, _)| p == path).ok_or("not saved")?;
+        Ok(match pre {
+            Pre::Aside { .. } => "kept",
+            Pre::File { .. } => "read",
+            _ => "other",
+        })
+    };
+    assert_eq!(kind("written.txt")?, "read");
+    assert_eq!(kind("plain.txt")?, "kept");
+    assert_eq!(kind("linked.txt")?, "read");
+    // The name outside still holds the agent's bytes.
+    assert_eq!(
+        std::fs::read(p.parent().join("outside/other-name"))?,
+        b"three by the agent\n"
+    );
+    store.undo()?;
+    assert_eq!(p.read("written.txt")?, b"one by the agent\n");
+    assert_eq!(p.read("plain.txt")?, b"two by the agent\n");
+    assert_eq!(p.read("linked.txt")?, b"three by the agent\n");
+    Ok(())
+}
+
+#[test]
+fn files_kept_by_an_operation_that_died_before_its_record_go_first() -> TestResult {
+    let p = Project::new()?;
+    p.write("a.txt", "one\n")?;
+    let mut store = open_own(&p)?;
+    store.capture(&TurnId::new("t1")?, None, "a.txt")?;
+    let next = records(&store)?.last().ok_or("no record")?.seq + 1;
+    // A rewind that died after keeping a.txt, before its saved record.
+    let kept = kept_path(&store, next, 0);
+    std::fs::create_dir_all(kept.parent().ok_or("no bucket")?)?;
+    std::fs::hard_link(p.path("a.txt"), &kept)?;
+    assert_eq!(std::fs::metadata(p.path("a.txt"))?.nlink(), 2);
+    store.capture(&TurnId::new("t2")?, None, "a.txt")?;
+    assert!(
+        !store
+            .store_dir()
+            .join("aside")
+            .join(next.to_string())
+            .exists()
+    );
+    assert_eq!(std::fs::metadata(p.path("a.txt"))?.nlink(), 1);
+    let turns = store.turns();
+    let t2 = turns.last().ok_or("no turn")?;
+    assert!(
+        t2.files
+            .iter()
+            .all(|f| matches!(f.entry.pre, Pre::File { link: None, .. })),
+        "{:?}",
+        t2.files
+    );
+    Ok(())
+}
+
+#[test]
+fn gc_removes_the_files_kept_for_the_records_it_drops() -> TestResult {
+    let p = Project::new()?;
+    p.write("a.txt", "one\n")?;
+    p.write("b.txt", "two\n")?;
+    let mut store = open_own(&p)?;
+    let mut dirs = Vec::new();
+    for (t, rel) in [("t1", "a.txt"), ("t2", "b.txt")] {
+        let t = TurnId::new(t)?;
+        store.capture(&t, None, rel)?;
+        p.write(rel, "agent\n")?;
+        store.rewind(&t, &RewindOptions::default())?;
+        let (seq, _) = last_saved(&store)?;
+        dirs.push(store.store_dir().join("aside").join(seq.to_string()));
+    }
+    assert!(dirs.iter().all(|d| d.is_dir()), "{dirs:?}");
+    // Keeping one operation drops the first rewind (it can no longer be
+    // undone) and its saved record.
+    let report = store.gc(&GcOptions {
+        keep_turns: Some(1),
+        ..GcOptions::default()
+    })?;
+    assert_eq!(report.dropped_operations, 1, "{report:?}");
+    assert!(!dirs[0].exists(), "the kept files of a dropped record stay");
+    assert!(dirs[1].is_dir(), "the kept files of a kept record went");
+    store.undo()?;
+    assert_eq!(p.read("b.txt")?, b"agent\n");
+    Ok(())
+}
