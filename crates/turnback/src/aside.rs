@@ -40,10 +40,18 @@
 //!   process that held the project file open before the operation can
 //!   still write to it.
 
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
 
+use crate::error::{IoResultExt, Result};
 use crate::fsx;
+use crate::id::BlobId;
+use crate::log::{FileEntry, Op, Pre, StoredBlob};
+use crate::pack::{self, PackWriter};
+use crate::path::RelPath;
+use crate::store::Store;
 use crate::sys::fs::{AtFlags, Mode};
 use crate::sys::{Errno, OwnedFd};
 
@@ -228,7 +236,7 @@ pub(crate) fn remove(store: &OwnedFd, seq: u64, n: u64) -> io::Result<()> {
     };
     match fsx::unlink(&bucket, n.to_string().as_str()) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
+        _ => fsx::fsync(&bucket),
     }
 }
 
@@ -286,26 +294,165 @@ pub(crate) fn remove_unrecorded(store: &OwnedFd, seq: u64) {
     }
 }
 
-/// Removes `aside/<name>/` and everything in it.
+/// Removes `aside/<name>/` and everything in it, durably (each directory
+/// `fsync`ed once emptied, then its parent once it is gone): no removal is
+/// left for a power loss to undo. Best effort.
 fn remove_record_dir(aside: &OwnedFd, name: &str) {
     let Ok(Some(record)) = fsx::open_subdir(aside, name) else {
         return;
     };
     let (buckets, _) = crate::sys::list_names(&record);
-    for b in buckets.names() {
+    // Buckets and their files are named by numbers: `.` and `..` are not.
+    let numbered = |n: &&std::ffi::CStr| n.to_bytes().iter().all(u8::is_ascii_digit);
+    for b in buckets.names().into_iter().filter(numbered) {
         let Ok(Some(bucket)) = fsx::open_subdir(&record, b) else {
             let _ = fsx::unlink(&record, b);
             continue;
         };
         let (files, _) = crate::sys::list_names(&bucket);
-        for f in files.names() {
+        for f in files.names().into_iter().filter(numbered) {
             let _ = fsx::unlink(&bucket, f);
         }
+        let _ = fsx::fsync(&bucket);
         drop(bucket);
         let _ = fsx::rmdir(&record, b);
     }
+    let _ = fsx::fsync(&record);
     drop(record);
     let _ = fsx::rmdir(aside, name);
+    let _ = fsx::fsync(aside);
+}
+
+impl Store {
+    /// Whether files kept aside wait to be stored ([`Store::pack_kept`]).
+    pub(crate) fn kept_pending(&self) -> bool {
+        self.dirs
+            .as_ref()
+            .is_some_and(|d| matches!(fsx::lstat_at(&d.store, ASIDE_DIR), Ok(Some(_))))
+    }
+
+    /// Stores the files kept aside for every `saved` record but one still
+    /// last in the log (an interrupted operation's, rolled back by the
+    /// next mutation) as blobs, one `packed` record each, and removes them:
+    /// a kept file is the bytes whole, and the same bytes saved again by a
+    /// later operation would take their room again. Run off the latency
+    /// path ([`Store::maintain`]), under the store lock. Returns the files
+    /// stored.
+    pub(crate) fn pack_kept(&mut self) -> Result<usize> {
+        let mut records: Vec<u64> = self
+            .index
+            .saved
+            .iter()
+            .filter(|(seq, files)| {
+                **seq != self.index.last_seq
+                    && files.iter().any(|f| matches!(f.pre, Pre::Aside { .. }))
+            })
+            .map(|(seq, _)| *seq)
+            .collect();
+        records.sort_unstable();
+        let mut stored = 0;
+        for seq in records {
+            stored += self.pack_record(seq)?;
+        }
+        Ok(stored)
+    }
+
+    /// Stores the files kept for the `saved` record `seq` (a kept file that
+    /// is gone stays `aside`: its path was left as it was), appends their
+    /// `packed` record, then removes `aside/<seq>/`.
+    fn pack_record(&mut self, seq: u64) -> Result<usize> {
+        let kept: Vec<(RelPath, u64, u32)> = self
+            .index
+            .saved
+            .get(&seq)
+            .into_iter()
+            .flatten()
+            .filter_map(|f| match f.pre {
+                Pre::Aside { n, mode, .. } => Some((f.path.clone(), n, mode)),
+                _ => None,
+            })
+            .collect();
+        let shown = self.store_path.join(ASIDE_DIR).join(seq.to_string());
+        let dirs = self.dirs();
+        let mut writer = PackWriter::create(&dirs.store, &self.store_path)?;
+        let level = self.options.compression_level;
+        let mut buckets: HashMap<u64, Option<OwnedFd>> = HashMap::new();
+        let mut files = Vec::new();
+        let mut blobs = Vec::new();
+        let mut fresh: HashSet<BlobId> = HashSet::new();
+        for (path, n, mode) in kept {
+            let bucket = match buckets.entry(bucket_of(n)) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => {
+                    e.insert(open_bucket(&dirs.store, seq, bucket_of(n)).ctx("open", &shown)?)
+                }
+            };
+            let Some(bucket) = bucket else {
+                continue;
+            };
+            let Some(file) = open_in(bucket, n).ctx("open", shown.join(n.to_string()))? else {
+                continue;
+            };
+            let known = &self.index.blobs;
+            let streamed = writer.append_stream(&file, level, |id| {
+                !known.contains_key(id) && !fresh.contains(id)
+            });
+            let pack::Streamed { id, size, kept } = match streamed {
+                Ok(s) => s,
+                Err(e) => {
+                    writer.abandon();
+                    return Err(e);
+                }
+            };
+            if let Some((offset, len)) = kept {
+                fresh.insert(id);
+                blobs.push(StoredBlob {
+                    id,
+                    pack: None,
+                    offset,
+                    len,
+                    size,
+                    base: None,
+                });
+            }
+            files.push(FileEntry {
+                path,
+                pre: Pre::File {
+                    blob: id,
+                    size,
+                    mode,
+                    link: None,
+                },
+            });
+        }
+        let record = self.index.last_seq + 1;
+        let pack = if blobs.is_empty() {
+            writer.abandon();
+            None
+        } else {
+            let name = pack::pack_name(record);
+            writer.commit(&dirs.packs, &name)?;
+            Some(name)
+        };
+        let n = files.len();
+        self.append(Op::Packed {
+            saved: seq,
+            pack,
+            blobs,
+            files,
+        })?;
+        // Every kept file is stored now, or was gone: the directory goes,
+        // and `aside/` with the last one (best effort: gc removes what
+        // stays).
+        if let Ok(Some(aside)) = fsx::open_subdir(&self.dirs().store, ASIDE_DIR) {
+            remove_record_dir(&aside, &seq.to_string());
+            drop(aside);
+            if fsx::rmdir(&self.dirs().store, ASIDE_DIR).is_ok() {
+                let _ = fsx::fsync(&self.dirs().store);
+            }
+        }
+        Ok(n)
+    }
 }
 
 #[cfg(all(test, unix))]

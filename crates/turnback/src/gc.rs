@@ -123,7 +123,8 @@ pub struct GcReport {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kept {
     Saved,
-    RolledBack(u64),
+    /// A rolled_back or packed record: it stays with its saved record.
+    OfSaved(u64),
     Other,
 }
 
@@ -131,7 +132,7 @@ impl Kept {
     fn of(op: &Op) -> Kept {
         match op {
             Op::Saved { .. } => Kept::Saved,
-            Op::RolledBack { saved, .. } => Kept::RolledBack(*saved),
+            Op::RolledBack { saved, .. } | Op::Packed { saved, .. } => Kept::OfSaved(*saved),
             _ => Kept::Other,
         }
     }
@@ -357,7 +358,7 @@ impl Store {
                 Op::Snapshot { blobs, .. } => tree_blobs
                     .as_ref()
                     .is_none_or(|named| blobs.iter().any(|b| named.contains(&b.id))),
-                Op::Saved { .. } | Op::RolledBack { .. } => true,
+                Op::Saved { .. } | Op::RolledBack { .. } | Op::Packed { .. } => true,
             }
         };
         // One record at a time: the log's records are never all in memory
@@ -385,14 +386,15 @@ impl Store {
         kept_seqs.retain(|&(seq, kind)| {
             kind != Kept::Saved || kept_saved.contains(&seq) || seq >= oldest_kept
         });
-        // A rolled_back record stays with the saved record it names.
+        // A rolled_back or packed record stays with the saved record it
+        // names.
         let saved_left: HashSet<u64> = kept_seqs
             .iter()
             .filter(|k| k.1 == Kept::Saved)
             .map(|k| k.0)
             .collect();
         kept_seqs.retain(|&(_, kind)| match kind {
-            Kept::RolledBack(saved) => saved_left.contains(&saved),
+            Kept::OfSaved(saved) => saved_left.contains(&saved),
             _ => true,
         });
         let unchanged = kept_seqs.len() == total && !trims;
@@ -520,7 +522,10 @@ impl Store {
                 Op::Capture {
                     pack, blobs, files, ..
                 }
-                | Op::Saved { pack, blobs, files } => (pack, blobs, files),
+                | Op::Saved { pack, blobs, files }
+                | Op::Packed {
+                    pack, blobs, files, ..
+                } => (pack, blobs, files),
                 _ => return Ok(()),
             };
         let mut new_blobs = Vec::new();

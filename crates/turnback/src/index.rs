@@ -554,6 +554,36 @@ impl Index {
                 self.register_blobs(pack, blobs, &files, false)?;
                 self.saved.insert(rec.seq, files);
             }
+            Op::Packed {
+                saved,
+                pack,
+                blobs,
+                files,
+            } => {
+                if !self.saved.contains_key(saved) {
+                    return Err(format!(
+                        "stores the kept files of saved record {saved}, which does not precede it"
+                    ));
+                }
+                self.register_blobs(pack, Listed::Read(blobs), files, false)?;
+                let stored: HashMap<&RelPath, &Pre> =
+                    files.iter().map(|f| (&f.path, &f.pre)).collect();
+                // A kept file not stored was gone: its operation left the
+                // path as it was, and reversing it leaves it too.
+                let states = self.saved.get_mut(saved).expect("checked above");
+                states.retain_mut(|e| {
+                    if !matches!(e.pre, Pre::Aside { .. }) {
+                        return true;
+                    }
+                    match stored.get(&e.path) {
+                        Some(pre) => {
+                            e.pre = (*pre).clone();
+                            true
+                        }
+                        None => false,
+                    }
+                });
+            }
             Op::Rewind {
                 turn,
                 from_seq,

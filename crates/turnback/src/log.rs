@@ -40,7 +40,14 @@
 //!   mutation puts its paths back and appends a `rolled_back` record naming
 //!   the `saved` record, which it directly follows (see [`crate::settle`]):
 //!   a `saved` record that is the log's last one is the mark of an
-//!   interrupted operation, and no other.
+//!   interrupted operation, and no other. Its states may be `aside`
+//!   (`seq`, `n`, `size`, `mode`): a regular file kept whole in the store
+//!   instead of read (see [`crate::aside`]). A later `packed` record
+//!   (`saved`, `pack`, `blobs`, `files`) stores those files as blobs once
+//!   the operation is done: each of its `files` replaces the `saved`
+//!   record's state of that path, and an `aside` state it does not list
+//!   (a kept file that was gone: the operation left that path alone) is
+//!   dropped.
 //! - A `rewind` record ends every live turn whose first record has
 //!   `seq >= from_seq`; `revert` ends one turn; `undo` and `redo` name the
 //!   operation they reverse, which must be on top of its stack.
@@ -49,8 +56,9 @@
 //!   its `base`, introduced earlier.
 //! - A pre-image is one of `file` (`blob`, `size`, `mode`), `symlink`
 //!   (`target`), `absent`, `dir` (`mode`: the permission bits with setuid,
-//!   setgid and sticky, as `st_mode & 0o7777`), `fifo` (`mode`) or `skipped`
-//!   (`reason`, `size`: not saved, e.g. a socket or a file over the cap).
+//!   setgid and sticky, as `st_mode & 0o7777`), `fifo` (`mode`), `skipped`
+//!   (`reason`, `size`: not saved, e.g. a socket or a file over the cap) or,
+//!   in `saved` records only, `aside` (above).
 //!   Stores written before `fifo` existed hold none; every older record
 //!   reads unchanged.
 //! - A `capture` record's `shared_with` names the other turns its files were
@@ -129,6 +137,22 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         blobs: Vec<StoredBlob>,
         /// Each path with its state before the operation.
+        files: Vec<FileEntry>,
+    },
+    /// The files kept aside for a `saved` record (see [`crate::aside`]),
+    /// read and stored as blobs once their operation was done: each entry
+    /// replaces that record's state of the same path, and a kept file not
+    /// listed was gone (its path left as it was): its state is dropped.
+    Packed {
+        /// The `saved` record.
+        saved: u64,
+        /// The pack holding the new blobs, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pack: Option<String>,
+        /// Blobs stored in that pack.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        blobs: Vec<StoredBlob>,
+        /// Each path stored, with its state.
         files: Vec<FileEntry>,
     },
     /// Blobs stored by a tree snapshot (see [`crate::tree`]): the bytes of

@@ -2,9 +2,11 @@
 //! caller has been answered, so that no agent's tool call and no user's
 //! rewind waits for it.
 //!
-//! Two kinds of work are left:
+//! Three kinds of work are left:
 //! - the names a rewind, revert, undo or redo put in the trash (see
 //!   [`crate::trash`]);
+//! - the files such an operation kept aside in the store instead of
+//!   reading them (see [`crate::aside`]), read and stored as blobs;
 //! - an automatic gc that came due (see [`crate::gc`]), when the store was
 //!   opened with [`Options::defer_gc`](crate::Options::defer_gc). Without
 //!   it, the call that makes gc due runs it before it returns, as a caller
@@ -22,7 +24,8 @@
 //!   two maintainers started one after the other run gc at most once, and
 //!   one started after a `turnback gc` finds nothing to do.
 //! - Maintenance is crash-safe at any point: the trash's entries are only
-//!   second names, and gc is (see [`crate::gc`]). A maintainer killed
+//!   second names, kept files are removed only once their `packed` record
+//!   is durable, and gc is (see [`crate::gc`]). A maintainer killed
 //!   half-way leaves work the next one (or the next mutation, for the
 //!   trash) finds again.
 
@@ -35,26 +38,39 @@ use crate::store::Store;
 pub struct MaintainReport {
     /// Names removed from the trash.
     pub trash_removed: usize,
+    /// Files kept aside that were stored as blobs.
+    pub kept_stored: usize,
     /// The automatic gc run, when one was due.
     pub gc: Option<GcReport>,
 }
 
 impl Store {
     /// Whether this store has work left for after the answer: names in the
-    /// trash, or an automatic gc it deferred (see the module doc).
+    /// trash, files kept aside to store, or an automatic gc it deferred
+    /// (see the module doc).
     pub fn maintenance_due(&self) -> bool {
-        self.gc_deferred || self.trash_pending()
+        self.gc_deferred || self.trash_pending() || self.kept_pending()
     }
 
-    /// Does the work left for after the answer: empties the trash, then
-    /// runs the automatic gc if a limit is exceeded by its margin (decided
-    /// again under the lock; see the module doc). Waits for the lock as
-    /// any mutation does.
+    /// Does the work left for after the answer: empties the trash, stores
+    /// the files kept aside, then runs the automatic gc if a limit is
+    /// exceeded by its margin (decided again under the lock; see the module
+    /// doc). Waits for the lock as any mutation does.
     pub fn maintain(&mut self) -> Result<MaintainReport> {
         let trash_removed = self.empty_trash();
+        let kept_stored = if self.kept_pending() {
+            let _guard = self.begin_mutation()?;
+            self.pack_kept()?
+        } else {
+            0
+        };
         let gc = self.gc_if_due()?;
         self.gc_deferred = false;
-        Ok(MaintainReport { trash_removed, gc })
+        Ok(MaintainReport {
+            trash_removed,
+            kept_stored,
+            gc,
+        })
     }
 
     /// Runs the automatic gc when the store's config has it on and a limit

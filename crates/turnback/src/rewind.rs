@@ -14,7 +14,12 @@
 //!    is written;
 //! 2. the current state of every path the plan touches (and of the
 //!    directories it may create) is saved in a durable `saved` record, so
-//!    the operation can be undone and nothing it replaces is lost;
+//!    the operation can be undone and nothing it replaces is lost. A
+//!    regular file with one name whose hash no conflict check needs (no
+//!    post-image recorded for it; every file, for undo and redo) is not
+//!    read: it is kept aside, by a second name in the store, where the
+//!    store's file system allows (see `aside.rs`); the background
+//!    maintenance stores it as a blob once the operation has answered;
 //! 3. a path whose current bytes differ from the post-image the agent left
 //!    is a conflict: someone changed it since. By default the rewind goes on
 //!    (its bytes are in the `saved` record: `turnback undo` brings them
@@ -47,12 +52,13 @@
 //! walks of one operation (collecting and saving the current states,
 //! checking write permission, staging, renaming) share the handles they
 //! open, so the operation opens every directory once between them (within
-//! a share of the descriptor limit). A rewind opens two files per restored
-//! file (the current file to save it, the temporary file) and one handle
-//! per directory: 2.10 `openat` per file on a 4,686-file tree in 398
-//! directories. That is the floor of this design: the current bytes must
-//! be read to be saved, and a path must go from its old bytes to its new
-//! ones in one rename (invariant I5), which takes a new inode. A
+//! a share of the descriptor limit). A rewind opens one file per restored
+//! file (the temporary file; the current one is kept aside unread) and
+//! one handle per directory: 1.09 `openat` per file on a 4,686-file tree
+//! in 398 directories. A file whose post-image a conflict check compares
+//! is read as well (2 per file): its hash decides whether someone changed
+//! it since the agent. A path must go from its old bytes to its new ones
+//! in one rename (invariant I5), which takes a new inode. A
 //! crash (or an error) after step 2 and before the operation's record
 //! leaves its `saved` record last in the log: the next mutation, whatever
 //! it is, first rolls the operation back from that record (its changed
@@ -82,14 +88,14 @@
 //!   length durable, its bytes not), and a torn file cannot be told from
 //!   someone's edit afterwards, so the rollback could not put it back.
 //!   A rename shows each path's old bytes or its new ones, never a mix.
-//! - Moving the replaced file aside into the store by a rename (no read, no
+//! - Keeping the replaced file aside in the store (no read, no
 //!   compression, no inode freed) measured cheapest of all, about 2.5 times
-//!   cheaper per file than the truncating write in a micro-benchmark. It is
-//!   not done yet: the saved state would then be a file in the store
-//!   rather than a blob in a pack, which the log format, `verify`, `gc`
-//!   and undo do not know, and it only works when the store is on the
-//!   project's file system (the default store is in the user's data
-//!   directory).
+//!   cheaper per file than the truncating write in a micro-benchmark, and
+//!   is done (see `aside.rs`): a hard link made while the states are saved,
+//!   so the path keeps its file until the rename, and the `saved` record
+//!   names it. It needs the store on the project's file system (the
+//!   default store is in the user's data directory, which usually is);
+//!   elsewhere, and on Windows, files are read as before.
 //! - The free deferred, without changing what a saved state is (built:
 //!   see `trash.rs`, Linux only): each replaced file hard-linked into the
 //!   trash just before its rename, so the rename frees nothing, the
@@ -97,11 +103,12 @@
 //!   4,686 files: the renames take 0.22–0.26 s with the links against
 //!   0.55 s without (a Python loop, links included). The frees are moved
 //!   off the wait, not saved: removing the 4,686 names afterwards takes
-//!   about 0.4 s.
+//!   about 0.4 s. A file kept aside has its second name already and gets
+//!   none in the trash; the trash serves the files that are read.
 //! - Memory is bounded by the plan and the log's records, never by file
-//!   contents: blobs are streamed through the decompressor into the file,
-//!   current files are saved in chunks of at most 32 files or 64 MiB, and
-//!   the walk and the staging hold the directories of one chunk.
+//!   contents: blobs and kept files are streamed into the file, current
+//!   files that are read are saved in chunks of at most 32 files or 64
+//!   MiB, and the walk and the staging hold the directories of one chunk.
 
 use crate::sys::OwnedFd;
 use std::collections::{HashMap, HashSet};

@@ -5,8 +5,9 @@
 //! pays for frees synchronously (ext4 mounted with `discard`, see
 //! [`crate::sys::DEFER_FREES`]) that is most of a full-tree rewind's
 //! renames. Just before a restored file is renamed over its path, the file
-//! there is hard-linked into the trash; the rename then only drops one of
-//! its two names. The names are removed later, off the operation's latency
+//! there is hard-linked into the trash (unless the operation kept it aside
+//! in the store, which gave it a second name already: see `aside.rs`); the
+//! rename then only drops one of its two names. The names are removed later, off the operation's latency
 //! path: by a process the command line starts in the background once the
 //! operation is done, else by the next mutation, before anything else (see
 //! [`crate::store::Store::begin_mutation`]), or by `gc`.

@@ -236,3 +236,57 @@ fn gc_removes_the_files_kept_for_the_records_it_drops() -> TestResult {
     assert_eq!(p.read("b.txt")?, b"agent\n");
     Ok(())
 }
+
+#[test]
+fn maintenance_stores_the_kept_files_as_blobs_once_and_removes_them() -> TestResult {
+    let p = Project::new()?;
+    let rels: Vec<String> = (0..3).map(|i| format!("f{i}.txt")).collect();
+    for (i, rel) in rels.iter().enumerate() {
+        p.write(rel, format!("original {i}\n"))?;
+    }
+    let mut store = open_own(&p)?;
+    let t = TurnId::new("t1")?;
+    store.capture_many(&t, None, &rels)?;
+    for (i, rel) in rels.iter().enumerate() {
+        p.write(rel, format!("agent {i}\n"))?;
+    }
+    store.rewind(&t, &RewindOptions::default())?;
+    assert!(store.maintenance_due());
+    let done = store.maintain()?;
+    assert_eq!(done.kept_stored, 3);
+    assert!(!store.store_dir().join("aside").exists());
+    assert!(!store.maintenance_due());
+    // The saved states are blobs now, in the index and in the log.
+    let (seq, saved) = last_saved(&store)?;
+    let packed: Vec<_> = records(&store)?
+        .into_iter()
+        .filter(|r| matches!(&r.op, Op::Packed { saved, .. } if *saved == seq))
+        .collect();
+    assert_eq!(packed.len(), 1);
+    assert!(
+        saved
+            .iter()
+            .all(|(_, pre)| !matches!(pre, Pre::File { .. })),
+        "the saved record itself is never rewritten"
+    );
+    drop(store);
+    let mut store = open_own(&p)?;
+    store.undo()?;
+    for (i, rel) in rels.iter().enumerate() {
+        assert_eq!(p.read(rel)?, format!("agent {i}\n").into_bytes());
+    }
+    // The undo kept the restored originals; they are the turn's own
+    // blobs, so storing them adds no pack.
+    let done = store.maintain()?;
+    assert_eq!(done.kept_stored, 3);
+    let last = records(&store)?.pop().ok_or("no record")?;
+    assert!(
+        matches!(&last.op, Op::Packed { pack: None, blobs, .. } if blobs.is_empty()),
+        "{last:?}"
+    );
+    store.redo()?;
+    for (i, rel) in rels.iter().enumerate() {
+        assert_eq!(p.read(rel)?, format!("original {i}\n").into_bytes());
+    }
+    Ok(())
+}

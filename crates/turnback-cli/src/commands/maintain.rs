@@ -1,6 +1,7 @@
 //! Maintenance after the answer (see the library's `maintain.rs`): the
 //! stores this process opened note on being dropped whether they left work
-//! (names in the trash, an automatic gc that came due), and once the
+//! (names in the trash, files kept aside to store, an automatic gc that
+//! came due), and once the
 //! command has answered, [`start_noted`] starts the hidden `turnback
 //! maintain` in the background to do it. Its standard streams are not the
 //! caller's, so an agent waiting for this command's output is not kept
@@ -16,7 +17,7 @@ use turnback::{Options, Store};
 
 use crate::{Ctx, Outcome};
 
-/// Empty the trash and run an automatic gc that came due (started in the background by the commands that leave such work)
+/// Empty the trash, store the files kept aside and run an automatic gc that came due (started in the background by the commands that leave such work)
 #[derive(clap::Args, Debug)]
 pub struct Args {}
 

@@ -631,7 +631,10 @@ impl Checker {
                 Op::Capture {
                     pack, blobs, files, ..
                 }
-                | Op::Saved { pack, blobs, files } => (pack, blobs, files),
+                | Op::Saved { pack, blobs, files }
+                | Op::Packed {
+                    pack, blobs, files, ..
+                } => (pack, blobs, files),
                 _ => continue,
             };
             for b in blobs {

@@ -69,6 +69,7 @@ enum RecordType {
     Capture,
     Seal,
     Saved,
+    Packed,
     Snapshot,
     Rewind,
     Revert,
@@ -120,6 +121,12 @@ impl RecordSlots {
                 posts: need(self.posts, "posts")?,
             },
             RecordType::Saved => Op::Saved {
+                pack: self.pack.flatten(),
+                blobs: self.blobs.unwrap_or_default(),
+                files: need(self.files, "files")?,
+            },
+            RecordType::Packed => Op::Packed {
+                saved: need(self.saved, "saved")?,
                 pack: self.pack.flatten(),
                 blobs: self.blobs.unwrap_or_default(),
                 files: need(self.files, "files")?,
