@@ -358,8 +358,10 @@ impl Store {
     }
 
     /// Stores the files kept for the `saved` record `seq` (a kept file that
-    /// is gone stays `aside`: its path was left as it was), appends their
-    /// `packed` record, then removes `aside/<seq>/`.
+    /// is gone stays out: its path was left as it was), appends their
+    /// `packed` record, then removes `aside/<seq>/`. Files up to
+    /// [`WHOLE`] bytes are read, hashed and compressed on every core, in
+    /// chunks of [`CHUNK`]; larger ones are streamed.
     fn pack_record(&mut self, seq: u64) -> Result<usize> {
         let kept: Vec<(RelPath, u64, u32)> = self
             .index
@@ -373,65 +375,22 @@ impl Store {
             })
             .collect();
         let shown = self.store_path.join(ASIDE_DIR).join(seq.to_string());
-        let dirs = self.dirs();
-        let mut writer = PackWriter::create(&dirs.store, &self.store_path)?;
-        let level = self.options.compression_level;
-        let mut buckets: HashMap<u64, Option<OwnedFd>> = HashMap::new();
-        let mut files = Vec::new();
-        let mut blobs = Vec::new();
-        let mut fresh: HashSet<BlobId> = HashSet::new();
-        for (path, n, mode) in kept {
-            let bucket = match buckets.entry(bucket_of(n)) {
-                Entry::Occupied(e) => e.into_mut(),
-                Entry::Vacant(e) => {
-                    e.insert(open_bucket(&dirs.store, seq, bucket_of(n)).ctx("open", &shown)?)
-                }
-            };
-            let Some(bucket) = bucket else {
-                continue;
-            };
-            let Some(file) = open_in(bucket, n).ctx("open", shown.join(n.to_string()))? else {
-                continue;
-            };
-            let known = &self.index.blobs;
-            let streamed = writer.append_stream(&file, level, |id| {
-                !known.contains_key(id) && !fresh.contains(id)
-            });
-            let pack::Streamed { id, size, kept } = match streamed {
-                Ok(s) => s,
-                Err(e) => {
-                    writer.abandon();
-                    return Err(e);
-                }
-            };
-            if let Some((offset, len)) = kept {
-                fresh.insert(id);
-                blobs.push(StoredBlob {
-                    id,
-                    pack: None,
-                    offset,
-                    len,
-                    size,
-                    base: None,
-                });
+        let mut writer = PackWriter::create(&self.dirs().store, &self.store_path)?;
+        let stored = self.store_kept(&mut writer, seq, &kept, &shown);
+        let (files, blobs) = match stored {
+            Ok(s) => s,
+            Err(e) => {
+                writer.abandon();
+                return Err(e);
             }
-            files.push(FileEntry {
-                path,
-                pre: Pre::File {
-                    blob: id,
-                    size,
-                    mode,
-                    link: None,
-                },
-            });
-        }
+        };
         let record = self.index.last_seq + 1;
         let pack = if blobs.is_empty() {
             writer.abandon();
             None
         } else {
             let name = pack::pack_name(record);
-            writer.commit(&dirs.packs, &name)?;
+            writer.commit(&self.dirs().packs, &name)?;
             Some(name)
         };
         let n = files.len();
@@ -453,7 +412,138 @@ impl Store {
         }
         Ok(n)
     }
+
+    /// Writes the kept files `kept` of the record `seq` into `writer`;
+    /// returns their states and the blobs written.
+    fn store_kept(
+        &self,
+        writer: &mut PackWriter,
+        seq: u64,
+        kept: &[(RelPath, u64, u32)],
+        shown: &std::path::Path,
+    ) -> Result<(Vec<FileEntry>, Vec<StoredBlob>)> {
+        let level = self.options.compression_level;
+        let known = &self.index.blobs;
+        let mut buckets: HashMap<u64, Option<OwnedFd>> = HashMap::new();
+        let mut files = Vec::with_capacity(kept.len());
+        let mut blobs = Vec::new();
+        let mut fresh: HashSet<BlobId> = HashSet::new();
+        let mut next = kept.iter();
+        loop {
+            // Opened here, at most CHUNK files or CHUNK_BYTES to read at
+            // once; read on every core.
+            let mut opened: Vec<(&(RelPath, u64, u32), File, u64)> = Vec::new();
+            let mut bytes = 0;
+            while opened.len() < CHUNK && bytes < CHUNK_BYTES {
+                let Some(item) = next.next() else {
+                    break;
+                };
+                let n = item.1;
+                let bucket = match buckets.entry(bucket_of(n)) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    Entry::Vacant(e) => e.insert(
+                        open_bucket(&self.dirs().store, seq, bucket_of(n)).ctx("open", shown)?,
+                    ),
+                };
+                let Some(bucket) = bucket else {
+                    continue;
+                };
+                let path = shown.join(n.to_string());
+                let Some(file) = open_in(bucket, n).ctx("open", &path)? else {
+                    continue;
+                };
+                let size = file.metadata().ctx("look at", &path)?.len();
+                bytes += size.min(WHOLE + 1);
+                opened.push((item, file, size));
+            }
+            if opened.is_empty() {
+                break;
+            }
+            // `None`: too large to read whole; streamed below.
+            let read: Vec<Result<Option<Small>>> =
+                crate::par::map(&opened, |(item, file, size)| {
+                    if *size > WHOLE {
+                        return Ok(None);
+                    }
+                    let mut data = Vec::with_capacity(*size as usize);
+                    io::Read::read_to_end(&mut &*file, &mut data)
+                        .ctx("read", shown.join(item.1.to_string()))?;
+                    let id = pack::hash_bytes(&data);
+                    let frame = match known.contains_key(&id) {
+                        true => None,
+                        false => Some(
+                            zstd::bulk::compress(&data, level)
+                                .ctx("compress", shown.join(item.1.to_string()))?,
+                        ),
+                    };
+                    Ok(Some(Small {
+                        id,
+                        size: data.len() as u64,
+                        frame,
+                    }))
+                });
+            for ((item, file, _), r) in opened.iter().zip(read) {
+                let (path, _, mode) = item;
+                let (id, size, kept) = match r? {
+                    Some(Small { id, size, frame }) => {
+                        let kept = match frame {
+                            Some(frame) if !fresh.contains(&id) => {
+                                let offset = writer.append(&frame)?;
+                                Some((offset, frame.len() as u64))
+                            }
+                            _ => None,
+                        };
+                        (id, size, kept)
+                    }
+                    None => {
+                        let s = writer.append_stream(file, level, |id| {
+                            !known.contains_key(id) && !fresh.contains(id)
+                        })?;
+                        (s.id, s.size, s.kept)
+                    }
+                };
+                if let Some((offset, len)) = kept {
+                    fresh.insert(id);
+                    blobs.push(StoredBlob {
+                        id,
+                        pack: None,
+                        offset,
+                        len,
+                        size,
+                        base: None,
+                    });
+                }
+                files.push(FileEntry {
+                    path: path.clone(),
+                    pre: Pre::File {
+                        blob: id,
+                        size,
+                        mode: *mode,
+                        link: None,
+                    },
+                });
+            }
+        }
+        Ok((files, blobs))
+    }
 }
+
+/// A kept file read whole: its hash, size and, unless its blob is stored
+/// already, its compressed frame.
+struct Small {
+    id: BlobId,
+    size: u64,
+    frame: Option<Vec<u8>>,
+}
+
+/// Kept files stored together (hashed and compressed on every core), and
+/// the bytes they may read into memory at once.
+const CHUNK: usize = 256;
+const CHUNK_BYTES: u64 = 64 << 20;
+
+/// Kept files up to this size are read whole to be stored; larger ones
+/// are streamed.
+const WHOLE: u64 = 4 << 20;
 
 #[cfg(all(test, unix))]
 mod tests {

@@ -519,10 +519,14 @@ pub(crate) const HOW: &str = "\
 - Rows 4 to 6 run the release `turnback` binary (built by the benchmark if needed) \
 as a child process in the tree; the time runs from spawn to exit. The stores of rows 4 \
 and 5 are moved (untimed) to the data directory, a store's default place and the only \
-one whose rewinds use the trash (on the trees' device); row 6's stays in its tree \
-(`TURNBACK_STORE=project`). Row 4: one `strace -c -f` run of `turnback rewind` \
+one whose rewinds use the trash (on the trees' device, where files are also kept aside \
+in the store rather than read); row 6's stays in its tree \
+(`TURNBACK_STORE=project`). Row 4: one `strace -f -ff` run of `turnback rewind` \
 of a full-tree capture turn (made through the library, then every file written with \
-a line added), divided by the number of files. Row 5: `TURNBACK_BENCH_MANY` files \
+a line added), each thread's calls counted and given to its process (a clone without \
+`CLONE_THREAD` starts one): the rewind's own, then those of the processes it starts \
+(the background `turnback maintain`, waited for), divided by the number of files; then \
+the same with the turn sealed (`turnback seal`) before the rewind. Row 5: `TURNBACK_BENCH_MANY` files \
 (default 100,000) in directories of 100, each a few hundred bytes of generated text, \
 captured in one turn and then written with a line added, on two copies; the rewind runs \
 under `/usr/bin/time -f %M` (the peak RSS the kernel reports for the child), the peer \
