@@ -678,7 +678,9 @@ impl Store {
         }
         // An operation interrupted before its record was rolled back when
         // the lock was taken (see `settle.rs`): the states saved here are
-        // the folder as it was before that operation began.
+        // the folder as it was before that operation began. A small one
+        // reads its few files (see `aside::AT_LEAST`).
+        let read = read.filter(|_| report.plan.len() >= crate::aside::AT_LEAST);
         let seq = self.save_states(&paths, read)?;
         report.saved = Some(seq);
         Ok(States::Saved(seq))
@@ -1373,17 +1375,22 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let root = dir.path().join("p");
         fs::create_dir(&root)?;
-        fs::write(root.join("a.txt"), "a\n")?;
-        fs::write(root.join("b.txt"), "b\n")?;
+        // Enough paths for the operation to keep files aside.
+        let names = ["a.txt", "b.txt", "c.txt", "d.txt"];
+        assert!(names.len() >= crate::aside::AT_LEAST);
+        for name in names {
+            fs::write(root.join(name), name)?;
+        }
         let options = crate::store::Options {
             data_dir: Some(dir.path().join("data")),
             ..Default::default()
         };
         let mut store = Store::open_with(&root, options)?;
         let t = TurnId::new("t1")?;
-        store.capture_many(&t, None, &["a.txt", "b.txt"])?;
-        fs::write(root.join("a.txt"), "agent a\n")?;
-        fs::write(root.join("b.txt"), "agent b\n")?;
+        store.capture_many(&t, None, &names)?;
+        for name in names {
+            fs::write(root.join(name), format!("agent {name}"))?;
+        }
         let _guard = store.begin_mutation()?;
         let plan = store.plan_rewind(&t)?;
         let mut report = Report::new("rewind", t.clone(), plan.turns, false, plan.steps);
@@ -1392,16 +1399,24 @@ mod tests {
         let skip: HashSet<RelPath> = [RelPath::parse("a.txt")?].into();
         store.execute_plan(&mut report, &skip)?;
         store.release_unreplaced(&report);
-        assert_eq!(fs::read(root.join("a.txt"))?, b"agent a\n");
+        assert_eq!(fs::read(root.join("a.txt"))?, b"agent a.txt");
         assert_eq!(fs::metadata(root.join("a.txt"))?.nlink(), 1);
-        assert_eq!(fs::read(root.join("b.txt"))?, b"b\n");
-        // b.txt's replaced file stays kept, and only it.
+        assert_eq!(fs::read(root.join("b.txt"))?, b"b.txt");
+        // The others' replaced files stay kept, and only they.
         let seq = report.saved.ok_or("nothing saved")?;
         let bucket = store.store_dir().join(format!("aside/{seq}/0"));
-        let kept: Vec<Vec<u8>> = fs::read_dir(&bucket)?
+        let mut kept: Vec<Vec<u8>> = fs::read_dir(&bucket)?
             .map(|e| fs::read(e?.path()))
             .collect::<std::io::Result<_>>()?;
-        assert_eq!(kept, [b"agent b\n".to_vec()]);
+        kept.sort();
+        assert_eq!(
+            kept,
+            [
+                b"agent b.txt".to_vec(),
+                b"agent c.txt".to_vec(),
+                b"agent d.txt".to_vec()
+            ]
+        );
         Ok(())
     }
 

@@ -140,12 +140,18 @@ fn a_file_a_conflict_check_compares_or_with_other_names_is_read() -> TestResult 
     p.write("written.txt", "one\n")?;
     p.write("plain.txt", "two\n")?;
     p.write("linked.txt", "three\n")?;
+    p.write("more/a.txt", "a\n")?;
+    p.write("more/b.txt", "b\n")?;
     let mut store = open_own(&p)?;
     let t = TurnId::new("t1")?;
     // A write through turnback records its post-image: the rewind compares
     // it with what is there, so it must read it.
     store.write(&t, None, "written.txt", b"one by the agent\n")?;
-    store.capture_many(&t, None, &["plain.txt", "linked.txt"])?;
+    store.capture_many(
+        &t,
+        None,
+        &["plain.txt", "linked.txt", "more/a.txt", "more/b.txt"],
+    )?;
     p.write("plain.txt", "two by the agent\n")?;
     p.write("linked.txt", "three by the agent\n")?;
     std::fs::hard_link(p.path("linked.txt"), p.parent().join("outside/other-name"))?;
@@ -210,14 +216,19 @@ fn files_kept_by_an_operation_that_died_before_its_record_go_first() -> TestResu
 #[test]
 fn gc_removes_the_files_kept_for_the_records_it_drops() -> TestResult {
     let p = Project::new()?;
-    p.write("a.txt", "one\n")?;
-    p.write("b.txt", "two\n")?;
     let mut store = open_own(&p)?;
     let mut dirs = Vec::new();
-    for (t, rel) in [("t1", "a.txt"), ("t2", "b.txt")] {
+    for t in ["t1", "t2"] {
+        // Enough files for a rewind to keep them aside.
+        let rels: Vec<String> = (0..4).map(|i| format!("{t}/f{i}.txt")).collect();
+        for rel in &rels {
+            p.write(rel, "one\n")?;
+        }
         let t = TurnId::new(t)?;
-        store.capture(&t, None, rel)?;
-        p.write(rel, "agent\n")?;
+        store.capture_many(&t, None, &rels)?;
+        for rel in &rels {
+            p.write(rel, "agent\n")?;
+        }
         store.rewind(&t, &RewindOptions::default())?;
         let (seq, _) = last_saved(&store)?;
         dirs.push(store.store_dir().join("aside").join(seq.to_string()));
@@ -233,14 +244,14 @@ fn gc_removes_the_files_kept_for_the_records_it_drops() -> TestResult {
     assert!(!dirs[0].exists(), "the kept files of a dropped record stay");
     assert!(dirs[1].is_dir(), "the kept files of a kept record went");
     store.undo()?;
-    assert_eq!(p.read("b.txt")?, b"agent\n");
+    assert_eq!(p.read("t2/f0.txt")?, b"agent\n");
     Ok(())
 }
 
 #[test]
 fn maintenance_stores_the_kept_files_as_blobs_once_and_removes_them() -> TestResult {
     let p = Project::new()?;
-    let rels: Vec<String> = (0..3).map(|i| format!("f{i}.txt")).collect();
+    let rels: Vec<String> = (0..4).map(|i| format!("f{i}.txt")).collect();
     for (i, rel) in rels.iter().enumerate() {
         p.write(rel, format!("original {i}\n"))?;
     }
@@ -253,7 +264,7 @@ fn maintenance_stores_the_kept_files_as_blobs_once_and_removes_them() -> TestRes
     store.rewind(&t, &RewindOptions::default())?;
     assert!(store.maintenance_due());
     let done = store.maintain()?;
-    assert_eq!(done.kept_stored, 3);
+    assert_eq!(done.kept_stored, 4);
     assert!(!store.store_dir().join("aside").exists());
     assert!(!store.maintenance_due());
     // The saved states are blobs now, in the index and in the log.
@@ -278,7 +289,7 @@ fn maintenance_stores_the_kept_files_as_blobs_once_and_removes_them() -> TestRes
     // The undo kept the restored originals; they are the turn's own
     // blobs, so storing them adds no pack.
     let done = store.maintain()?;
-    assert_eq!(done.kept_stored, 3);
+    assert_eq!(done.kept_stored, 4);
     let last = records(&store)?.pop().ok_or("no record")?;
     assert!(
         matches!(&last.op, Op::Packed { pack: None, blobs, .. } if blobs.is_empty()),
@@ -288,5 +299,23 @@ fn maintenance_stores_the_kept_files_as_blobs_once_and_removes_them() -> TestRes
     for (i, rel) in rels.iter().enumerate() {
         assert_eq!(p.read(rel)?, format!("original {i}\n").into_bytes());
     }
+    Ok(())
+}
+
+#[test]
+fn an_operation_on_a_few_paths_reads_them() -> TestResult {
+    let p = Project::new()?;
+    p.write("a.txt", "one\n")?;
+    let mut store = open_own(&p)?;
+    let t = TurnId::new("t1")?;
+    store.capture(&t, None, "a.txt")?;
+    p.write("a.txt", "agent\n")?;
+    store.rewind(&t, &RewindOptions::default())?;
+    let (_, saved) = last_saved(&store)?;
+    assert!(
+        matches!(saved.as_slice(), [(_, Pre::File { .. })]),
+        "{saved:?}"
+    );
+    assert!(!store.store_dir().join("aside").exists());
     Ok(())
 }
