@@ -9,9 +9,12 @@
 //! is instead hard-linked into the store while the operation saves the
 //! states (its `saved` record names it [`Pre::Aside`]): the rename that
 //! later puts the restored bytes at the path only drops the project's name,
-//! and the bytes stay, unread, under the store's. A file that cannot be
-//! kept this way (another file system, a link refused, other names, a path
-//! whose post-image a conflict check must compare) is read as before. Once
+//! and the bytes stay, unread, under the store's. A file whose post-image
+//! a conflict check compares is kept only when it still has the look
+//! (`StatKey`) recorded with that post-image, and is then kept with its
+//! hash. A file that cannot be kept this way (another file system, a link
+//! refused, other names, a look changed or never recorded) is read as
+//! before. Once
 //! the operation has answered, the background maintenance
 //! ([`Store::maintain`]) reads the kept files, stores them as blobs (a
 //! blob stored already is not written again), appends a `packed` record

@@ -47,7 +47,12 @@
 //!   the operation is done: each of its `files` replaces the `saved`
 //!   record's state of that path, and an `aside` state it does not list
 //!   (a kept file that was gone: the operation left that path alone) is
-//!   dropped.
+//!   dropped. An `aside` state may carry the `blob` its bytes hash to,
+//!   when that was known without reading them.
+//! - A `file` post-image may carry a `stat` (`dev`, `ino`, `size`, `mtime`,
+//!   `ctime`): the file's look when it was hashed, recorded only when its
+//!   `ctime` was before the file system's clock read first (see
+//!   [`StatKey`]). Older binaries ignore it.
 //! - A `rewind` record ends every live turn whose first record has
 //!   `seq >= from_seq`; `revert` ends one turn; `undo` and `redo` name the
 //!   operation they reverse, which must be on top of its stack.
@@ -242,14 +247,20 @@ pub struct PostEntry {
     pub post: Post,
 }
 
-/// The hash-only state of a path (read by [`de`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// The hash-only state of a path (read by [`de`]). Two states are equal
+/// when they say the same thing of the path: a file's [`StatKey`] is how
+/// its hash may be known again without reading it, not part of its state.
+#[derive(Debug, Clone, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Post {
     /// A regular file with these bytes.
     File {
         /// SHA-256 of its bytes.
         sha256: BlobId,
+        /// The file as it was looked at when it was hashed, when that look
+        /// can be trusted later (see [`StatKey`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stat: Option<StatKey>,
     },
     /// A symlink.
     Symlink {
@@ -262,6 +273,56 @@ pub enum Post {
     Dir,
     /// Something turnback does not compare (a FIFO, or a file over the cap).
     Other,
+}
+
+impl PartialEq for Post {
+    fn eq(&self, other: &Post) -> bool {
+        match (self, other) {
+            (Post::File { sha256: a, .. }, Post::File { sha256: b, .. }) => a == b,
+            (Post::Symlink { target: a }, Post::Symlink { target: b }) => a == b,
+            (Post::Absent, Post::Absent) | (Post::Dir, Post::Dir) | (Post::Other, Post::Other) => {
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Post {}
+
+/// A regular file's identity and times, as `fstat` gave them just before
+/// and just after its bytes were hashed (the same both times), recorded
+/// only when its `ctime` was before the file system's clock read before
+/// the hashing began. Any later change to the file sets its `ctime` to
+/// that clock's "now" or later, so a file whose `lstat` still gives this
+/// key holds the bytes hashed: a rewind then needs no read to know them
+/// (see [`crate::aside`]). The racily clean case, a change within the
+/// clock tick of the hashing, is what the `ctime` bound rules out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatKey {
+    /// Device number.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime: i64,
+    /// Status change time, nanoseconds since the epoch.
+    pub ctime: i64,
+}
+
+impl StatKey {
+    /// The key of `st` (a regular file's `stat`).
+    pub(crate) fn of(st: &crate::sys::fs::Stat) -> StatKey {
+        StatKey {
+            dev: crate::sys::dev(st),
+            ino: st.st_ino,
+            size: u64::try_from(st.st_size).unwrap_or(0),
+            mtime: crate::sys::mtime_ns(st),
+            ctime: crate::sys::ctime_ns(st),
+        }
+    }
 }
 
 /// A blob introduced by a capture record.
@@ -342,6 +403,10 @@ pub enum Pre {
         size: u64,
         /// Its permission bits.
         mode: u32,
+        /// Its bytes' hash, when it was known without reading them: the
+        /// post-image's, the file unchanged since (see [`StatKey`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        blob: Option<BlobId>,
     },
     /// Not saved; a rewind reports it as not restored.
     Skipped {

@@ -15,11 +15,14 @@
 //! 2. the current state of every path the plan touches (and of the
 //!    directories it may create) is saved in a durable `saved` record, so
 //!    the operation can be undone and nothing it replaces is lost. A
-//!    regular file with one name whose hash no conflict check needs (no
-//!    post-image recorded for it; every file, for undo and redo) is not
-//!    read: it is kept aside, by a second name in the store, where the
-//!    store's file system allows (see `aside.rs`); the background
-//!    maintenance stores it as a blob once the operation has answered;
+//!    regular file with one name is not read when its hash is not needed
+//!    (no post-image recorded for it; every file, for undo and redo) or is
+//!    known without reading (it still has the look, `StatKey`, recorded
+//!    with its post-image): it is kept aside, by a second name in the
+//!    store, where the store's file system allows and the operation
+//!    changes at least `aside::AT_LEAST` paths (see `aside.rs`); the
+//!    background maintenance stores it as a blob once the operation has
+//!    answered;
 //! 3. a path whose current bytes differ from the post-image the agent left
 //!    is a conflict: someone changed it since. By default the rewind goes on
 //!    (its bytes are in the `saved` record: `turnback undo` brings them
@@ -54,10 +57,11 @@
 //! open, so the operation opens every directory once between them (within
 //! a share of the descriptor limit). A rewind opens one file per restored
 //! file (the temporary file; the current one is kept aside unread) and
-//! one handle per directory: 1.09 `openat` per file on a 4,686-file tree
-//! in 398 directories. A file whose post-image a conflict check compares
-//! is read as well (2 per file): its hash decides whether someone changed
-//! it since the agent. A path must go from its old bytes to its new ones
+//! one handle per directory: 1.11 `openat` per file on a 4,686-file tree
+//! in 396 directories. A file whose post-image a conflict check compares
+//! and whose look changed since it was recorded (or was recorded without
+//! one) is read as well: its hash decides whether someone changed it
+//! since the agent. A path must go from its old bytes to its new ones
 //! in one rename (invariant I5), which takes a new inode. A
 //! crash (or an error) after step 2 and before the operation's record
 //! leaves its `saved` record last in the log: the next mutation, whatever
@@ -126,7 +130,7 @@ use crate::links::{self, LinkSplit};
 use crate::log::{FailedPath, FileEntry, Op, Post, PostEntry, Pre};
 use crate::path::RelPath;
 use crate::restore;
-use crate::store::{Store, post_of};
+use crate::store::{Expect, Store, post_of};
 
 /// Options of a rewind.
 #[derive(Debug, Clone, Default)]
@@ -361,7 +365,9 @@ pub(crate) fn steps_from<'a>(
                 Pre::Skipped { reason, .. } => Action::CannotRestore {
                     reason: format!("it was not saved at capture: {reason}"),
                 },
-                Pre::Aside { seq, n, size, mode } => Action::RestoreKept {
+                Pre::Aside {
+                    seq, n, size, mode, ..
+                } => Action::RestoreKept {
                     seq: *seq,
                     n: *n,
                     size: *size,
@@ -452,13 +458,18 @@ impl Store {
         // Read before anything is saved or changed: a config file in error
         // fails the rewind before it starts.
         let config = self.config()?;
-        // Only a path with a post-image to compare needs its hash.
-        let compared = |path: &RelPath| {
-            plan.posts
-                .get(path)
-                .is_some_and(|post| !matches!(post, Post::Other))
+        // Only a path with a post-image to compare needs its hash, and a
+        // file that still has the look it had when that was recorded has
+        // that post-image's.
+        let expect = |path: &RelPath| match plan.posts.get(path) {
+            None | Some(Post::Other) => Expect::Nothing,
+            Some(Post::File {
+                sha256,
+                stat: Some(key),
+            }) => Expect::Post(*sha256, *key),
+            Some(_) => Expect::Hash,
         };
-        let current = self.current_states(&mut report, Some(&compared))?;
+        let current = self.current_states(&mut report, Some(&expect))?;
         let changed = self.changed_since(&current, &report, |path| plan.posts.get(path));
         if options.keep_conflicts {
             report.kept.extend(changed);
@@ -655,7 +666,7 @@ impl Store {
             .unwrap_or_default();
         let mut report = Report::new(operation, turn, turns, false, steps);
         // Nothing is compared: every file may be kept aside.
-        self.current_states(&mut report, Some(&|_| false))?;
+        self.current_states(&mut report, Some(&|_| Expect::Nothing))?;
         self.execute_plan(&mut report, &HashSet::new())?;
         self.release_unreplaced(&report);
         Ok(report)
@@ -664,13 +675,13 @@ impl Store {
     /// The current state of every path the plan may change (and of the
     /// other names of its hard-linked files): saved durably (not on a dry
     /// run), and returned as hashes, in no particular order.
-    /// A file whose path `read` names (or every file, when `read` is
-    /// `None`) is read and hashed; the others may be kept aside unread (see
-    /// `aside.rs`), and their hashes are then not known.
+    /// A file is read and hashed unless `expect` says what of it the
+    /// operation needs can be had without (every file is, when `expect` is
+    /// `None`); the others may be kept aside unread (see `aside.rs`).
     fn current_states(
         &mut self,
         report: &mut Report,
-        read: Option<&dyn Fn(&RelPath) -> bool>,
+        expect: Option<&dyn Fn(&RelPath) -> Expect>,
     ) -> Result<States> {
         let paths = touched_paths(&report.plan);
         if report.dry_run {
@@ -680,8 +691,8 @@ impl Store {
         // the lock was taken (see `settle.rs`): the states saved here are
         // the folder as it was before that operation began. A small one
         // reads its few files (see `aside::AT_LEAST`).
-        let read = read.filter(|_| report.plan.len() >= crate::aside::AT_LEAST);
-        let seq = self.save_states(&paths, read)?;
+        let expect = expect.filter(|_| report.plan.len() >= crate::aside::AT_LEAST);
+        let seq = self.save_states(&paths, expect)?;
         report.saved = Some(seq);
         Ok(States::Saved(seq))
     }
@@ -1394,7 +1405,7 @@ mod tests {
         let _guard = store.begin_mutation()?;
         let plan = store.plan_rewind(&t)?;
         let mut report = Report::new("rewind", t.clone(), plan.turns, false, plan.steps);
-        store.current_states(&mut report, Some(&|_| false))?;
+        store.current_states(&mut report, Some(&|_| Expect::Nothing))?;
         assert_eq!(fs::metadata(root.join("a.txt"))?.nlink(), 2, "not kept");
         let skip: HashSet<RelPath> = [RelPath::parse("a.txt")?].into();
         store.execute_plan(&mut report, &skip)?;
@@ -1417,6 +1428,38 @@ mod tests {
                 b"agent d.txt".to_vec()
             ]
         );
+        Ok(())
+    }
+
+    /// A file's look is recorded with its hash only when its `ctime` is
+    /// before the file system's clock read first.
+    #[test]
+    fn a_files_look_is_kept_only_when_its_ctime_is_before_the_clock()
+    -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path().join("p");
+        std::fs::create_dir(&root)?;
+        std::fs::write(root.join("a.txt"), "a\n")?;
+        let options = crate::store::Options {
+            data_dir: Some(dir.path().join("data")),
+            ..Default::default()
+        };
+        let store = Store::open_with(&root, options)?;
+        let rels = [RelPath::parse("a.txt")?];
+        let (_, keys) = store.hash_entries(&rels, Some(i64::MIN))?;
+        assert!(keys.is_empty(), "{keys:?}");
+        let (_, keys) = store.hash_entries(&rels, None)?;
+        assert!(keys.is_empty(), "{keys:?}");
+        let (entries, keys) = store.hash_entries(&rels, Some(i64::MAX))?;
+        let key = keys.get(&0).ok_or("no key")?;
+        let meta = std::fs::symlink_metadata(root.join("a.txt"))?;
+        assert_eq!(key.size, meta.len());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            assert_eq!(key.ino, meta.ino());
+        }
+        assert!(matches!(entries[0].pre, Pre::File { .. }));
         Ok(())
     }
 

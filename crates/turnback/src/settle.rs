@@ -378,7 +378,7 @@ mod tests {
         // What the rewind does before it is killed: both files kept, a.txt
         // replaced by its restored bytes, b.txt not yet.
         let paths = vec![RelPath::parse("a.txt")?, RelPath::parse("b.txt")?];
-        store.save_states(&paths, Some(&|_| false))?;
+        store.save_states(&paths, Some(&|_| crate::store::Expect::Nothing))?;
         assert_eq!(fs::metadata(root.join("b.txt"))?.nlink(), 2, "not kept");
         let temp = root.join(stale_temp("a.txt")?);
         fs::write(&temp, "alpha\n")?;

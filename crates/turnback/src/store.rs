@@ -28,7 +28,9 @@ use crate::id::{BlobId, TurnId, cut_label};
 use crate::index::{Index, Turn};
 use crate::location::{self, Data, Location};
 use crate::lock::{self, LockGuard};
-use crate::log::{self, FileEntry, LOG_FILE, Op, Post, PostEntry, Pre, Record, StoredBlob};
+use crate::log::{
+    self, FileEntry, LOG_FILE, Op, Post, PostEntry, Pre, Record, StatKey, StoredBlob,
+};
 use crate::pack::{self, BlobLoc, PackWriter};
 use crate::path::{RelPath, STORE_DIR, lexical_components};
 
@@ -110,13 +112,25 @@ enum Collect {
     State,
 }
 
+/// What an operation needs of a path's current file when it saves it
+/// (see [`crate::aside`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Expect {
+    /// Nothing: it may be kept aside, unread.
+    Nothing,
+    /// Its hash, which a conflict check compares: it is read.
+    Hash,
+    /// Its hash, known to be this post-image's if the file still has this
+    /// look: then it is kept aside, unread, with that hash; else read.
+    Post(BlobId, StatKey),
+}
+
 /// Files kept aside instead of read while the states are collected (see
 /// [`crate::aside`]).
 pub(crate) struct Keeping<'a> {
     keeper: aside::Keeper,
-    /// Paths that must be read all the same (a conflict check compares
-    /// their hashes).
-    read: &'a dyn Fn(&RelPath) -> bool,
+    /// What the operation needs of each path.
+    expect: &'a dyn Fn(&RelPath) -> Expect,
     /// No file can be kept (another file system).
     off: bool,
 }
@@ -137,14 +151,30 @@ struct Collected {
 /// The hash-only form of a state.
 pub(crate) fn post_of(pre: &Pre) -> Post {
     match pre {
-        Pre::File { blob, .. } => Post::File { sha256: *blob },
+        Pre::File { blob, .. } => Post::File {
+            sha256: *blob,
+            stat: None,
+        },
         Pre::Symlink { target } => Post::Symlink {
             target: target.clone(),
         },
         Pre::Absent => Post::Absent,
         Pre::Dir { .. } => Post::Dir,
-        Pre::Fifo { .. } | Pre::Skipped { .. } | Pre::Aside { .. } => Post::Other,
+        Pre::Aside {
+            blob: Some(blob), ..
+        } => Post::File {
+            sha256: *blob,
+            stat: None,
+        },
+        Pre::Fifo { .. } | Pre::Skipped { .. } | Pre::Aside { blob: None, .. } => Post::Other,
     }
+}
+
+/// A file hashed, with its stat key when it can be trusted later.
+struct Looked {
+    i: usize,
+    id: BlobId,
+    key: Option<StatKey>,
 }
 
 /// A small file read, hashed and (if new) compressed.
@@ -907,13 +937,28 @@ impl Store {
         Ok(n)
     }
 
-    /// The current state of `rels` as hashes (nothing is stored).
+    /// The current state of `rels` as hashes (nothing is stored), each
+    /// regular file's with its [`StatKey`] when that can be trusted later:
+    /// its `ctime` before the file system's clock, read first, and its
+    /// `fstat` the same before and after it was hashed.
     pub(crate) fn hash_states(&self, rels: &[RelPath]) -> Result<Vec<PostEntry>> {
-        Ok(self
-            .current_entries(rels)?
+        // No clock, no keys: the files are read again when compared.
+        let clock = self
+            .dirs
+            .as_ref()
+            .and_then(|d| crate::tree::fs_clock(&d.store, &self.store_path).ok());
+        let (entries, mut keys) = self.hash_entries(rels, clock)?;
+        Ok(entries
             .into_iter()
-            .map(|e| PostEntry {
-                post: post_of(&e.pre),
+            .enumerate()
+            .map(|(i, e)| PostEntry {
+                post: match (post_of(&e.pre), keys.remove(&i)) {
+                    (Post::File { sha256, .. }, Some(key)) => Post::File {
+                        sha256,
+                        stat: Some(key),
+                    },
+                    (post, _) => post,
+                },
                 path: e.path,
             })
             .collect())
@@ -922,48 +967,71 @@ impl Store {
     /// The current state of `rels`, modes included, each file's blob id
     /// its bytes' hash (nothing is stored).
     pub(crate) fn current_entries(&self, rels: &[RelPath]) -> Result<Vec<FileEntry>> {
+        Ok(self.hash_entries(rels, None)?.0)
+    }
+
+    /// [`Store::current_entries`], with the [`StatKey`] of each file (by
+    /// its index) whose `ctime` is before `clock`.
+    pub(crate) fn hash_entries(
+        &self,
+        rels: &[RelPath],
+        clock: Option<i64>,
+    ) -> Result<(Vec<FileEntry>, HashMap<usize, StatKey>)> {
         let collected = self.collect(rels, &HashSet::new(), Collect::State, None)?;
         let mut entries = collected.entries;
+        let mut keys = HashMap::new();
         let mut walk = self.walk();
         for chunk in collected.files.chunks(OPEN_CHUNK) {
             let opened = self.open_files(&mut walk, &mut entries, chunk)?;
-            let hashed: Vec<Result<(usize, BlobId)>> = crate::par::map(&opened, |(i, file)| {
+            let hashed: Vec<Result<Looked>> = crate::par::map(&opened, |(i, file)| {
+                let look = || crate::sys::fs::fstat(file).ok().map(|st| StatKey::of(&st));
+                let before = clock.and_then(|_| look());
                 let mut h = pack::HashingReader::new(file);
                 io::copy(&mut h, &mut io::sink())
                     .ctx("read", self.root.join(entries[*i].path.as_path()))?;
-                Ok((*i, h.finish().0))
+                let key = before
+                    .filter(|k| clock.is_some_and(|c| k.ctime < c) && look().as_ref() == Some(k));
+                Ok(Looked {
+                    i: *i,
+                    id: h.finish().0,
+                    key,
+                })
             });
             for r in hashed {
-                let (i, id) = r?;
+                let Looked { i, id, key } = r?;
                 if let Pre::File { blob, .. } = &mut entries[i].pre {
                     *blob = id;
                 }
+                if let Some(k) = key {
+                    keys.insert(i, k);
+                }
             }
         }
-        Ok(entries)
+        Ok((entries, keys))
     }
 
     /// Saves the current state of `rels` (bytes included, whatever their
     /// size) in a durable `saved` record before an operation changes them.
-    /// A regular file with no other name whose path `read` does not name is
-    /// kept aside rather than read, where the store's file system allows
-    /// (see [`crate::aside`]); `read: None` reads every file. Returns the
-    /// record's seq; the states are in the index (`index.saved`).
+    /// A regular file with no other name is kept aside rather than read
+    /// where the store's file system allows and `expect` says its bytes
+    /// need no read (see [`crate::aside`]); `expect: None` reads every
+    /// file. Returns the record's seq; the states are in the index
+    /// (`index.saved`).
     pub(crate) fn save_states(
         &mut self,
         rels: &[RelPath],
-        read: Option<&dyn Fn(&RelPath) -> bool>,
+        expect: Option<&dyn Fn(&RelPath) -> Expect>,
     ) -> Result<u64> {
         let seq = self.index.last_seq + 1;
-        let store = match read.filter(|_| crate::sys::KEEP_ASIDE) {
+        let store = match expect.filter(|_| crate::sys::KEEP_ASIDE) {
             Some(_) => {
                 Some(crate::sys::dup(&self.dirs().store).ctx("open", self.store_path.clone())?)
             }
             None => None,
         };
-        let mut keeping = read.zip(store).map(|(read, store)| Keeping {
+        let mut keeping = expect.zip(store).map(|(expect, store)| Keeping {
             keeper: aside::Keeper::new(store, seq),
-            read,
+            expect,
             off: false,
         });
         let saved = self.save_keeping(rels, seq, keeping.as_mut());
@@ -1206,25 +1274,29 @@ impl Store {
                     }
                 }
                 Node::File { size, mode: bits } => {
-                    let kept = match keeping.as_deref_mut() {
-                        Some(k)
-                            if mode == Collect::State
-                                && !k.off
-                                && st.as_ref().is_some_and(|st| crate::sys::nlink(st) == 1)
-                                && !(k.read)(&rel) =>
-                        {
-                            match k.keeper.keep(dir, name) {
-                                Ok(kept) => Some(kept),
-                                Err(aside::NotKept::This) => None,
-                                Err(aside::NotKept::None) => {
+                    let st = st.as_ref().filter(|st| crate::sys::nlink(st) == 1);
+                    let kept = match (keeping.as_deref_mut(), st) {
+                        (Some(k), Some(st)) if mode == Collect::State && !k.off => {
+                            // The hash it is kept with, if any.
+                            let blob = match (k.expect)(&rel) {
+                                Expect::Nothing => Some(None),
+                                Expect::Hash => None,
+                                Expect::Post(blob, key) => {
+                                    (StatKey::of(st) == key).then_some(Some(blob))
+                                }
+                            };
+                            match blob.map(|b| (b, k.keeper.keep(dir, name))) {
+                                Some((b, Ok(kept))) => Some((b, kept)),
+                                Some((_, Err(aside::NotKept::None))) => {
                                     k.off = true;
                                     None
                                 }
+                                _ => None,
                             }
                         }
                         _ => None,
                     };
-                    if let Some(kept) = kept {
+                    if let Some((blob, kept)) = kept {
                         out.entries.push(FileEntry {
                             path: rel,
                             pre: Pre::Aside {
@@ -1232,6 +1304,7 @@ impl Store {
                                 n: kept.n,
                                 size: kept.size,
                                 mode: kept.mode,
+                                blob,
                             },
                         });
                         continue;
@@ -1533,7 +1606,8 @@ impl Store {
         for path in std::iter::once(&target).chain(&names.found) {
             posts.push(PostEntry {
                 path: path.clone(),
-                post: Post::File { sha256 },
+                // Written just now: its look could not be trusted later.
+                post: Post::File { sha256, stat: None },
             });
         }
         let rels: Vec<RelPath> = std::iter::once(rel).chain(names.found.clone()).collect();

@@ -603,6 +603,35 @@ fn remove_head(store: &OwnedFd, store_path: &Path) -> Result<()> {
     }
 }
 
+/// Reads the file system's clock, the one that stamps the project's files:
+/// `<store>/tree-stamp` (created once) has its times set to "now" by the
+/// kernel, then they are read back. No inode is allocated.
+pub(crate) fn fs_clock(store: &OwnedFd, store_path: &Path) -> Result<i64> {
+    let shown = store_path.join(STAMP_FILE);
+    let fd = fsx::open_store_file(store, STAMP_FILE, OFlags::WRONLY, Some(0o644))
+        .ctx("open", &shown)?
+        .ok_or_else(|| crate::error::Error::Io {
+            op: "open",
+            path: shown.clone(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })?;
+    let now = crate::sys::fs::Timespec {
+        tv_sec: 0,
+        tv_nsec: crate::sys::fs::UTIME_NOW,
+    };
+    crate::sys::fs::futimens(
+        &fd,
+        &crate::sys::fs::Timestamps {
+            last_access: now,
+            last_modification: now,
+        },
+    )
+    .ctx("set the times of", &shown)?;
+    let st = crate::sys::fs::fstat(&fd).ctx("stat", &shown)?;
+    let s = Stat::of_raw(&st);
+    Ok(s.mtime_ns.max(s.ctime_ns))
+}
+
 /// A scan's stamp, taken when it starts; the tree it leaves is written by
 /// [`TreeWriter::commit`] when it is recorded.
 pub(crate) struct TreeWriter {
@@ -616,30 +645,8 @@ impl TreeWriter {
     /// "now" by the kernel, then they are read back. No inode is allocated,
     /// so an unchanged scan creates and deletes no file.
     pub(crate) fn begin(store: &OwnedFd, store_path: &Path) -> Result<TreeWriter> {
-        let shown = store_path.join(STAMP_FILE);
-        let fd = fsx::open_store_file(store, STAMP_FILE, OFlags::WRONLY, Some(0o644))
-            .ctx("open", &shown)?
-            .ok_or_else(|| crate::error::Error::Io {
-                op: "open",
-                path: shown.clone(),
-                source: std::io::Error::from(std::io::ErrorKind::NotFound),
-            })?;
-        let now = crate::sys::fs::Timespec {
-            tv_sec: 0,
-            tv_nsec: crate::sys::fs::UTIME_NOW,
-        };
-        crate::sys::fs::futimens(
-            &fd,
-            &crate::sys::fs::Timestamps {
-                last_access: now,
-                last_modification: now,
-            },
-        )
-        .ctx("set the times of", &shown)?;
-        let st = crate::sys::fs::fstat(&fd).ctx("stat", &shown)?;
-        let s = Stat::of_raw(&st);
         Ok(TreeWriter {
-            stamp_ns: s.mtime_ns.max(s.ctime_ns),
+            stamp_ns: fs_clock(store, store_path)?,
         })
     }
 

@@ -93,6 +93,7 @@ fn a_rewind_keeps_what_it_replaces_aside_unread_and_undo_copies_it_back() -> Tes
             n,
             size,
             mode,
+            blob,
         } = pre
         else {
             assert!(matches!(pre, Pre::Dir { .. }), "{path}: {pre:?}");
@@ -100,6 +101,8 @@ fn a_rewind_keeps_what_it_replaces_aside_unread_and_undo_copies_it_back() -> Tes
         };
         kept += 1;
         assert_eq!(*s, seq);
+        // No post-image: its hash is not known until it is stored.
+        assert_eq!(*blob, None, "{path}");
         let i = rels.iter().position(|r| r == path).ok_or("not planned")?;
         let file = kept_path(&store, seq, *n);
         let meta = std::fs::metadata(&file)?;
@@ -317,5 +320,72 @@ fn an_operation_on_a_few_paths_reads_them() -> TestResult {
         "{saved:?}"
     );
     assert!(!store.store_dir().join("aside").exists());
+    Ok(())
+}
+
+/// Waits until the file system's clock is past the `ctime` of every file
+/// of `paths`: the look of a file hashed after that can be trusted later.
+fn clock_past(p: &Project, rels: &[String]) -> TestResult {
+    let newest = rels
+        .iter()
+        .map(|r| std::fs::metadata(p.path(r)).map(|m| (m.ctime(), m.ctime_nsec())))
+        .collect::<std::io::Result<Vec<_>>>()?
+        .into_iter()
+        .max()
+        .ok_or("no file")?;
+    let stamp = p.parent().join("clock");
+    for _ in 0..10_000 {
+        std::fs::write(&stamp, "")?;
+        let m = std::fs::metadata(&stamp)?;
+        if (m.ctime(), m.ctime_nsec()) > newest {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    Err("the file system's clock did not move".into())
+}
+
+#[test]
+fn a_sealed_turns_files_unchanged_since_are_kept_unread_and_a_changed_one_is_read() -> TestResult {
+    let p = Project::new()?;
+    let rels: Vec<String> = (0..5).map(|i| format!("f{i}.txt")).collect();
+    for rel in &rels {
+        p.write(rel, "original\n")?;
+    }
+    let mut store = open_own(&p)?;
+    let t = TurnId::new("t1")?;
+    store.capture_many(&t, None, &rels)?;
+    for rel in &rels {
+        p.write(rel, "by agent\n")?;
+    }
+    clock_past(&p, &rels)?;
+    // The post-images, each with the file's look.
+    store.seal(&t)?;
+    // Someone rewrites f0 after the seal: same size, other bytes.
+    p.write("f0.txt", "BY AGENT\n")?;
+    let report = store.rewind(&t, &RewindOptions::default())?;
+    let conflicts: Vec<&str> = report.conflicts.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(conflicts, ["f0.txt"], "{report:?}");
+    let agent = turnback::pack::hash_bytes(b"by agent\n");
+    let (_, saved) = last_saved(&store)?;
+    for (path, pre) in &saved {
+        match (path.as_str(), pre) {
+            ("f0.txt", Pre::File { .. }) => {}
+            (_, Pre::Aside { blob, .. }) if path != "f0.txt" => {
+                assert_eq!(*blob, Some(agent), "{path}")
+            }
+            _ => return Err(format!("{path}: {pre:?}").into()),
+        }
+    }
+    // Undo gives back the agent's files and the one changed after it.
+    store.undo()?;
+    assert_eq!(p.read("f0.txt")?, b"BY AGENT\n");
+    for rel in &rels[1..] {
+        assert_eq!(p.read(rel)?, b"by agent\n");
+    }
+    // The background maintenance stores them under the hash they were
+    // kept with.
+    let done = store.maintain()?;
+    assert!(done.kept_stored >= 4, "{done:?}");
     Ok(())
 }

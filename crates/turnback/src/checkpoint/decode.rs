@@ -126,11 +126,12 @@ impl<'a> Reader<'a> {
                 size: self.num()?,
             },
             5 => Pre::Fifo { mode: self.u32()? },
-            7 => Pre::Aside {
+            tag @ (7 | 8) => Pre::Aside {
                 seq: self.num()?,
                 n: self.num()?,
                 size: self.num()?,
                 mode: self.u32()?,
+                blob: if tag == 8 { Some(self.blob()?) } else { None },
             },
             _ => return None,
         };
@@ -141,6 +142,17 @@ impl<'a> Reader<'a> {
         Some(match self.byte()? {
             0 => Post::File {
                 sha256: self.blob()?,
+                stat: None,
+            },
+            5 => Post::File {
+                sha256: self.blob()?,
+                stat: Some(crate::log::StatKey {
+                    dev: self.num()?,
+                    ino: self.num()?,
+                    size: self.num()?,
+                    mtime: self.num()? as i64,
+                    ctime: self.num()? as i64,
+                }),
             },
             1 => Post::Symlink {
                 target: self.str()?,

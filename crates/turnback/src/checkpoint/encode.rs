@@ -95,21 +95,43 @@ impl Writer {
                 self.0.push(5);
                 self.num(u64::from(*mode));
             }
-            Pre::Aside { seq, n, size, mode } => {
-                self.0.push(7);
+            Pre::Aside {
+                seq,
+                n,
+                size,
+                mode,
+                blob,
+            } => {
+                self.0.push(if blob.is_some() { 8 } else { 7 });
                 self.num(*seq);
                 self.num(*n);
                 self.num(*size);
                 self.num(u64::from(*mode));
+                if let Some(b) = blob {
+                    self.blob(b);
+                }
             }
         }
     }
 
     fn post(&mut self, p: &Post) {
         match p {
-            Post::File { sha256 } => {
+            Post::File { sha256, stat: None } => {
                 self.0.push(0);
                 self.blob(sha256);
+            }
+            Post::File {
+                sha256,
+                stat: Some(k),
+            } => {
+                self.0.push(5);
+                self.blob(sha256);
+                self.num(k.dev);
+                self.num(k.ino);
+                self.num(k.size);
+                // Two's complement: a time before 1970 comes back whole.
+                self.num(k.mtime as u64);
+                self.num(k.ctime as u64);
             }
             Post::Symlink { target } => {
                 self.0.push(1);

@@ -310,6 +310,7 @@ impl<'de> Deserialize<'de> for Pre {
                         n: need(n, "n")?,
                         size: need(size, "size")?,
                         mode: need(mode, "mode")?,
+                        blob,
                     },
                 })
             }
@@ -325,6 +326,7 @@ enum PostField {
     Kind,
     Sha256,
     Target,
+    Stat,
     #[serde(other)]
     Other,
 }
@@ -352,11 +354,13 @@ impl<'de> Deserialize<'de> for Post {
                 let mut kind = None;
                 let mut sha256: Option<BlobId> = None;
                 let mut target: Option<String> = None;
+                let mut stat: Option<Option<crate::log::StatKey>> = None;
                 while let Some(key) = map.next_key::<PostField>()? {
                     match key {
                         PostField::Kind => put(&mut kind, map.next_value::<PostKind>()?, "kind")?,
                         PostField::Sha256 => put(&mut sha256, map.next_value()?, "sha256")?,
                         PostField::Target => put(&mut target, map.next_value()?, "target")?,
+                        PostField::Stat => put(&mut stat, map.next_value()?, "stat")?,
                         PostField::Other => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -365,6 +369,7 @@ impl<'de> Deserialize<'de> for Post {
                 Ok(match need(kind, "kind")? {
                     PostKind::File => Post::File {
                         sha256: need(sha256, "sha256")?,
+                        stat: stat.flatten(),
                     },
                     PostKind::Symlink => Post::Symlink {
                         target: need(target, "target")?,
@@ -459,7 +464,8 @@ mod tests {
             kinds,
             vec![
                 Post::File {
-                    sha256: ID.parse().expect("valid")
+                    sha256: ID.parse().expect("valid"),
+                    stat: None,
                 },
                 Post::Symlink { target: "a".into() },
                 Post::Absent,
@@ -467,5 +473,24 @@ mod tests {
                 Post::Other
             ]
         );
+        // A file's look, when recorded, reads back whole.
+        let body = format!(
+            r#"{{"seq":3,"at":4,"type":"seal","turn":"t","posts":[{{"path":"a","post":{{"kind":"file","sha256":"{ID}","stat":{{"dev":1,"ino":2,"size":3,"mtime":-4,"ctime":5}}}}}}]}}"#
+        );
+        let r = decode(&line(&body)).expect("decodes");
+        let Op::Seal { posts, .. } = r.op else {
+            panic!("not a seal: {:?}", r.op);
+        };
+        let Post::File { stat, .. } = &posts[0].post else {
+            panic!("not a file: {:?}", posts[0].post);
+        };
+        let want = crate::log::StatKey {
+            dev: 1,
+            ino: 2,
+            size: 3,
+            mtime: -4,
+            ctime: 5,
+        };
+        assert_eq!(*stat, Some(want));
     }
 }

@@ -42,7 +42,10 @@ pub(super) fn post_in(entries: &[Entry], path: &RelPath) -> Post {
     match entries.binary_search_by(|e| e.path.as_slice().cmp(key)) {
         Err(_) => Post::Absent,
         Ok(i) => match &entries[i].kind {
-            Kind::File { blob } => Post::File { sha256: *blob },
+            Kind::File { blob } => Post::File {
+                sha256: *blob,
+                stat: None,
+            },
             Kind::Symlink { target } => Post::Symlink {
                 target: target.clone(),
             },
