@@ -183,7 +183,7 @@ impl Store {
         }
         // After the move the destination holds what the source holds now.
         let moved = self
-            .hash_states(std::slice::from_ref(&src))?
+            .hash_states(std::slice::from_ref(&src), false)?
             .into_iter()
             .map(|p| p.post)
             .next()

@@ -685,7 +685,7 @@ impl Store {
     ) -> Result<States> {
         let paths = touched_paths(&report.plan);
         if report.dry_run {
-            return Ok(States::Hashed(self.hash_states(&paths)?));
+            return Ok(States::Hashed(self.hash_states(&paths, false)?));
         }
         // An operation interrupted before its record was rolled back when
         // the lock was taken (see `settle.rs`): the states saved here are

@@ -895,7 +895,7 @@ impl Store {
         if self.index.turn(turn).is_none() {
             return Err(self.unknown_turn(turn));
         }
-        let posts = self.hash_states(&rels)?;
+        let posts = self.hash_states(&rels, true)?;
         let n = posts.len();
         self.capture_locked(turn, None, &[], posts)?;
         Ok(n)
@@ -931,21 +931,24 @@ impl Store {
             // turnback record them): nothing to hash, no record.
             return Ok(0);
         }
-        let posts = self.hash_states(&paths)?;
+        let posts = self.hash_states(&paths, true)?;
         let n = posts.len();
         self.append(Op::Seal { turn: id, posts })?;
         Ok(n)
     }
 
-    /// The current state of `rels` as hashes (nothing is stored), each
-    /// regular file's with its [`StatKey`] when that can be trusted later:
-    /// its `ctime` before the file system's clock, read first, and its
-    /// `fstat` the same before and after it was hashed.
-    pub(crate) fn hash_states(&self, rels: &[RelPath]) -> Result<Vec<PostEntry>> {
+    /// The current state of `rels` as hashes (nothing is stored). With
+    /// `keyed` (post-images recorded under the store lock), each regular
+    /// file's comes with its [`StatKey`] when that can be trusted later:
+    /// its `ctime` before the file system's clock, read first (which sets
+    /// the times of `tree-stamp`, so only under the lock), and its `fstat`
+    /// the same before and after it was hashed.
+    pub(crate) fn hash_states(&self, rels: &[RelPath], keyed: bool) -> Result<Vec<PostEntry>> {
         // No clock, no keys: the files are read again when compared.
         let clock = self
             .dirs
             .as_ref()
+            .filter(|_| keyed)
             .and_then(|d| crate::tree::fs_clock(&d.store, &self.store_path).ok());
         let (entries, mut keys) = self.hash_entries(rels, clock)?;
         Ok(entries

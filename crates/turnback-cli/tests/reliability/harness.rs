@@ -426,7 +426,50 @@ pub fn run(root: &Path, inv: &Invocation, wrapper: &[String]) -> Res<Output> {
         // A child killed before it reads its input closes the pipe.
         let _ = stdin.write_all(&inv.stdin);
     }
-    Ok(child.wait_with_output()?)
+    let out = child.wait_with_output()?;
+    if wrapper.is_empty() {
+        wait_for_maintenance(root)?;
+    }
+    Ok(out)
+}
+
+/// Waits (up to a minute) for the background `turnback maintain` a
+/// command may have started once it answered (storing the files a rewind
+/// or undo kept aside), so the folder and the store are checked as the
+/// command leaves them for good. It was started before the command exited,
+/// so it is found among the processes if it still runs. (A traced
+/// command's is traced too, and strace waits for it.)
+fn wait_for_maintenance(root: &Path) -> Res {
+    let mut needle = b"--root\0".to_vec();
+    needle.extend_from_slice(root.as_os_str().as_encoded_bytes());
+    needle.extend_from_slice(b"\0maintain\0");
+    let running = || -> Res<bool> {
+        for e in std::fs::read_dir("/proc")? {
+            let Ok(e) = e else { continue };
+            // Processes come and go: one gone while read is not running.
+            let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+                continue;
+            };
+            if cmdline
+                .windows(needle.len())
+                .any(|w| w == needle.as_slice())
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    };
+    for _ in 0..6000 {
+        if !running()? {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Err(format!(
+        "a background turnback maintain in {} ran for a minute",
+        root.display()
+    )
+    .into())
 }
 
 /// strace options that kill the traced process at the `n`th call of
