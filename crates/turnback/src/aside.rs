@@ -59,7 +59,7 @@ use std::io;
 use crate::error::{IoResultExt, Result};
 use crate::fsx;
 use crate::id::BlobId;
-use crate::log::{FileEntry, Op, Pre, StoredBlob};
+use crate::log::{FileEntry, Op, Pre, StatKey, StoredBlob};
 use crate::pack::{self, PackWriter};
 use crate::path::RelPath;
 use crate::store::Store;
@@ -80,12 +80,14 @@ pub(crate) const AT_LEAST: usize = 4;
 /// Names per bucket.
 const BUCKET: u64 = 1024;
 
-/// A kept file: its number, size and permission bits.
+/// A kept file: its number, size and permission bits, and its look as
+/// the store's name shows it (its `ctime` is the link's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Kept {
     pub(crate) n: u64,
     pub(crate) size: u64,
     pub(crate) mode: u32,
+    pub(crate) look: crate::log::StatKey,
 }
 
 /// Why a file was not kept aside.
@@ -141,24 +143,37 @@ impl Keeper {
         // What was linked, looked at through the store's own name.
         let kept = match fsx::lstat_at(bucket, link.as_str()) {
             Ok(Some(st)) if crate::sys::nlink(&st) == 2 => match fsx::node_of(&st) {
-                fsx::Node::File { size, mode } => Some((size, mode)),
+                fsx::Node::File { size, mode } => Some((size, mode, StatKey::of(&st))),
                 _ => None,
             },
             _ => None,
         };
         match kept {
-            Some((size, mode)) => {
+            Some((size, mode, look)) => {
                 self.next += 1;
                 Ok(Kept {
                     n,
                     size,
                     mode: mode & 0o7777,
+                    look,
                 })
             }
             None => {
                 let _ = fsx::unlink(bucket, link.as_str());
                 Err(NotKept::This)
             }
+        }
+    }
+
+    /// Removes the name just given to `kept` (it is not the file the
+    /// operation expected: it will be read instead).
+    pub(crate) fn unkeep(&mut self, kept: Kept) {
+        if kept.n + 1 != self.next {
+            return;
+        }
+        if let Some(bucket) = self.buckets.last() {
+            let _ = fsx::unlink(bucket, kept.n.to_string().as_str());
+            self.next -= 1;
         }
     }
 
@@ -621,6 +636,24 @@ mod tests {
         io::Read::read_to_string(&mut open(&store, 7, 0)?.ok_or("not found")?, &mut read)?;
         assert_eq!(read, "alpha");
         assert!(open(&store, 7, 1)?.is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn a_name_taken_back_is_given_to_the_next_file() -> TestResult {
+        let (tmp, root, store) = setup()?;
+        let p = tmp.path().join("p");
+        fs::write(p.join("a"), "alpha")?;
+        fs::write(p.join("b"), "beta")?;
+        let mut keeper = Keeper::new(store.try_clone()?, 2);
+        let kept = keeper.keep(&root, "a").map_err(|_| "a not kept")?;
+        assert_eq!(kept.look.ino, fs::metadata(p.join("a"))?.ino());
+        keeper.unkeep(kept);
+        assert_eq!(fs::metadata(p.join("a"))?.nlink(), 1);
+        assert!(!keeper.any());
+        let kept = keeper.keep(&root, "b").map_err(|_| "b not kept")?;
+        assert_eq!(kept.n, 0);
+        assert_eq!(names(&tmp.path().join("store/aside/2/0"))?, ["0"]);
         Ok(())
     }
 

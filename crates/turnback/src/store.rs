@@ -170,6 +170,14 @@ pub(crate) fn post_of(pre: &Pre) -> Post {
     }
 }
 
+/// Whether two looks of one file say the same bytes, but for its `ctime`
+/// (a link made since changes it): same file, size and `mtime`. A write
+/// after the older look sets `mtime` to a later time than the older one,
+/// recorded before the clock's tick of that look's own hashing.
+fn same_bytes_look(a: &StatKey, b: &StatKey) -> bool {
+    (a.dev, a.ino, a.size, a.mtime) == (b.dev, b.ino, b.size, b.mtime)
+}
+
 /// A file hashed, with its stat key when it can be trusted later.
 struct Looked {
     i: usize,
@@ -1289,6 +1297,14 @@ impl Store {
                                 }
                             };
                             match blob.map(|b| (b, k.keeper.keep(dir, name))) {
+                                // Changed between the look and the link
+                                // (its ctime is the link's now): read.
+                                Some((Some(_), Ok(kept)))
+                                    if !same_bytes_look(&kept.look, &StatKey::of(st)) =>
+                                {
+                                    k.keeper.unkeep(kept);
+                                    None
+                                }
                                 Some((b, Ok(kept))) => Some((b, kept)),
                                 Some((_, Err(aside::NotKept::None))) => {
                                     k.off = true;
