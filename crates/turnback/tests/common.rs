@@ -72,6 +72,17 @@ impl Project {
         Store::open_with(&self.root, options)
     }
 
+    /// The store in a data directory of its own beside the project, so on
+    /// its file system (where rewinds keep files aside and use the trash),
+    /// and shared with no other test (whose mutations would empty its
+    /// trash).
+    pub fn open_own(&self) -> turnback::Result<Store> {
+        self.open_with(Options {
+            data_dir: Some(self.parent().join("data")),
+            ..Options::default()
+        })
+    }
+
     /// The log's path (one that does not exist while there is no store).
     pub fn log_path(&self) -> PathBuf {
         store_dir_if_any(&self.root)
@@ -390,5 +401,21 @@ pub fn copy_dir(from: &Path, to: &Path) -> TestResult {
             std::fs::copy(&src, &dst)?;
         }
     }
+    Ok(())
+}
+
+/// Fails unless the last turn of `store` recorded each of its files with
+/// one name (no hard-link group): what a capture must see once a second
+/// name turnback gave a project file is gone.
+pub fn assert_last_turn_unlinked(store: &Store) -> TestResult {
+    let turns = store.turns();
+    let last = turns.last().ok_or("no turn")?;
+    assert!(
+        last.files
+            .iter()
+            .all(|f| matches!(f.entry.pre, turnback::Pre::File { link: None, .. })),
+        "{:?}",
+        last.files
+    );
     Ok(())
 }

@@ -10,15 +10,6 @@ use turnback::{GcOptions, RewindOptions, Store, TurnId};
 
 use crate::common::*;
 
-/// The store of `p` in a data directory of its own beside the project, so
-/// on its file system (files are kept aside only there).
-fn open_own(p: &Project) -> turnback::Result<Store> {
-    p.open_with(turnback::Options {
-        data_dir: Some(p.parent().join("data")),
-        ..turnback::Options::default()
-    })
-}
-
 /// The states of the last `saved` record: (path, state).
 fn last_saved(store: &Store) -> TestResult<(u64, Vec<(String, Pre)>)> {
     let rec = records(store)?
@@ -66,7 +57,7 @@ fn a_rewind_keeps_what_it_replaces_aside_unread_and_undo_copies_it_back() -> Tes
         p.write(rel, format!("original {i}\n"))?;
     }
     p.chmod("d/f0.txt", 0o755)?;
-    let mut store = open_own(&p)?;
+    let mut store = p.open_own()?;
     let t = TurnId::new("t1")?;
     store.capture_many(&t, None, &rels)?;
     let mut agent = Vec::new();
@@ -145,7 +136,7 @@ fn a_file_a_conflict_check_compares_or_with_other_names_is_read() -> TestResult 
     p.write("linked.txt", "three\n")?;
     p.write("more/a.txt", "a\n")?;
     p.write("more/b.txt", "b\n")?;
-    let mut store = open_own(&p)?;
+    let mut store = p.open_own()?;
     let t = TurnId::new("t1")?;
     // A write through turnback records its post-image: the rewind compares
     // it with what is there, so it must read it.
@@ -187,7 +178,7 @@ fn a_file_a_conflict_check_compares_or_with_other_names_is_read() -> TestResult 
 fn files_kept_by_an_operation_that_died_before_its_record_go_first() -> TestResult {
     let p = Project::new()?;
     p.write("a.txt", "one\n")?;
-    let mut store = open_own(&p)?;
+    let mut store = p.open_own()?;
     store.capture(&TurnId::new("t1")?, None, "a.txt")?;
     let next = records(&store)?.last().ok_or("no record")?.seq + 1;
     // A rewind that died after keeping a.txt, before its saved record.
@@ -204,22 +195,13 @@ fn files_kept_by_an_operation_that_died_before_its_record_go_first() -> TestResu
             .exists()
     );
     assert_eq!(std::fs::metadata(p.path("a.txt"))?.nlink(), 1);
-    let turns = store.turns();
-    let t2 = turns.last().ok_or("no turn")?;
-    assert!(
-        t2.files
-            .iter()
-            .all(|f| matches!(f.entry.pre, Pre::File { link: None, .. })),
-        "{:?}",
-        t2.files
-    );
-    Ok(())
+    assert_last_turn_unlinked(&store)
 }
 
 #[test]
 fn gc_removes_the_files_kept_for_the_records_it_drops() -> TestResult {
     let p = Project::new()?;
-    let mut store = open_own(&p)?;
+    let mut store = p.open_own()?;
     let mut dirs = Vec::new();
     for t in ["t1", "t2"] {
         // Enough files for a rewind to keep them aside.
@@ -258,7 +240,7 @@ fn maintenance_stores_the_kept_files_as_blobs_once_and_removes_them() -> TestRes
     for (i, rel) in rels.iter().enumerate() {
         p.write(rel, format!("original {i}\n"))?;
     }
-    let mut store = open_own(&p)?;
+    let mut store = p.open_own()?;
     let t = TurnId::new("t1")?;
     store.capture_many(&t, None, &rels)?;
     for (i, rel) in rels.iter().enumerate() {
@@ -284,7 +266,7 @@ fn maintenance_stores_the_kept_files_as_blobs_once_and_removes_them() -> TestRes
         "the saved record itself is never rewritten"
     );
     drop(store);
-    let mut store = open_own(&p)?;
+    let mut store = p.open_own()?;
     store.undo()?;
     for (i, rel) in rels.iter().enumerate() {
         assert_eq!(p.read(rel)?, format!("agent {i}\n").into_bytes());
@@ -309,7 +291,7 @@ fn maintenance_stores_the_kept_files_as_blobs_once_and_removes_them() -> TestRes
 fn an_operation_on_a_few_paths_reads_them() -> TestResult {
     let p = Project::new()?;
     p.write("a.txt", "one\n")?;
-    let mut store = open_own(&p)?;
+    let mut store = p.open_own()?;
     let t = TurnId::new("t1")?;
     store.capture(&t, None, "a.txt")?;
     p.write("a.txt", "agent\n")?;
@@ -352,7 +334,7 @@ fn a_sealed_turns_files_unchanged_since_are_kept_unread_and_a_changed_one_is_rea
     for rel in &rels {
         p.write(rel, "original\n")?;
     }
-    let mut store = open_own(&p)?;
+    let mut store = p.open_own()?;
     let t = TurnId::new("t1")?;
     store.capture_many(&t, None, &rels)?;
     for rel in &rels {

@@ -4,7 +4,6 @@
 
 use std::os::unix::fs::MetadataExt;
 
-use turnback::log::Pre;
 use turnback::{RewindOptions, TurnId};
 
 use crate::common::*;
@@ -16,16 +15,6 @@ fn trash_of(p: &Project, store: &turnback::Store) -> TestResult<(std::path::Path
     let data = trash.parent().ok_or("a trash with no parent")?;
     let same = std::fs::metadata(data)?.dev() == std::fs::metadata(&p.root)?.dev();
     Ok((trash, same))
-}
-
-/// The store of `p` in a data directory of its own (beside the project,
-/// so on its device): the trash of the shared one also holds other tests'
-/// names, and their mutations empty it.
-fn open_own(p: &Project) -> turnback::Result<turnback::Store> {
-    p.open_with(turnback::Options {
-        data_dir: Some(p.parent().join("data")),
-        ..turnback::Options::default()
-    })
 }
 
 /// The names in the trash: in its buckets (`trash/<pid>-<k>/<n>`), as
@@ -57,7 +46,7 @@ fn a_rewind_keeps_the_replaced_files_in_the_trash_until_it_is_emptied() -> TestR
     for i in 0..5 {
         p.write(&format!("d/f{i}.txt"), format!("original {i}\n"))?;
     }
-    let mut store = open_own(&p)?;
+    let mut store = p.open_own()?;
     let t = TurnId::new("t1")?;
     let rels: Vec<String> = (0..5).map(|i| format!("d/f{i}.txt")).collect();
     // Written through turnback: their post-images are compared, so the
@@ -103,7 +92,7 @@ fn a_rewind_keeps_the_replaced_files_in_the_trash_until_it_is_emptied() -> TestR
 fn the_next_mutation_empties_the_trash_before_it_reads_the_project() -> TestResult {
     let p = Project::new()?;
     p.write("a.txt", "one\n")?;
-    let mut store = open_own(&p)?;
+    let mut store = p.open_own()?;
     store.capture(&TurnId::new("t1")?, None, "a.txt")?;
     let (trash, _) = trash_of(&p, &store)?;
     drop(store);
@@ -112,22 +101,13 @@ fn the_next_mutation_empties_the_trash_before_it_reads_the_project() -> TestResu
     std::fs::create_dir_all(&trash)?;
     std::fs::hard_link(p.path("a.txt"), trash.join("1-0"))?;
     assert_eq!(std::fs::metadata(p.path("a.txt"))?.nlink(), 2);
-    let mut store = open_own(&p)?;
+    let mut store = p.open_own()?;
     assert!(store.trash_pending());
     store.capture(&TurnId::new("t2")?, None, "a.txt")?;
     assert!(!trash.exists(), "the trash was not emptied");
     assert_eq!(std::fs::metadata(p.path("a.txt"))?.nlink(), 1);
     // The capture saw one name: no hard-link group recorded.
-    let turns = store.turns();
-    let t2 = turns.last().ok_or("no turn")?;
-    assert!(
-        t2.files
-            .iter()
-            .all(|f| matches!(f.entry.pre, Pre::File { link: None, .. })),
-        "{:?}",
-        t2.files
-    );
-    Ok(())
+    assert_last_turn_unlinked(&store)
 }
 
 /// A store kept in its project uses no trash: nothing of the project goes
@@ -136,11 +116,11 @@ fn the_next_mutation_empties_the_trash_before_it_reads_the_project() -> TestResu
 fn a_store_kept_in_the_project_uses_no_trash() -> TestResult {
     let p = Project::new()?;
     p.write("a.txt", "one\n")?;
-    let mut store = open_own(&p)?;
+    let mut store = p.open_own()?;
     store.capture(&TurnId::new("t1")?, None, "a.txt")?;
     drop(store);
     turnback::location::move_store(&p.root, Some(&p.parent().join("data")), true)?;
-    let mut store = open_own(&p)?;
+    let mut store = p.open_own()?;
     assert!(
         store.store_dir().starts_with(&p.root),
         "{:?}",
