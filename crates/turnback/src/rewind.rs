@@ -918,8 +918,15 @@ impl Store {
                             }
                         }
                     }
-                    let source = restore::Source::Kept { seq: *seq, n: *n };
-                    jobs.push((&step.path, source, *mode));
+                    // Gone: the operation that kept it left the path as it
+                    // was, and so does this one (no directory made for it).
+                    let there = buckets.get(&key).is_some_and(|b| {
+                        matches!(fsx::lstat_at(b, n.to_string().as_str()), Ok(Some(_)))
+                    });
+                    if there {
+                        let source = restore::Source::Kept { seq: *seq, n: *n };
+                        jobs.push((&step.path, source, *mode));
+                    }
                     continue;
                 }
                 _ => continue,
