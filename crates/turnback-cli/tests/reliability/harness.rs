@@ -427,9 +427,7 @@ pub fn run(root: &Path, inv: &Invocation, wrapper: &[String]) -> Res<Output> {
         let _ = stdin.write_all(&inv.stdin);
     }
     let out = child.wait_with_output()?;
-    if wrapper.is_empty() {
-        wait_for_maintenance(root)?;
-    }
+    wait_for_maintenance(root)?;
     Ok(out)
 }
 
@@ -437,8 +435,11 @@ pub fn run(root: &Path, inv: &Invocation, wrapper: &[String]) -> Res<Output> {
 /// command may have started once it answered (storing the files a rewind
 /// or undo kept aside), so the folder and the store are checked as the
 /// command leaves them for good. It was started before the command exited,
-/// so it is found among the processes if it still runs. (A traced
-/// command's is traced too, and strace waits for it.)
+/// so it is found among the processes if it still runs; it is done once
+/// two looks 20 ms apart find none (one walk of `/proc` can pass over a
+/// process started while it walks). A traced command's is traced too, but
+/// strace may return once the command itself was killed (the crash sweep
+/// read `aside/` while such a process removed it).
 fn wait_for_maintenance(root: &Path) -> Res {
     let mut needle = b"--root\0".to_vec();
     needle.extend_from_slice(root.as_os_str().as_encoded_bytes());
@@ -459,11 +460,13 @@ fn wait_for_maintenance(root: &Path) -> Res {
         }
         Ok(false)
     };
-    for _ in 0..6000 {
-        if !running()? {
+    let mut quiet = 0;
+    for _ in 0..3000 {
+        quiet = if running()? { 0 } else { quiet + 1 };
+        if quiet == 2 {
             return Ok(());
         }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
     Err(format!(
         "a background turnback maintain in {} ran for a minute",
