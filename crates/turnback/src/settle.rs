@@ -143,6 +143,13 @@ impl Store {
                         continue;
                     }
                     Kept::Replaced(pre) => pre,
+                    Kept::Unreadable(reason) => {
+                        left.push(FailedPath {
+                            path: e.path.clone(),
+                            reason,
+                        });
+                        continue;
+                    }
                 },
                 pre => pre.clone(),
             };
@@ -168,8 +175,14 @@ impl Store {
     /// `path`.
     fn kept_state(&self, path: &RelPath, seq: u64, n: u64) -> Kept {
         let store = &self.dirs().store;
-        let Ok(Some(file)) = aside::open(store, seq, n) else {
-            return Kept::Gone;
+        let file = match aside::open(store, seq, n) {
+            Ok(Some(file)) => file,
+            Ok(None) => return Kept::Gone,
+            Err(e) => {
+                return Kept::Unreadable(format!(
+                    "the file kept for it in the store cannot be opened ({e}); left as it is"
+                ));
+            }
         };
         let at_path = crate::sys::fs::statat(
             &self.root_fd,
@@ -185,7 +198,9 @@ impl Store {
         }
         match hash_file(&file, kept.ok().map(|k| crate::sys::mode(&k))) {
             Some(pre) => Kept::Replaced(pre),
-            None => Kept::Gone,
+            None => Kept::Unreadable(
+                "the file kept for it in the store cannot be read; left as it is".into(),
+            ),
         }
     }
 
@@ -224,6 +239,8 @@ enum Kept {
     AtPath,
     /// Replaced at its path; its state.
     Replaced(Pre),
+    /// There, but it cannot be read: the path is left, and said so.
+    Unreadable(String),
 }
 
 /// The state of the kept file `file`, by its bytes' hash (`None` when it
