@@ -417,6 +417,45 @@ mod tests {
         Ok(())
     }
 
+    /// A kept file that cannot be read (here: a directory stands in its
+    /// place) leaves its path as it is, and the rollback says so.
+    #[cfg(unix)]
+    #[test]
+    fn a_kept_file_that_cannot_be_read_leaves_its_path_and_says_so() -> TestResult {
+        let tmp = tempfile::tempdir()?;
+        let root = tmp.path().join("p");
+        fs::create_dir(&root)?;
+        fs::write(root.join("a.txt"), "alpha\n")?;
+        let options = || crate::store::Options {
+            data_dir: Some(tmp.path().join("data")),
+            ..Default::default()
+        };
+        let mut store = Store::open_with(&root, options())?;
+        store.capture(&turn("t1"), None, "a.txt")?;
+        fs::write(root.join("a.txt"), "alpha by t1\n")?;
+        let paths = vec![RelPath::parse("a.txt")?];
+        let seq = store.save_states(&paths, Some(&|_| crate::store::Expect::Nothing))?;
+        let kept = store.store_dir().join(format!("aside/{seq}/0/0"));
+        fs::remove_file(&kept)?;
+        fs::create_dir(&kept)?;
+        let temp = root.join(stale_temp("a.txt")?);
+        fs::write(&temp, "alpha\n")?;
+        fs::rename(&temp, root.join("a.txt"))?;
+        drop(store);
+        let mut store = Store::open_with(&root, options())?;
+        store.ensure_created()?;
+        assert_eq!(fs::read(root.join("a.txt"))?, b"alpha\n", "left as it is");
+        assert!(
+            store
+                .warnings()
+                .iter()
+                .any(|w| w.contains("a.txt left as it is: the file kept for it")),
+            "{:?}",
+            store.warnings()
+        );
+        Ok(())
+    }
+
     #[test]
     fn a_rewind_after_an_interrupted_undo_rolls_it_back_first() -> TestResult {
         let tmp = tempfile::tempdir()?;
