@@ -77,13 +77,22 @@ impl Drop for Maintained {
     }
 }
 
+/// Set (to anything) to start no background process: the work waits for
+/// the next `turnback maintain` (the trash also for the next mutation), for
+/// a caller that waits for every process it started, or checks the store
+/// right after a command.
+pub const NO_BACKGROUND_ENV: &str = "TURNBACK_NO_BACKGROUND";
+
 /// Starts `turnback maintain` in the background for the store noted last,
-/// if any, and does not wait for it.
+/// if any, and does not wait for it (not with [`NO_BACKGROUND_ENV`] set).
 pub fn start_noted() {
     let root = NOTED.lock().unwrap_or_else(|p| p.into_inner()).take();
     let Some(root) = root else {
         return;
     };
+    if std::env::var_os(NO_BACKGROUND_ENV).is_some() {
+        return;
+    }
     let Ok(exe) = std::env::current_exe() else {
         return;
     };

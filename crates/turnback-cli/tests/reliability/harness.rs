@@ -362,6 +362,8 @@ fn base_env(cmd: &mut Command) {
     // The same thread count on every machine, so syscall counts per thread
     // (what strace's `when=` counts) do not depend on the core count.
     cmd.env("RAYON_NUM_THREADS", "2");
+    // No background process outlives a command (see `maintain`).
+    cmd.env("TURNBACK_NO_BACKGROUND", "1");
 }
 
 /// A command line for the binary: arguments after `--root`, and what goes
@@ -427,52 +429,28 @@ pub fn run(root: &Path, inv: &Invocation, wrapper: &[String]) -> Res<Output> {
         let _ = stdin.write_all(&inv.stdin);
     }
     let out = child.wait_with_output()?;
-    wait_for_maintenance(root)?;
+    if wrapper.is_empty() && out.status.success() {
+        maintain(root)?;
+    }
     Ok(out)
 }
 
-/// Waits (up to a minute) for the background `turnback maintain` a
-/// command may have started once it answered (storing the files a rewind
-/// or undo kept aside), so the folder and the store are checked as the
-/// command leaves them for good. It was started before the command exited,
-/// so it is found among the processes if it still runs; it is done once
-/// two looks 20 ms apart find none (one walk of `/proc` can pass over a
-/// process started while it walks). A traced command's is traced too, but
-/// strace may return once the command itself was killed (the crash sweep
-/// read `aside/` while such a process removed it).
-fn wait_for_maintenance(root: &Path) -> Res {
-    let mut needle = b"--root\0".to_vec();
-    needle.extend_from_slice(root.as_os_str().as_encoded_bytes());
-    needle.extend_from_slice(b"\0maintain\0");
-    let running = || -> Res<bool> {
-        for e in std::fs::read_dir("/proc")? {
-            let Ok(e) = e else { continue };
-            // Processes come and go: one gone while read is not running.
-            let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
-                continue;
-            };
-            if cmdline
-                .windows(needle.len())
-                .any(|w| w == needle.as_slice())
-            {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    };
-    let mut quiet = 0;
-    for _ in 0..3000 {
-        quiet = if running()? { 0 } else { quiet + 1 };
-        if quiet == 2 {
-            return Ok(());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+/// Does, in the foreground, the work a command leaves for the background
+/// `turnback maintain` (storing the files a rewind or undo kept aside),
+/// which the harness keeps from starting (`TURNBACK_NO_BACKGROUND`): a
+/// process still running while the checker reads the folder and the store
+/// raced it (the crash sweep of undo read `aside/` while one removed it).
+/// After a traced run nothing is done: the folder is checked as the fault
+/// left it.
+fn maintain(root: &Path) -> Res {
+    if !root.join(".turnback").exists() {
+        return Ok(());
     }
-    Err(format!(
-        "a background turnback maintain in {} ran for a minute",
-        root.display()
-    )
-    .into())
+    let out = tb(root).arg("maintain").stdin(Stdio::null()).output()?;
+    if !out.status.success() {
+        return Err(format!("turnback maintain after the command:\n{}", texts(&out)).into());
+    }
+    Ok(())
 }
 
 /// strace options that kill the traced process at the `n`th call of
