@@ -90,7 +90,10 @@ struct Config {
     write: bool,
     many: usize,
     many_reps: usize,
+    /// `TURNBACK_BENCH_ONLY=cli`: rows 4 to 6 alone.
     only_cli: bool,
+    /// `TURNBACK_BENCH_ONLY=library`: rows 1 to 3 alone.
+    only_library: bool,
 }
 
 fn env_usize(name: &str, default: usize) -> Res<usize> {
@@ -138,6 +141,13 @@ fn config() -> Res<Config> {
     if reps == 0 {
         return Err("the repetition count must be at least 1".into());
     }
+    let only = std::env::var("TURNBACK_BENCH_ONLY").ok();
+    if let Some(o) = only.as_deref().filter(|o| !matches!(*o, "cli" | "library")) {
+        return Err(format!(
+            "TURNBACK_BENCH_ONLY={o:?}: the benchmark runs `cli` (rows 4 to 6) or `library` (rows 1 to 3) alone"
+        )
+        .into());
+    }
     let tmp = std::env::var_os("TURNBACK_BENCH_TMP")
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
@@ -163,7 +173,8 @@ fn config() -> Res<Config> {
         write,
         many: env_usize("TURNBACK_BENCH_MANY", 100_000)?,
         many_reps: env_usize("TURNBACK_BENCH_MANY_REPS", reps)?,
-        only_cli: std::env::var("TURNBACK_BENCH_ONLY").is_ok_and(|v| v == "cli"),
+        only_cli: only.as_deref() == Some("cli"),
+        only_library: only.as_deref() == Some("library"),
     })
 }
 
@@ -941,7 +952,11 @@ fn render(
          bytes prepared in memory beforehand (the original plus one line). The file system \
          is synced (`syncfs`, not timed) before each timed phase, so no phase pays for the \
          dirty pages of the one before. Every copy is kept until the run ends, so no \
-         repetition pays for the deletions of the one before.\n\
+         repetition pays for the deletions of the one before, and rows 1 to 3 run before \
+         rows 4 to 6, whose background processes remove the files their rewinds kept \
+         aside: ext4 without a journal skips the inodes freed in the last minute or more \
+         at every allocation, and each restored file takes a new inode (the plain writes \
+         take none).\n\
          - Row 1 times `Store::open` + `capture_many` (every file, one call) + the writes, \
          against the writes alone on a second copy of the tree; which side runs first \
          alternates between repetitions. The rewind is `Store::rewind` of that turn after \
@@ -1018,31 +1033,59 @@ fn main() -> Res<()> {
     eprintln!("loading {} files of {} ...", cfg.files, cfg.tree.display());
     let tree = load_tree(&cfg.tree, cfg.files)?;
     let mut fig = Figures::default();
-    let cli = rewind_cli::cli_binary()?;
-    let mut cli_fig = rewind_cli::CliFigures::default();
     let mut keep: Vec<TempDir> = Vec::new();
-    eprintln!("system calls of a full-tree rewind ...");
-    rewind_cli::syscalls(&tree, &cfg, &cli, &mut cli_fig)?;
-    eprintln!("one-file rewinds ...");
-    keep.push(rewind_cli::one_file(&tree, &cfg, &cli, &mut cli_fig)?);
-    let many = rewind_cli::generated(cfg.many);
-    for rep in 0..cfg.many_reps {
+    let mut cli_fig = rewind_cli::CliFigures::default();
+    let mut library = None;
+    // The library's rows first: the command line's rows below end with
+    // background processes removing the files their rewinds kept aside
+    // (100,000 at a time), and ext4 without a journal skips inodes freed
+    // in the last minute or more at every allocation (each restored file
+    // takes a new inode), so a rewind timed after them measures those
+    // frees. Every copy is kept until the end of the run for the same
+    // reason: no repetition pays for the deletions of the one before.
+    if !cfg.only_cli {
+        eprintln!("git object store ...");
+        let (git_kib, git_secs, git_dir) = git_objects(&tree, &cfg)?;
+        keep.push(git_dir);
         eprintln!(
-            "rewind of {} generated files, repetition {}/{} ...",
-            cfg.many,
-            rep + 1,
-            cfg.many_reps
+            "building the {}-record store in {} ...",
+            cfg.records,
+            cfg.build_dir.display()
         );
-        keep.push(rewind_cli::many_files(
-            &cfg,
-            &cli,
-            &many,
-            rep,
-            &mut cli_fig,
-        )?);
+        let (large, large_built) = build_large_store(&tree, &cfg)?;
+        let large_root = large.path().join("tree");
+        for rep in 0..cfg.reps {
+            eprintln!("repetition {}/{} ...", rep + 1, cfg.reps);
+            keep.push(full_and_small(&tree, &cfg, rep, &mut fig)?);
+            keep.push(singles(&tree, &cfg, &large_root, rep, &mut fig)?);
+        }
+        drop(large);
+        library = Some((git_kib, git_secs, large_built));
     }
-    drop(many);
-    if cfg.only_cli {
+    if !cfg.only_library {
+        let cli = rewind_cli::cli_binary()?;
+        eprintln!("system calls of a full-tree rewind ...");
+        rewind_cli::syscalls(&tree, &cfg, &cli, &mut cli_fig)?;
+        eprintln!("one-file rewinds ...");
+        keep.push(rewind_cli::one_file(&tree, &cfg, &cli, &mut cli_fig)?);
+        let many = rewind_cli::generated(cfg.many);
+        for rep in 0..cfg.many_reps {
+            eprintln!(
+                "rewind of {} generated files, repetition {}/{} ...",
+                cfg.many,
+                rep + 1,
+                cfg.many_reps
+            );
+            keep.push(rewind_cli::many_files(
+                &cfg,
+                &cli,
+                &many,
+                rep,
+                &mut cli_fig,
+            )?);
+        }
+    }
+    let Some((git_kib, git_secs, large_built)) = library else {
         let mut rows = String::new();
         let mut results = Vec::new();
         rewind_cli::render_rows(&cli_fig, &mut rows, &mut results);
@@ -1051,28 +1094,7 @@ fn main() -> Res<()> {
             println!("target {}: {what}", if *met { "met" } else { "MISSED" });
         }
         return Ok(());
-    }
-
-    eprintln!("git object store ...");
-    // Every copy is kept until the end of the run: deleting thousands of
-    // files between repetitions would make the next ones pay for it (ext4
-    // without a journal skips recently freed inodes when allocating).
-    let (git_kib, git_secs, git_dir) = git_objects(&tree, &cfg)?;
-    keep.push(git_dir);
-    eprintln!(
-        "building the {}-record store in {} ...",
-        cfg.records,
-        cfg.build_dir.display()
-    );
-    let (large, large_built) = build_large_store(&tree, &cfg)?;
-    let large_root = large.path().join("tree");
-
-    for rep in 0..cfg.reps {
-        eprintln!("repetition {}/{} ...", rep + 1, cfg.reps);
-        keep.push(full_and_small(&tree, &cfg, rep, &mut fig)?);
-        keep.push(singles(&tree, &cfg, &large_root, rep, &mut fig)?);
-    }
-    drop(large);
+    };
     let load_end = load_average();
     let (body, results) = render(
         &cfg,
@@ -1092,6 +1114,8 @@ fn main() -> Res<()> {
     }
     if !cfg.write {
         println!("(not written: --no-write)");
+    } else if cfg.only_library {
+        println!("(not written: TURNBACK_BENCH_ONLY=library ran rows 1 to 3 alone)");
     } else if cfg!(debug_assertions) {
         println!(
             "(not written to {}: a debug build; run `cargo bench`)",
