@@ -53,6 +53,7 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 
@@ -99,14 +100,36 @@ pub(crate) enum NotKept {
     None,
 }
 
+/// A file to keep aside: the directory holding it, its name there, and,
+/// when it is kept with a hash, the look that hash was known for (the
+/// store's name must show the same bytes' look after the link, or the file
+/// is read instead: it changed in between).
+pub(crate) struct ToKeep<'a> {
+    pub(crate) dir: &'a OwnedFd,
+    pub(crate) name: &'a OsStr,
+    pub(crate) look: Option<StatKey>,
+}
+
+/// Whether two looks of one file say the same bytes, but for its `ctime`
+/// (a link made since changes it): same file, size and `mtime`. A write
+/// after the older look sets `mtime` to a later time than the older one,
+/// recorded before the clock's tick of that look's own hashing.
+pub(crate) fn same_bytes_look(a: &StatKey, b: &StatKey) -> bool {
+    (a.dev, a.ino, a.size, a.mtime) == (b.dev, b.ino, b.size, b.mtime)
+}
+
 /// The files kept for one `saved` record, while it is being written.
 pub(crate) struct Keeper {
     store: OwnedFd,
     seq: u64,
+    /// The number the next file given to [`Keeper::keep_all`] takes.
     next: u64,
+    /// How many files are kept.
+    kept: u64,
     aside: Option<OwnedFd>,
     record: Option<OwnedFd>,
-    /// The buckets made, held open: each is `fsync`ed before the record.
+    /// The buckets made (bucket `b` at index `b`), held open: each is
+    /// `fsync`ed before the record.
     buckets: Vec<OwnedFd>,
 }
 
@@ -118,6 +141,7 @@ impl Keeper {
             store,
             seq,
             next: 0,
+            kept: 0,
             aside: None,
             record: None,
             buckets: Vec::new(),
@@ -126,59 +150,38 @@ impl Keeper {
 
     /// Whether any file was kept.
     pub(crate) fn any(&self) -> bool {
-        self.next > 0
+        self.kept > 0
     }
 
-    /// Gives the regular file `name` of `dir` a name in the store, when its
-    /// only other name is `name`.
-    pub(crate) fn keep(&mut self, dir: &OwnedFd, name: impl fsx::Name) -> Result<Kept, NotKept> {
-        let n = self.next;
-        let bucket = self.bucket_for(n).map_err(|_| NotKept::None)?;
-        let link = n.to_string();
-        match crate::sys::fs::linkat(dir, name, bucket, link.as_str(), AtFlags::empty()) {
-            Ok(()) => {}
-            Err(Errno::XDEV) => return Err(NotKept::None),
-            Err(_) => return Err(NotKept::This),
-        }
-        // What was linked, looked at through the store's own name.
-        let kept = match fsx::lstat_at(bucket, link.as_str()) {
-            Ok(Some(st)) if crate::sys::nlink(&st) == 2 => match fsx::node_of(&st) {
-                fsx::Node::File { size, mode } => Some((size, mode, StatKey::of(&st))),
-                _ => None,
-            },
-            _ => None,
+    /// Gives each regular file of `files` a name in the store, when its only
+    /// other name is its own, on every core: the name of `files[i]` is
+    /// numbered `next + i`, so the numbers, and the buckets they fall in,
+    /// are fixed before any link is made (a file not kept leaves its
+    /// number unused). A run of files goes to one thread at a time, so
+    /// two threads seldom link into one bucket. `Err(NotKept::None)`
+    /// for a file means no file of the operation can be kept.
+    pub(crate) fn keep_all(&mut self, files: &[ToKeep<'_>]) -> Vec<Result<Kept, NotKept>> {
+        let Some(last) = (files.len() as u64).checked_sub(1).map(|l| self.next + l) else {
+            return Vec::new();
         };
-        match kept {
-            Some((size, mode, look)) => {
-                self.next += 1;
-                Ok(Kept {
-                    n,
-                    size,
-                    mode: mode & 0o7777,
-                    look,
-                })
-            }
-            None => {
-                let _ = fsx::unlink(bucket, link.as_str());
-                Err(NotKept::This)
-            }
+        if self.make_buckets(bucket_of(last)).is_err() {
+            return files.iter().map(|_| Err(NotKept::None)).collect();
         }
+        let first = self.next;
+        self.next = last + 1;
+        let buckets = &self.buckets;
+        let results = crate::par::map_indexed(files, |i, file| {
+            let n = first + i as u64;
+            let bucket = &buckets[bucket_of(n) as usize];
+            keep_one(bucket, n, file)
+        });
+        self.kept += results.iter().filter(|r| r.is_ok()).count() as u64;
+        results
     }
 
-    /// Removes the name just given to `kept` (it is not the file the
-    /// operation expected: it will be read instead).
-    pub(crate) fn unkeep(&mut self, kept: Kept) {
-        if kept.n + 1 != self.next {
-            return;
-        }
-        if let Some(bucket) = self.buckets.last() {
-            let _ = fsx::unlink(bucket, kept.n.to_string().as_str());
-            self.next -= 1;
-        }
-    }
-
-    /// The bucket of name `n`, made when it is the first.
-    fn bucket_for(&mut self, n: u64) -> io::Result<&OwnedFd> {
+    /// Makes `aside/`, the record's directory and every bucket up to
+    /// `last`, those not made yet.
+    fn make_buckets(&mut self, last: u64) -> io::Result<()> {
         if self.record.is_none() {
             let aside = make_dir(&self.store, ASIDE_DIR)?;
             // A directory of this seq is a crashed attempt's: nothing names
@@ -190,13 +193,11 @@ impl Keeper {
             self.record = Some(make_dir(&aside, &name)?);
             self.aside = Some(aside);
         }
-        let b = n / BUCKET;
-        if self.buckets.len() as u64 <= b {
-            let record = self.record.as_ref().expect("made above");
-            let fd = make_dir(record, &b.to_string())?;
-            self.buckets.push(fd);
+        let record = self.record.as_ref().expect("made above");
+        for b in self.buckets.len() as u64..=last {
+            self.buckets.push(make_dir(record, &b.to_string())?);
         }
-        Ok(self.buckets.last().expect("pushed above"))
+        Ok(())
     }
 
     /// Removes every name kept (the record was not written).
@@ -224,6 +225,39 @@ impl Keeper {
             fsx::fsync(&self.store)?;
         }
         Ok(())
+    }
+}
+
+/// Links `file` into `bucket` as `n` (see [`Keeper::keep_all`]), checked
+/// through the store's name.
+fn keep_one(bucket: &OwnedFd, n: u64, file: &ToKeep<'_>) -> Result<Kept, NotKept> {
+    let link = n.to_string();
+    match crate::sys::fs::linkat(file.dir, file.name, bucket, link.as_str(), AtFlags::empty()) {
+        Ok(()) => {}
+        Err(Errno::XDEV) => return Err(NotKept::None),
+        Err(_) => return Err(NotKept::This),
+    }
+    // What was linked, looked at through the store's own name.
+    let kept = match fsx::lstat_at(bucket, link.as_str()) {
+        Ok(Some(st)) if crate::sys::nlink(&st) == 2 => match fsx::node_of(&st) {
+            fsx::Node::File { size, mode } => Some(Kept {
+                n,
+                size,
+                mode: mode & 0o7777,
+                look: StatKey::of(&st),
+            }),
+            _ => None,
+        },
+        _ => None,
+    };
+    match kept {
+        // Changed between the look and the link (its ctime is the link's
+        // now): read instead.
+        Some(k) if file.look.is_none_or(|l| same_bytes_look(&k.look, &l)) => Ok(k),
+        _ => {
+            let _ = fsx::unlink(bucket, link.as_str());
+            Err(NotKept::This)
+        }
     }
 }
 
@@ -606,6 +640,18 @@ mod tests {
         Ok(out)
     }
 
+    /// The files named `names` of `root`, to keep with no look to check.
+    fn to_keep<'a>(root: &'a OwnedFd, names: &'a [&str]) -> Vec<ToKeep<'a>> {
+        names
+            .iter()
+            .map(|n| ToKeep {
+                dir: root,
+                name: OsStr::new(n),
+                look: None,
+            })
+            .collect()
+    }
+
     #[test]
     fn only_a_regular_file_with_one_name_is_kept() -> TestResult {
         let (tmp, root, store) = setup()?;
@@ -616,14 +662,13 @@ mod tests {
         std::os::unix::fs::symlink("a", p.join("c"))?;
         fs::create_dir(p.join("d"))?;
         let mut keeper = Keeper::new(store.try_clone()?, 7);
-        let kept = keeper.keep(&root, "a").map_err(|_| "a not kept")?;
+        let results = keeper.keep_all(&to_keep(&root, &["a", "b", "c", "d", "missing"]));
+        let kept = results[0].as_ref().map_err(|_| "a not kept")?;
         assert_eq!((kept.n, kept.size), (0, 5));
-        for other in ["b", "c", "d", "missing"] {
-            assert!(
-                matches!(keeper.keep(&root, other), Err(NotKept::This)),
-                "{other}"
-            );
+        for (other, r) in ["b", "c", "d", "missing"].iter().zip(&results[1..]) {
+            assert!(matches!(r, Err(NotKept::This)), "{other}");
         }
+        assert!(keeper.any());
         keeper.sync()?;
         let bucket = tmp.path().join("store/aside/7/0");
         assert_eq!(names(&bucket)?, ["0"]);
@@ -640,20 +685,50 @@ mod tests {
     }
 
     #[test]
-    fn a_name_taken_back_is_given_to_the_next_file() -> TestResult {
+    fn a_file_whose_look_changed_is_not_kept_and_its_number_stays_unused() -> TestResult {
         let (tmp, root, store) = setup()?;
         let p = tmp.path().join("p");
         fs::write(p.join("a"), "alpha")?;
         fs::write(p.join("b"), "beta")?;
+        let look = |name: &str| -> io::Result<StatKey> {
+            let st = fsx::lstat_at(&root, name)?.ok_or_else(|| io::Error::other("gone"))?;
+            Ok(StatKey::of(&st))
+        };
+        let mut stale = look("a")?;
+        stale.mtime -= 1;
         let mut keeper = Keeper::new(store.try_clone()?, 2);
-        let kept = keeper.keep(&root, "a").map_err(|_| "a not kept")?;
-        assert_eq!(kept.look.ino, fs::metadata(p.join("a"))?.ino());
-        keeper.unkeep(kept);
-        assert_eq!(fs::metadata(p.join("a"))?.nlink(), 1);
+        let results = keeper.keep_all(&[
+            ToKeep {
+                dir: &root,
+                name: OsStr::new("a"),
+                look: Some(stale),
+            },
+            ToKeep {
+                dir: &root,
+                name: OsStr::new("b"),
+                look: Some(look("b")?),
+            },
+        ]);
+        assert!(matches!(results[0], Err(NotKept::This)));
+        assert_eq!(fs::metadata(p.join("a"))?.nlink(), 1, "its name removed");
+        let kept = results[1].as_ref().map_err(|_| "b not kept")?;
+        assert_eq!(kept.n, 1);
+        assert_eq!(names(&tmp.path().join("store/aside/2/0"))?, ["1"]);
+        // The next run numbers on.
+        fs::write(p.join("c"), "gamma")?;
+        let results = keeper.keep_all(&to_keep(&root, &["c"]));
+        assert_eq!(results[0].as_ref().map_err(|_| "c not kept")?.n, 2);
+        Ok(())
+    }
+
+    #[test]
+    fn nothing_kept_is_not_any() -> TestResult {
+        let (_tmp, root, store) = setup()?;
+        let mut keeper = Keeper::new(store.try_clone()?, 4);
+        assert!(keeper.keep_all(&[]).is_empty());
+        let results = keeper.keep_all(&to_keep(&root, &["missing"]));
+        assert!(matches!(results[0], Err(NotKept::This)));
         assert!(!keeper.any());
-        let kept = keeper.keep(&root, "b").map_err(|_| "b not kept")?;
-        assert_eq!(kept.n, 0);
-        assert_eq!(names(&tmp.path().join("store/aside/2/0"))?, ["0"]);
         Ok(())
     }
 
@@ -662,11 +737,14 @@ mod tests {
         let (tmp, root, store) = setup()?;
         let p = tmp.path().join("p");
         let mut keeper = Keeper::new(store.try_clone()?, 3);
-        for i in 0..1025 {
-            fs::write(p.join(i.to_string()), "x")?;
-            keeper
-                .keep(&root, i.to_string().as_str())
-                .map_err(|_| "not kept")?;
+        let all: Vec<String> = (0..1025).map(|i| i.to_string()).collect();
+        for n in &all {
+            fs::write(p.join(n), "x")?;
+        }
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        let results = keeper.keep_all(&to_keep(&root, &refs));
+        for (i, r) in results.iter().enumerate() {
+            assert_eq!(r.as_ref().map_err(|_| "not kept")?.n, i as u64);
         }
         let record = tmp.path().join("store/aside/3");
         assert_eq!(names(&record)?, ["0", "1"]);
@@ -684,12 +762,10 @@ mod tests {
         let p = tmp.path().join("p");
         fs::write(p.join("a"), "alpha")?;
         fs::write(p.join("b"), "beta")?;
-        Keeper::new(store.try_clone()?, 5)
-            .keep(&root, "a")
-            .map_err(|_| "not kept")?;
-        Keeper::new(store.try_clone()?, 6)
-            .keep(&root, "b")
-            .map_err(|_| "not kept")?;
+        for (seq, name) in [(5, "a"), (6, "b")] {
+            let results = Keeper::new(store.try_clone()?, seq).keep_all(&to_keep(&root, &[name]));
+            results[0].as_ref().map_err(|_| "not kept")?;
+        }
         remove_unrecorded(&store, 6);
         remove_unrecorded(&store, 9);
         assert_eq!(names(&tmp.path().join("store/aside"))?, ["5"]);

@@ -18,6 +18,18 @@ pub(crate) fn map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync + Se
     }
 }
 
+/// `f` of every item and its index, in order, as [`map`].
+pub(crate) fn map_indexed<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(usize, &T) -> R + Sync + Send,
+) -> Vec<R> {
+    if items.len() <= 1 {
+        items.iter().enumerate().map(|(i, t)| f(i, t)).collect()
+    } else {
+        items.par_iter().enumerate().map(|(i, t)| f(i, t)).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -29,5 +41,9 @@ mod tests {
         );
         assert_eq!(super::map(&[7u32], |x| x + 1), vec![8]);
         assert!(super::map(&[] as &[u32], |x| *x).is_empty());
+        assert_eq!(
+            super::map_indexed(&items, |i, x| (i, *x)),
+            (0..100).map(|x| (x as usize, x)).collect::<Vec<_>>()
+        );
     }
 }

@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::sys::fs::OFlags;
@@ -135,6 +136,31 @@ pub(crate) struct Keeping<'a> {
     off: bool,
 }
 
+/// Files [`Store::collect`] keeps aside a run at a time: at most this
+/// many, in at most [`KEEP_RUN_DIRS`] directories (their handles are held
+/// until the run is kept).
+const KEEP_RUN: usize = 4096;
+const KEEP_RUN_DIRS: usize = 256;
+
+/// A file [`Store::collect`] is to keep aside: its entry, the directory
+/// holding it (`None`: the root), the hash and look it is kept with (see
+/// [`Expect::Post`]) and its size.
+struct Pending {
+    at: usize,
+    dir: Option<Arc<OwnedFd>>,
+    blob: Option<BlobId>,
+    look: Option<StatKey>,
+    size: u64,
+}
+
+/// Whether two directories of [`Pending`] files are one handle.
+fn same_dir(a: Option<&OwnedFd>, b: Option<&OwnedFd>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => std::ptr::eq(a, b),
+        (a, b) => a.is_none() && b.is_none(),
+    }
+}
+
 /// What [`Store::collect`] found.
 #[derive(Default)]
 struct Collected {
@@ -168,14 +194,6 @@ pub(crate) fn post_of(pre: &Pre) -> Post {
         },
         Pre::Fifo { .. } | Pre::Skipped { .. } | Pre::Aside { blob: None, .. } => Post::Other,
     }
-}
-
-/// Whether two looks of one file say the same bytes, but for its `ctime`
-/// (a link made since changes it): same file, size and `mtime`. A write
-/// after the older look sets `mtime` to a later time than the older one,
-/// recorded before the clock's tick of that look's own hashing.
-fn same_bytes_look(a: &StatKey, b: &StatKey) -> bool {
-    (a.dev, a.ino, a.size, a.mtime) == (b.dev, b.ino, b.size, b.mtime)
 }
 
 /// A file hashed, with its stat key when it can be trusted later.
@@ -1153,6 +1171,10 @@ impl Store {
         let mut out = Collected::default();
         out.entries.reserve(rels.len());
         let mut seen: HashSet<RelPath> = HashSet::new();
+        // Files to keep aside, with how many directories they are in: kept
+        // a run at a time, which holds the runs' directories open.
+        let mut to_keep: Vec<Pending> = Vec::new();
+        let mut to_keep_dirs = 0;
         // Directory handles on the way to the current path, reached
         // without following symlinks.
         let mut walk = self.walk();
@@ -1286,49 +1308,38 @@ impl Store {
                 }
                 Node::File { size, mode: bits } => {
                     let st = st.as_ref().filter(|st| crate::sys::nlink(st) == 1);
-                    let kept = match (keeping.as_deref_mut(), st) {
+                    // The hash it would be kept with, if any: kept aside
+                    // below, once a run of files is collected.
+                    let keep = match (keeping.as_deref(), st) {
                         (Some(k), Some(st)) if mode == Collect::State && !k.off => {
-                            // The hash it is kept with, if any.
-                            let blob = match (k.expect)(&rel) {
-                                Expect::Nothing => Some(None),
+                            match (k.expect)(&rel) {
+                                Expect::Nothing => Some((None, None)),
                                 Expect::Hash => None,
                                 Expect::Post(blob, key) => {
-                                    (StatKey::of(st) == key).then_some(Some(blob))
+                                    (StatKey::of(st) == key).then_some((Some(blob), Some(key)))
                                 }
-                            };
-                            match blob.map(|b| (b, k.keeper.keep(dir, name))) {
-                                // Changed between the look and the link
-                                // (its ctime is the link's now): read.
-                                Some((Some(_), Ok(kept)))
-                                    if !same_bytes_look(&kept.look, &StatKey::of(st)) =>
-                                {
-                                    k.keeper.unkeep(kept);
-                                    None
-                                }
-                                Some((b, Ok(kept))) => Some((b, kept)),
-                                Some((_, Err(aside::NotKept::None))) => {
-                                    k.off = true;
-                                    None
-                                }
-                                _ => None,
                             }
                         }
                         _ => None,
                     };
-                    if let Some((blob, kept)) = kept {
-                        out.entries.push(FileEntry {
-                            path: rel,
-                            pre: Pre::Aside {
-                                seq: self.index.last_seq + 1,
-                                n: kept.n,
-                                size: kept.size,
-                                mode: kept.mode,
-                                blob,
-                            },
+                    if let Some((blob, look)) = keep {
+                        let dir = walk.shared();
+                        if !to_keep
+                            .last()
+                            .is_some_and(|t: &Pending| same_dir(t.dir.as_deref(), dir.as_deref()))
+                        {
+                            to_keep_dirs += 1;
+                        }
+                        to_keep.push(Pending {
+                            at: out.entries.len(),
+                            dir,
+                            blob,
+                            look,
+                            size,
                         });
-                        continue;
+                    } else {
+                        out.files.push((out.entries.len(), size));
                     }
-                    out.files.push((out.entries.len(), size));
                     // Filled in once the blob is hashed.
                     Pre::File {
                         blob: BlobId([0; 32]),
@@ -1339,8 +1350,52 @@ impl Store {
                 }
             };
             out.entries.push(FileEntry { path: rel, pre });
+            if let Some(k) = keeping.as_deref_mut()
+                && (to_keep.len() >= KEEP_RUN || to_keep_dirs >= KEEP_RUN_DIRS)
+            {
+                self.keep_pending(k, &mut to_keep, &mut out);
+                to_keep_dirs = 0;
+            }
+        }
+        if let Some(k) = keeping {
+            self.keep_pending(k, &mut to_keep, &mut out);
+            out.files.sort_unstable_by_key(|&(at, _)| at);
         }
         Ok(out)
+    }
+
+    /// Keeps the files of `pending` aside, on every core (see
+    /// [`aside::Keeper::keep_all`]): a file kept gets its entry's `aside`
+    /// state, a file not kept is read.
+    fn keep_pending(&self, k: &mut Keeping, pending: &mut Vec<Pending>, out: &mut Collected) {
+        let seq = self.index.last_seq + 1;
+        let files: Vec<aside::ToKeep> = pending
+            .iter()
+            .map(|p| aside::ToKeep {
+                dir: p.dir.as_deref().unwrap_or(&self.root_fd),
+                name: out.entries[p.at].path.file_name(),
+                look: p.look,
+            })
+            .collect();
+        let results = k.keeper.keep_all(&files);
+        drop(files);
+        for (p, kept) in pending.drain(..).zip(results) {
+            match kept {
+                Ok(kept) => {
+                    out.entries[p.at].pre = Pre::Aside {
+                        seq,
+                        n: kept.n,
+                        size: kept.size,
+                        mode: kept.mode,
+                        blob: p.blob,
+                    }
+                }
+                Err(why) => {
+                    k.off |= matches!(why, aside::NotKept::None);
+                    out.files.push((p.at, p.size));
+                }
+            }
+        }
     }
 
     /// Hashes and compresses `files` into one new pack (small files in
