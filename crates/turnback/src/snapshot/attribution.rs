@@ -219,7 +219,7 @@ pub(crate) fn assign(
     base_seq: u64,
 ) -> (Vec<Assigned>, Vec<CapturedSince>) {
     let mut by_tool: HashMap<&RelPath, &TurnId> = HashMap::new();
-    for t in &index.turns {
+    for t in index.turns_captured_after(base_seq) {
         for c in t.files.iter().filter(|c| c.seq > base_seq) {
             by_tool.entry(&c.entry.path).or_insert(&t.id);
         }

@@ -231,6 +231,37 @@ fn a_path_the_turn_captured_through_a_file_tool_keeps_its_earlier_pre_image() ->
 }
 
 #[test]
+fn a_change_an_older_turns_file_tool_captured_during_the_command_is_left_to_it() -> TestResult {
+    let (dir, mut store) = project();
+    let root = dir.path();
+    // The other turn starts before the command and before a few more
+    // turns, so only its capture during the command is after the scan.
+    store.write(&t("other"), None, "README.md", b"# by the other turn\n")?;
+    for i in 0..3 {
+        store.write(&t(&format!("t{i}")), None, "docs/empty-dir-holder", b"x")?;
+    }
+    store.snapshot(&t("cmd"), Some("shell"), false, &NoProgress)?;
+    store.write(
+        &t("other"),
+        None,
+        "src/lib.rs",
+        b"by the other turn's file tool\n",
+    )?;
+    put(root, "src/main.rs", b"fn main() { by the command }\n");
+    let r = store.snapshot(&t("cmd"), Some("shell"), true, &NoProgress)?;
+    let rec = r.recorded.expect("recorded");
+    let captured: Vec<String> = rec.captured.iter().map(|e| e.path.to_string()).collect();
+    assert_eq!(captured, ["src/main.rs"]);
+    let elsewhere: Vec<(String, &str)> = rec
+        .captured_elsewhere
+        .iter()
+        .map(|c| (c.path.clone(), c.turn.as_str()))
+        .collect();
+    assert_eq!(elsewhere, [("src/lib.rs".to_string(), "other")]);
+    Ok(())
+}
+
+#[test]
 fn an_unchanged_scan_writes_only_the_head_and_a_change_the_whole_tree() -> TestResult {
     let (dir, mut store) = project();
     let root = dir.path();
