@@ -276,8 +276,8 @@ pub(crate) fn bucket_of(n: u64) -> u64 {
     n / BUCKET
 }
 
-/// Opens the kept file `n` in its bucket `bucket` (see [`open_bucket`])
-/// for reading; `None` when it is not there.
+/// Opens the kept file `n` in its bucket `bucket` (see [`Buckets`]) for
+/// reading; `None` when it is not there.
 pub(crate) fn open_in(bucket: &OwnedFd, n: u64) -> io::Result<Option<File>> {
     match fsx::open_file(bucket, n.to_string().as_str()) {
         Ok((f, fsx::Node::File { .. })) => Ok(Some(f)),
@@ -287,29 +287,78 @@ pub(crate) fn open_in(bucket: &OwnedFd, n: u64) -> io::Result<Option<File>> {
     }
 }
 
-/// Opens the kept file `n` of the record `seq` for reading; `None` when it
-/// is not there.
-pub(crate) fn open(store: &OwnedFd, seq: u64, n: u64) -> io::Result<Option<File>> {
-    match open_bucket(store, seq, bucket_of(n))? {
-        Some(bucket) => open_in(&bucket, n),
-        None => Ok(None),
-    }
+/// Buckets of kept files, each opened once (with `aside/` and its
+/// record's directory) by whoever reads or removes many kept files: a
+/// rewind's staging, a rollback, the release of the names an operation
+/// did not use, the background storing.
+#[derive(Default)]
+pub(crate) struct Buckets {
+    /// By (record, bucket); `None`: not there.
+    open: HashMap<(u64, u64), Option<OwnedFd>>,
+    /// Buckets a name was removed from, `fsync`ed by [`Buckets::sync`].
+    changed: HashSet<(u64, u64)>,
 }
 
-/// Removes the kept file `n` of the record `seq` (the operation did not
-/// replace its path).
-pub(crate) fn remove(store: &OwnedFd, seq: u64, n: u64) -> io::Result<()> {
-    let Some(bucket) = open_bucket(store, seq, bucket_of(n))? else {
-        return Ok(());
-    };
-    match fsx::unlink(&bucket, n.to_string().as_str()) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => fsx::fsync(&bucket),
+impl Buckets {
+    /// The bucket of the kept file `n` of the record `seq`, opened the
+    /// first time it is asked for; `None` when it is not there.
+    pub(crate) fn reach(
+        &mut self,
+        store: &OwnedFd,
+        seq: u64,
+        n: u64,
+    ) -> io::Result<Option<&OwnedFd>> {
+        let key = (seq, bucket_of(n));
+        let bucket = match self.open.entry(key) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(open_bucket(store, seq, key.1)?),
+        };
+        Ok(bucket.as_ref())
+    }
+
+    /// The bucket of the kept file `n` of the record `seq`, when it was
+    /// reached before and is there.
+    pub(crate) fn held(&self, seq: u64, n: u64) -> Option<&OwnedFd> {
+        self.open.get(&(seq, bucket_of(n)))?.as_ref()
+    }
+
+    /// Opens the kept file `n` of the record `seq` for reading; `None` when
+    /// it is not there.
+    pub(crate) fn open(&mut self, store: &OwnedFd, seq: u64, n: u64) -> io::Result<Option<File>> {
+        match self.reach(store, seq, n)? {
+            Some(bucket) => open_in(bucket, n),
+            None => Ok(None),
+        }
+    }
+
+    /// Removes the kept file `n` of the record `seq` (the operation did
+    /// not replace its path); durable once [`Buckets::sync`] returns.
+    pub(crate) fn remove(&mut self, store: &OwnedFd, seq: u64, n: u64) -> io::Result<()> {
+        let Some(bucket) = self.reach(store, seq, n)? else {
+            return Ok(());
+        };
+        match fsx::unlink(bucket, n.to_string().as_str()) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => {
+                self.changed.insert((seq, bucket_of(n)));
+                Ok(())
+            }
+        }
+    }
+
+    /// Makes the removals durable: `fsync`s each bucket a name left.
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        for key in &self.changed {
+            if let Some(Some(bucket)) = self.open.get(key) {
+                fsx::fsync(bucket)?;
+            }
+        }
+        Ok(())
     }
 }
 
 /// The bucket `b` of the record `seq`, when it exists.
-pub(crate) fn open_bucket(store: &OwnedFd, seq: u64, b: u64) -> io::Result<Option<OwnedFd>> {
+fn open_bucket(store: &OwnedFd, seq: u64, b: u64) -> io::Result<Option<OwnedFd>> {
     let Some(aside) = fsx::open_subdir(store, ASIDE_DIR)? else {
         return Ok(None);
     };
@@ -492,7 +541,7 @@ impl Store {
     ) -> Result<(Vec<FileEntry>, Vec<StoredBlob>)> {
         let level = self.options.compression_level;
         let known = &self.index.blobs;
-        let mut buckets: HashMap<u64, Option<OwnedFd>> = HashMap::new();
+        let mut buckets = Buckets::default();
         let mut files = Vec::with_capacity(kept.len());
         let mut blobs = Vec::new();
         let mut fresh: HashSet<BlobId> = HashSet::new();
@@ -507,17 +556,11 @@ impl Store {
                     break;
                 };
                 let n = item.1;
-                let bucket = match buckets.entry(bucket_of(n)) {
-                    Entry::Occupied(e) => e.into_mut(),
-                    Entry::Vacant(e) => e.insert(
-                        open_bucket(&self.dirs().store, seq, bucket_of(n)).ctx("open", shown)?,
-                    ),
-                };
-                let Some(bucket) = bucket else {
-                    continue;
-                };
                 let path = shown.join(n.to_string());
-                let Some(file) = open_in(bucket, n).ctx("open", &path)? else {
+                let Some(file) = buckets
+                    .open(&self.dirs().store, seq, n)
+                    .ctx("open", &path)?
+                else {
                     continue;
                 };
                 let size = file.metadata().ctx("look at", &path)?.len();
@@ -677,10 +720,20 @@ mod tests {
             fs::metadata(p.join("a"))?.ino()
         );
         assert_eq!(fs::metadata(p.join("b"))?.nlink(), 2, "b's name left");
+        let mut buckets = Buckets::default();
         let mut read = String::new();
-        io::Read::read_to_string(&mut open(&store, 7, 0)?.ok_or("not found")?, &mut read)?;
+        let mut kept_a = buckets.open(&store, 7, 0)?.ok_or("not found")?;
+        io::Read::read_to_string(&mut kept_a, &mut read)?;
         assert_eq!(read, "alpha");
-        assert!(open(&store, 7, 1)?.is_none());
+        assert!(buckets.open(&store, 7, 1)?.is_none());
+        assert!(buckets.open(&store, 8, 0)?.is_none(), "no such record");
+        assert!(buckets.held(7, 0).is_some() && buckets.held(8, 0).is_none());
+        // Removed, durably, and a second removal finds nothing to do.
+        buckets.remove(&store, 7, 0)?;
+        buckets.remove(&store, 7, 0)?;
+        buckets.sync()?;
+        assert!(names(&bucket)?.is_empty());
+        assert_eq!(fs::metadata(p.join("a"))?.nlink(), 1);
         Ok(())
     }
 

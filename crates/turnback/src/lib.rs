@@ -78,6 +78,8 @@ mod special;
 mod store;
 mod subtree_stat;
 mod sys;
+#[cfg(test)]
+mod test_project;
 mod trash;
 pub mod tree;
 pub mod verify;

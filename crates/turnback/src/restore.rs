@@ -54,8 +54,8 @@ pub(crate) enum Source<'a> {
 /// One file to restore: its path, where its bytes are and its mode bits.
 pub(crate) type Job<'a> = (&'a RelPath, Source<'a>, u32);
 
-/// The buckets of the kept files a restore reads, by (record, bucket).
-pub(crate) type Buckets = HashMap<(u64, u64), OwnedFd>;
+/// The buckets of the kept files a restore reads.
+pub(crate) use crate::aside::Buckets;
 
 /// A file written under a temporary name beside its path.
 pub(crate) type Staged<'a> = (&'a RelPath, fsx::Temp);
@@ -148,7 +148,7 @@ fn stage_kept(
     file: File,
     per_file: bool,
 ) -> Result<bool, String> {
-    let Some(bucket) = buckets.get(&(seq, crate::aside::bucket_of(n))) else {
+    let Some(bucket) = buckets.held(seq, n) else {
         return Ok(false);
     };
     let Some(mut kept) = crate::aside::open_in(bucket, n)

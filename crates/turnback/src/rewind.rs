@@ -802,14 +802,16 @@ impl Store {
         };
         let done: HashSet<&RelPath> = report.restored.iter().chain(&report.deleted).collect();
         let states = self.index.saved.get(&seq).into_iter().flatten();
+        let mut buckets = crate::aside::Buckets::default();
         for e in states {
             if let Pre::Aside { n, .. } = e.pre
                 && !done.contains(&e.path)
             {
                 // Best effort: a name left is removed with its record.
-                let _ = crate::aside::remove(&self.dirs().store, seq, n);
+                let _ = buckets.remove(&self.dirs().store, seq, n);
             }
         }
+        let _ = buckets.sync();
     }
 
     /// Applies the report's plan but its steps on the paths in `skip`
@@ -894,35 +896,26 @@ impl Store {
         // blobs are decompressed on every core, directory by directory in
         // path order (see `restore.rs`).
         let mut packs: HashMap<String, std::fs::File> = HashMap::new();
-        let mut buckets = restore::Buckets::new();
+        let mut buckets = restore::Buckets::default();
         let mut jobs: Vec<restore::Job> = Vec::with_capacity(restores.len());
         for step in &restores {
             let (blob, mode) = match &step.action {
                 Action::Restore { blob, mode, .. } => (blob, *mode),
                 Action::RestoreKept { seq, n, mode, .. } => {
-                    let key = (*seq, crate::aside::bucket_of(*n));
-                    if let std::collections::hash_map::Entry::Vacant(e) = buckets.entry(key) {
-                        match crate::aside::open_bucket(&self.dirs().store, key.0, key.1) {
-                            Ok(Some(b)) => {
-                                e.insert(b);
-                            }
-                            // Gone: the operation that kept them left
-                            // their paths as they were.
-                            Ok(None) => continue,
-                            Err(err) => {
-                                let reason = format!(
-                                    "cannot open the files kept for it in the store: {err}"
-                                );
-                                fail(&mut report.failed, &step.path, reason);
-                                continue;
-                            }
+                    // Gone (its bucket or itself): the operation that kept
+                    // it left the path as it was, and so does this one (no
+                    // directory made for it).
+                    let there = match buckets.reach(&self.dirs().store, *seq, *n) {
+                        Ok(b) => b.is_some_and(|b| {
+                            matches!(fsx::lstat_at(b, n.to_string().as_str()), Ok(Some(_)))
+                        }),
+                        Err(err) => {
+                            let reason =
+                                format!("cannot open the files kept for it in the store: {err}");
+                            fail(&mut report.failed, &step.path, reason);
+                            continue;
                         }
-                    }
-                    // Gone: the operation that kept it left the path as it
-                    // was, and so does this one (no directory made for it).
-                    let there = buckets.get(&key).is_some_and(|b| {
-                        matches!(fsx::lstat_at(b, n.to_string().as_str()), Ok(Some(_)))
-                    });
+                    };
                     if there {
                         let source = restore::Source::Kept { seq: *seq, n: *n };
                         jobs.push((&step.path, source, *mode));
@@ -1390,20 +1383,13 @@ mod tests {
     -> std::result::Result<(), Box<dyn std::error::Error>> {
         use std::fs;
         use std::os::unix::fs::MetadataExt;
-        let dir = tempfile::tempdir()?;
-        let root = dir.path().join("p");
-        fs::create_dir(&root)?;
         // Enough paths for the operation to keep files aside.
         let names = ["a.txt", "b.txt", "c.txt", "d.txt"];
         assert!(names.len() >= crate::aside::AT_LEAST);
-        for name in names {
-            fs::write(root.join(name), name)?;
-        }
-        let options = crate::store::Options {
-            data_dir: Some(dir.path().join("data")),
-            ..Default::default()
-        };
-        let mut store = Store::open_with(&root, options)?;
+        let files: Vec<(&str, &str)> = names.iter().map(|n| (*n, *n)).collect();
+        let project = crate::test_project::Beside::new(&files)?;
+        let root = &project.root;
+        let mut store = project.open()?;
         let t = TurnId::new("t1")?;
         store.capture_many(&t, None, &names)?;
         for name in names {
@@ -1443,15 +1429,9 @@ mod tests {
     #[test]
     fn a_files_look_is_kept_only_when_its_ctime_is_before_the_clock()
     -> std::result::Result<(), Box<dyn std::error::Error>> {
-        let dir = tempfile::tempdir()?;
-        let root = dir.path().join("p");
-        std::fs::create_dir(&root)?;
-        std::fs::write(root.join("a.txt"), "a\n")?;
-        let options = crate::store::Options {
-            data_dir: Some(dir.path().join("data")),
-            ..Default::default()
-        };
-        let store = Store::open_with(&root, options)?;
+        let project = crate::test_project::Beside::new(&[("a.txt", "a\n")])?;
+        let root = &project.root;
+        let store = project.open()?;
         let rels = [RelPath::parse("a.txt")?];
         let (_, keys) = store.hash_entries(&rels, Some(i64::MIN))?;
         assert!(keys.is_empty(), "{keys:?}");

@@ -127,7 +127,8 @@ impl Store {
             .into_iter()
             .map(|e| (e.path, e.pre))
             .collect();
-        let recorded = self.recorded_states(paths);
+        let mut buckets = aside::Buckets::default();
+        let recorded = self.recorded_states(paths, &mut buckets);
         let mut back = Vec::new();
         let mut left = Vec::new();
         for e in saved {
@@ -135,11 +136,12 @@ impl Store {
                 continue;
             };
             let was = match &e.pre {
-                Pre::Aside { seq, n, .. } => match self.kept_state(&e.path, *seq, *n) {
+                Pre::Aside { seq, n, .. } => match self.kept_state(&e.path, *seq, *n, &mut buckets)
+                {
                     Kept::Gone => continue,
                     Kept::AtPath => {
                         // Best effort: a name left goes with its record.
-                        let _ = aside::remove(&self.dirs().store, *seq, *n);
+                        let _ = buckets.remove(&self.dirs().store, *seq, *n);
                         continue;
                     }
                     Kept::Replaced(pre) => pre,
@@ -168,14 +170,15 @@ impl Store {
                 });
             }
         }
+        // Best effort, as the removals.
+        let _ = buckets.sync();
         Ok((back, left))
     }
 
     /// What became of the file kept aside as `n` of the record `seq` for
     /// `path`.
-    fn kept_state(&self, path: &RelPath, seq: u64, n: u64) -> Kept {
-        let store = &self.dirs().store;
-        let file = match aside::open(store, seq, n) {
+    fn kept_state(&self, path: &RelPath, seq: u64, n: u64, buckets: &mut aside::Buckets) -> Kept {
+        let file = match buckets.open(&self.dirs().store, seq, n) {
             Ok(Some(file)) => file,
             Ok(None) => return Kept::Gone,
             Err(e) => {
@@ -207,7 +210,11 @@ impl Store {
     /// Every state the log records for each of `paths`: the pre-images of
     /// every turn and the states of every `saved` record (a file kept aside
     /// by its hash).
-    fn recorded_states(&self, paths: &[RelPath]) -> HashMap<&RelPath, Vec<Pre>> {
+    fn recorded_states(
+        &self,
+        paths: &[RelPath],
+        buckets: &mut aside::Buckets,
+    ) -> HashMap<&RelPath, Vec<Pre>> {
         let wanted: std::collections::HashSet<&RelPath> = paths.iter().collect();
         let mut out: HashMap<&RelPath, Vec<Pre>> = HashMap::new();
         let turns = self.index.turns.iter().flat_map(|t| &t.files);
@@ -217,7 +224,7 @@ impl Store {
         for e in entries.filter(|e| wanted.contains(&e.path)) {
             let pre = match &e.pre {
                 Pre::Aside { seq, n, .. } => {
-                    let file = aside::open(&self.dirs().store, *seq, *n);
+                    let file = buckets.open(&self.dirs().store, *seq, *n);
                     match file.ok().flatten().and_then(|f| hash_file(&f, None)) {
                         Some(pre) => pre,
                         None => continue,
@@ -296,6 +303,8 @@ mod tests {
     use super::*;
     use crate::fsx::TEMP_MARK;
     use crate::rewind::RewindOptions;
+    #[cfg(unix)]
+    use crate::test_project::Beside;
     use std::fs;
     use std::path::Path;
 
@@ -345,6 +354,16 @@ mod tests {
         Ok(format!(".{name}{TEMP_MARK}{dead}-0"))
     }
 
+    /// What an operation killed among its renames did to `name`: its
+    /// restored bytes written to a temporary file of a process that is gone
+    /// and renamed over it.
+    #[cfg(unix)]
+    fn rename_from_stale_temp(root: &Path, name: &str, bytes: &str) -> std::io::Result<()> {
+        let temp = root.join(stale_temp(name)?);
+        fs::write(&temp, bytes)?;
+        fs::rename(&temp, root.join(name))
+    }
+
     /// t0 writes z.txt; t1 changes a.txt and makes gen/new.txt; t1 is
     /// rewound. Then an undo of that rewind saves its paths and is killed
     /// after making gen/ and staging gen/new.txt's temporary file, with
@@ -378,32 +397,23 @@ mod tests {
     #[test]
     fn an_interrupted_rewind_is_rolled_back_from_the_files_it_kept_aside() -> TestResult {
         use std::os::unix::fs::MetadataExt;
-        let tmp = tempfile::tempdir()?;
-        let root = tmp.path().join("p");
-        fs::create_dir(&root)?;
-        fs::write(root.join("a.txt"), "alpha\n")?;
-        fs::write(root.join("b.txt"), "beta\n")?;
-        let options = || crate::store::Options {
-            data_dir: Some(tmp.path().join("data")),
-            ..Default::default()
-        };
-        let mut store = Store::open_with(&root, options())?;
+        let project = Beside::new(&[("a.txt", "alpha\n"), ("b.txt", "beta\n")])?;
+        let root = &project.root;
+        let mut store = project.open()?;
         store.capture_many(&turn("t1"), None, &["a.txt", "b.txt"])?;
         fs::write(root.join("a.txt"), "alpha by t1\n")?;
         fs::write(root.join("b.txt"), "beta by t1\n")?;
-        let before = tree(&root)?;
+        let before = tree(root)?;
         // What the rewind does before it is killed: both files kept, a.txt
         // replaced by its restored bytes, b.txt not yet.
         let paths = vec![RelPath::parse("a.txt")?, RelPath::parse("b.txt")?];
         store.save_states(&paths, Some(&|_| crate::store::Expect::Nothing))?;
         assert_eq!(fs::metadata(root.join("b.txt"))?.nlink(), 2, "not kept");
-        let temp = root.join(stale_temp("a.txt")?);
-        fs::write(&temp, "alpha\n")?;
-        fs::rename(&temp, root.join("a.txt"))?;
+        rename_from_stale_temp(root, "a.txt", "alpha\n")?;
         drop(store);
-        let mut store = Store::open_with(&root, options())?;
+        let mut store = project.open()?;
         store.ensure_created()?;
-        assert_eq!(tree(&root)?, before);
+        assert_eq!(tree(root)?, before);
         assert_eq!(fs::metadata(root.join("a.txt"))?.nlink(), 1);
         assert_eq!(fs::metadata(root.join("b.txt"))?.nlink(), 1);
         assert!(
@@ -422,15 +432,9 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_kept_file_that_cannot_be_read_leaves_its_path_and_says_so() -> TestResult {
-        let tmp = tempfile::tempdir()?;
-        let root = tmp.path().join("p");
-        fs::create_dir(&root)?;
-        fs::write(root.join("a.txt"), "alpha\n")?;
-        let options = || crate::store::Options {
-            data_dir: Some(tmp.path().join("data")),
-            ..Default::default()
-        };
-        let mut store = Store::open_with(&root, options())?;
+        let project = Beside::new(&[("a.txt", "alpha\n")])?;
+        let root = &project.root;
+        let mut store = project.open()?;
         store.capture(&turn("t1"), None, "a.txt")?;
         fs::write(root.join("a.txt"), "alpha by t1\n")?;
         let paths = vec![RelPath::parse("a.txt")?];
@@ -438,11 +442,9 @@ mod tests {
         let kept = store.store_dir().join(format!("aside/{seq}/0/0"));
         fs::remove_file(&kept)?;
         fs::create_dir(&kept)?;
-        let temp = root.join(stale_temp("a.txt")?);
-        fs::write(&temp, "alpha\n")?;
-        fs::rename(&temp, root.join("a.txt"))?;
+        rename_from_stale_temp(root, "a.txt", "alpha\n")?;
         drop(store);
-        let mut store = Store::open_with(&root, options())?;
+        let mut store = project.open()?;
         store.ensure_created()?;
         assert_eq!(fs::read(root.join("a.txt"))?, b"alpha\n", "left as it is");
         assert!(
