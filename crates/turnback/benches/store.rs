@@ -36,7 +36,8 @@
 //! - `TURNBACK_BENCH_RECORDS`: records in the large store (default 10000);
 //! - `TURNBACK_BENCH_MANY`: files in row 5 (default 100000);
 //!   `TURNBACK_BENCH_MANY_REPS`: its repetitions (default: as the others);
-//! - `TURNBACK_BENCH_ONLY=cli`: rows 4 to 6 only (printed, never written);
+//! - `TURNBACK_BENCH_ONLY=cli`: rows 4 to 6 only; `TURNBACK_BENCH_ONLY=library`:
+//!   rows 1 to 3 only (either printed, never written);
 //! - `TURNBACK_BENCH_OUT`: the Markdown file (default `docs/BENCHMARKS.md`
 //!   of the workspace); `--no-write` / `TURNBACK_BENCH_NO_WRITE=1` only
 //!   prints.

@@ -24,7 +24,10 @@
 //! Layout: `aside/<seq>/`, one directory per `saved` record (`seq` is its
 //! sequence number), holding buckets `<n / 1024>/` of at most 1,024 names
 //! `<n>` (a directory of 100,000 names made each link search and grow it;
-//! see `trash.rs`). Directories are made `0700`.
+//! see `trash.rs`). Directories are made `0700`. A run of files is kept on
+//! every core: their numbers, and so their buckets, are fixed before any
+//! link is made, so a file that is not kept leaves its number unused (the
+//! record lists the numbers of the files kept).
 //!
 //! Invariants:
 //! - A name is made before the `saved` record that lists it, and the
