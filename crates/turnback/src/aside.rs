@@ -160,9 +160,10 @@ impl Keeper {
     /// other name is its own, on every core: the name of `files[i]` is
     /// numbered `next + i`, so the numbers, and the buckets they fall in,
     /// are fixed before any link is made (a file not kept leaves its
-    /// number unused). A run of files goes to one thread at a time, so
-    /// two threads seldom link into one bucket. `Err(NotKept::None)`
-    /// for a file means no file of the operation can be kept.
+    /// number unused). Each thread takes contiguous runs of `files` (rayon
+    /// splits the slice in halves), so two threads seldom link into one
+    /// bucket. `Err(NotKept::None)` for a file means no file of the
+    /// operation can be kept.
     pub(crate) fn keep_all(&mut self, files: &[ToKeep<'_>]) -> Vec<Result<Kept, NotKept>> {
         let Some(last) = (files.len() as u64).checked_sub(1).map(|l| self.next + l) else {
             return Vec::new();
