@@ -371,3 +371,47 @@ fn a_sealed_turns_files_unchanged_since_are_kept_unread_and_a_changed_one_is_rea
     assert!(done.kept_stored >= 4, "{done:?}");
     Ok(())
 }
+
+/// More directories than one run of keeping holds (256): the files are
+/// kept in two runs, numbered on from one to the next, every one of them
+/// kept with its own inode, and undo brings back every agent's file.
+#[test]
+fn files_in_more_directories_than_a_run_holds_are_kept_in_runs_numbered_on() -> TestResult {
+    let p = Project::new()?;
+    let rels: Vec<String> = (0..300).map(|i| format!("d{i:03}/f.txt")).collect();
+    for (i, rel) in rels.iter().enumerate() {
+        p.write(rel, format!("original {i}\n"))?;
+    }
+    let mut store = p.open_own()?;
+    let t = TurnId::new("t1")?;
+    store.capture_many(&t, None, &rels)?;
+    let mut agent = std::collections::HashMap::new();
+    for (i, rel) in rels.iter().enumerate() {
+        p.write(rel, format!("agent {i}\n"))?;
+        agent.insert(rel.clone(), std::fs::metadata(p.path(rel))?.ino());
+    }
+    let after_agent = p.state()?;
+    let report = store.rewind(&t, &RewindOptions::default())?;
+    assert!(
+        report.complete() && report.restored.len() == 300,
+        "{report:?}"
+    );
+
+    let (seq, saved) = last_saved(&store)?;
+    let mut numbers = Vec::new();
+    // The directories' states are saved too; the files are the ones kept.
+    for (path, pre) in saved.iter().filter(|(path, _)| agent.contains_key(path)) {
+        let Pre::Aside { n, .. } = pre else {
+            return Err(format!("{path} not kept: {pre:?}").into());
+        };
+        let kept = std::fs::metadata(kept_path(&store, seq, *n))?;
+        assert_eq!(Some(&kept.ino()), agent.get(path), "{path}");
+        numbers.push(*n);
+    }
+    numbers.sort_unstable();
+    assert_eq!(numbers, (0..300).collect::<Vec<u64>>());
+
+    store.undo()?;
+    assert_eq!(p.state()?, after_agent);
+    Ok(())
+}
