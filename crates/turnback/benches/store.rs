@@ -1084,6 +1084,7 @@ fn main() -> Res<()> {
                 rep,
                 &mut cli_fig,
             )?);
+            keep.push(rewind_cli::many_exec(&cfg, &cli, &many, &mut cli_fig)?);
         }
     }
     let Some((git_kib, git_secs, large_built)) = library else {

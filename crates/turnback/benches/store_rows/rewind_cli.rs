@@ -99,6 +99,11 @@ pub(crate) struct CliFigures {
     pub(crate) many_bare: Vec<f64>,
     pub(crate) many_rss_kib: Vec<f64>,
     pub(crate) many_trash: Vec<f64>,
+    /// The exec turn of the same files: the peak RSS of `snapshot
+    /// --after`, then the rewind's time and peak RSS.
+    pub(crate) exec_after_rss_kib: Vec<f64>,
+    pub(crate) exec_rewind: Vec<f64>,
+    pub(crate) exec_rewind_rss_kib: Vec<f64>,
     pub(crate) one_rewind: Vec<f64>,
     pub(crate) one_git: Vec<f64>,
 }
@@ -341,17 +346,7 @@ pub(crate) fn many_files(
         fig.many_rewind.push(run.secs);
         // The background removal of the trash runs to its end before the
         // next timed phase, so it never slows the peer.
-        let t0 = Instant::now();
-        let trash = Store::open(&subject)?
-            .trash_dir()
-            .ok_or("no data directory")?;
-        while trash.exists() {
-            if t0.elapsed() > Duration::from_secs(120) {
-                return Err(format!("{} still there after 120 s", trash.display()).into());
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        fig.many_trash.push(t0.elapsed().as_secs_f64());
+        fig.many_trash.push(wait_for_trash(&subject)?);
         if let Some(kib) = run.rss_kib {
             fig.many_rss_kib.push(kib as f64);
         }
@@ -365,6 +360,62 @@ pub(crate) fn many_files(
         run_peer(fig)?;
     }
     verify(&subject, &writes, &[], false)?;
+    Ok(work)
+}
+
+/// Waits until the background process a rewind in `root` started has
+/// emptied the trash; returns how long that took.
+fn wait_for_trash(root: &Path) -> Res<f64> {
+    let t0 = Instant::now();
+    let trash = Store::open(root)?.trash_dir().ok_or("no data directory")?;
+    while trash.exists() {
+        if t0.elapsed() > Duration::from_secs(120) {
+            return Err(format!("{} still there after 120 s", trash.display()).into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+/// Row 5's exec turn, one repetition: the same generated files
+/// snapshotted before and after every one is written with a line added
+/// (`turnback snapshot`, `snapshot --after`), then that turn rewound; its
+/// peer is the same repetition's plain writes (`many_bare`).
+pub(crate) fn many_exec(
+    cfg: &Config,
+    cli: &Path,
+    files: &[(String, Vec<u8>)],
+    fig: &mut CliFigures,
+) -> Res<TempDir> {
+    let work = TempDir::with_prefix_in("turnback-bench-exec-", &cfg.tmp)?;
+    let subject = work.path().join("subject");
+    write_generated(&subject, files, false)?;
+    drop(Store::open(&subject)?);
+    super::to_data_dir(&subject)?;
+    run_cli(cli, &subject, &["snapshot", "--turn", "exec"], false)?;
+    write_generated(&subject, files, true)?;
+    sync_fs(work.path())?;
+    let after = run_cli(
+        cli,
+        &subject,
+        &["snapshot", "--turn", "exec", "--after"],
+        true,
+    )?;
+    fig.exec_after_rss_kib
+        .extend(after.rss_kib.map(|k| k as f64));
+    sync_fs(work.path())?;
+    let run = run_cli(cli, &subject, &["rewind", "exec"], true)?;
+    fig.exec_rewind.push(run.secs);
+    fig.exec_rewind_rss_kib
+        .extend(run.rss_kib.map(|k| k as f64));
+    // As after the capture turn's rewind: nothing of it runs on into the
+    // next timed phase.
+    wait_for_trash(&subject)?;
+    let originals: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(r, b)| (r.as_str(), b.as_slice()))
+        .collect();
+    verify(&subject, &originals, &[], false)?;
     Ok(work)
 }
 
@@ -490,6 +541,39 @@ pub(crate) fn render_rows(fig: &CliFigures, s: &mut String, results: &mut Vec<(S
             );
             results.push(("rewind peak RSS at most 100 MB".into(), met));
         }
+        if !fig.exec_rewind.is_empty() {
+            let r = Ratio::new(&fig.exec_rewind, &fig.many_bare, Some(1.0));
+            let _ = writeln!(
+                s,
+                "| 5. the same files as an exec turn (`turnback snapshot`, every file written, `snapshot --after`): `turnback rewind` of that turn (the process) | {} | the plain writes above: {} | {} |",
+                time_cell(&fig.exec_rewind),
+                time_cell(&fig.many_bare),
+                r.cells("≤ 1.0x the plain writes"),
+            );
+            results.push((
+                "exec-turn rewind no slower than the plain writes".into(),
+                r.met() == Some(true),
+            ));
+            for (what, kib) in [
+                ("`snapshot --after`", &fig.exec_after_rss_kib),
+                ("that rewind", &fig.exec_rewind_rss_kib),
+            ] {
+                if kib.is_empty() {
+                    continue;
+                }
+                let mib = median(kib) / 1024.0;
+                let (lo, hi) = min_max(kib);
+                let met = mib <= 100.0;
+                let _ = writeln!(
+                    s,
+                    "| 5. exec turn: peak RSS of {what} (`/usr/bin/time -f %M`) | {mib:.0} MiB ({:.0}–{:.0} MiB) | | | | ≤ 100 MB | {} |",
+                    lo / 1024.0,
+                    hi / 1024.0,
+                    if met { "**met**" } else { "**missed**" },
+                );
+                results.push((format!("exec turn: {what} peak RSS at most 100 MB"), met));
+            }
+        }
         if !fig.many_trash.is_empty() {
             let _ = writeln!(
                 s,
@@ -531,7 +615,10 @@ the same with the turn sealed (`turnback seal`) before the rewind. Row 5: `TURNB
 captured in one turn and then written with a line added, on two copies; the rewind runs \
 under `/usr/bin/time -f %M` (the peak RSS the kernel reports for the child), the peer \
 writes the original bytes back with plain `fs::write`s; which side goes first alternates; \
-every file is checked afterwards. Row 6: the tree is committed to git, a full-tree turn is \
+every file is checked afterwards. Then the same files as an exec turn, on a third copy: \
+`turnback snapshot`, every file written with a line added, `turnback snapshot --after` \
+and `turnback rewind` of that turn, both under `/usr/bin/time -f %M`; the rewind's peer is \
+the same repetition's plain writes; every file is checked afterwards. Row 6: the tree is committed to git, a full-tree turn is \
 captured and written, then each repetition captures one file (the middle one) in a new \
 turn, writes it, runs `turnback rewind` of that turn, writes the file again and runs \
 `git checkout HEAD -- FILE`; both results are checked; both processes are spawned \
