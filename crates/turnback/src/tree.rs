@@ -563,13 +563,7 @@ pub(crate) fn write_head(
     turn: &TurnId,
 ) -> Result<u64> {
     let path = store_path.join(TREE_FILE);
-    let file = fsx::open_store_file(store, TREE_FILE, OFlags::RDONLY, None)
-        .ctx("open", &path)?
-        .ok_or_else(|| crate::error::Error::Io {
-            op: "open",
-            path: path.clone(),
-            source: std::io::Error::from(std::io::ErrorKind::NotFound),
-        })?;
+    let file = open_there(store, TREE_FILE, OFlags::RDONLY, None, &path)?;
     let len = file.metadata().ctx("stat", &path)?.len();
     let mut tail = [0u8; 4];
     if len >= 4 {
@@ -603,18 +597,30 @@ fn remove_head(store: &OwnedFd, store_path: &Path) -> Result<()> {
     }
 }
 
+/// Opens the store's file `name` (see [`fsx::open_store_file`]); one that
+/// is not there is an error naming `shown`.
+fn open_there(
+    store: &OwnedFd,
+    name: &str,
+    flags: OFlags,
+    create: Option<u32>,
+    shown: &Path,
+) -> Result<std::fs::File> {
+    fsx::open_store_file(store, name, flags, create)
+        .ctx("open", shown)?
+        .ok_or_else(|| crate::error::Error::Io {
+            op: "open",
+            path: shown.to_path_buf(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })
+}
+
 /// Reads the file system's clock, the one that stamps the project's files:
 /// `<store>/tree-stamp` (created once) has its times set to "now" by the
 /// kernel, then they are read back. No inode is allocated.
 pub(crate) fn fs_clock(store: &OwnedFd, store_path: &Path) -> Result<i64> {
     let shown = store_path.join(STAMP_FILE);
-    let fd = fsx::open_store_file(store, STAMP_FILE, OFlags::WRONLY, Some(0o644))
-        .ctx("open", &shown)?
-        .ok_or_else(|| crate::error::Error::Io {
-            op: "open",
-            path: shown.clone(),
-            source: std::io::Error::from(std::io::ErrorKind::NotFound),
-        })?;
+    let fd = open_there(store, STAMP_FILE, OFlags::WRONLY, Some(0o644), &shown)?;
     let now = crate::sys::fs::Timespec {
         tv_sec: 0,
         tv_nsec: crate::sys::fs::UTIME_NOW,
