@@ -599,35 +599,19 @@ impl Store {
                 });
             for ((item, file, _), r) in opened.iter().zip(read) {
                 let (path, _, mode) = item;
-                let (id, size, kept) = match r? {
+                let (id, size, blob) = match r? {
                     Some(Small { id, size, frame }) => {
-                        let kept = match frame {
-                            Some(frame) if !fresh.contains(&id) => {
-                                let offset = writer.append(&frame)?;
-                                Some((offset, frame.len() as u64))
-                            }
-                            _ => None,
+                        let blob = match frame {
+                            Some(frame) => crate::store::append_once(
+                                writer, &mut fresh, id, size, &frame, None,
+                            )?,
+                            None => None,
                         };
-                        (id, size, kept)
+                        (id, size, blob)
                     }
-                    None => {
-                        let s = writer.append_stream(file, level, |id| {
-                            !known.contains_key(id) && !fresh.contains(id)
-                        })?;
-                        (s.id, s.size, s.kept)
-                    }
+                    None => crate::store::append_streamed(writer, &mut fresh, known, file, level)?,
                 };
-                if let Some((offset, len)) = kept {
-                    fresh.insert(id);
-                    blobs.push(StoredBlob {
-                        id,
-                        pack: None,
-                        offset,
-                        len,
-                        size,
-                        base: None,
-                    });
-                }
+                blobs.extend(blob);
                 files.push(FileEntry {
                     path: path.clone(),
                     pre: Pre::File {

@@ -196,6 +196,58 @@ pub(crate) fn post_of(pre: &Pre) -> Post {
     }
 }
 
+/// Appends the compressed `frame` of blob `id` (`size` bytes, a delta
+/// against `base` when given) to `writer`, unless this pack holds it
+/// already (`fresh`, the blobs written to it so far); returns where it went.
+pub(crate) fn append_once(
+    writer: &mut PackWriter,
+    fresh: &mut HashSet<BlobId>,
+    id: BlobId,
+    size: u64,
+    frame: &[u8],
+    base: Option<BlobId>,
+) -> Result<Option<StoredBlob>> {
+    if !fresh.insert(id) {
+        return Ok(None);
+    }
+    let offset = writer.append(frame)?;
+    Ok(Some(StoredBlob {
+        pack: None,
+        id,
+        offset,
+        len: frame.len() as u64,
+        size,
+        base,
+    }))
+}
+
+/// Streams `file` into `writer` (a file too large to read whole), keeping
+/// its frame only when neither the store (`known`) nor this pack
+/// (`fresh`) holds its blob; returns its id, its size and where it went.
+pub(crate) fn append_streamed(
+    writer: &mut PackWriter,
+    fresh: &mut HashSet<BlobId>,
+    known: &crate::index::Blobs,
+    file: &File,
+    level: i32,
+) -> Result<(BlobId, u64, Option<StoredBlob>)> {
+    let pack::Streamed { id, size, kept } = writer.append_stream(file, level, |id| {
+        !known.contains_key(id) && !fresh.contains(id)
+    })?;
+    let stored = kept.map(|(offset, len)| {
+        fresh.insert(id);
+        StoredBlob {
+            pack: None,
+            id,
+            offset,
+            len,
+            size,
+            base: None,
+        }
+    });
+    Ok((id, size, stored))
+}
+
 /// A file hashed, with its stat key when it can be trusted later.
 struct Looked {
     i: usize,
@@ -1599,18 +1651,10 @@ impl Store {
                 })?;
                 set_blob(entries, i, id, len);
                 if let Some(frame) = frame
-                    && fresh.insert(id)
+                    && let Some(blob) = append_once(writer, &mut fresh, id, len, &frame, base)?
                 {
-                    let offset = writer.append(&frame)?;
-                    stored += frame.len() as u64;
-                    blobs.push(StoredBlob {
-                        pack: None,
-                        id,
-                        offset,
-                        len: frame.len() as u64,
-                        size: len,
-                        base,
-                    });
+                    stored += blob.len;
+                    blobs.push(blob);
                 }
             }
         }
@@ -1618,26 +1662,12 @@ impl Store {
             let Some((i, file)) = self.open_files(&mut walk, entries, one)?.pop() else {
                 continue;
             };
-            let known = &self.index.blobs;
-            let pack::Streamed {
-                id,
-                size: len,
-                kept,
-            } = writer.append_stream(&file, level, |id| {
-                !known.contains_key(id) && !fresh.contains(id)
-            })?;
+            let (id, len, blob) =
+                append_streamed(writer, &mut fresh, &self.index.blobs, &file, level)?;
             set_blob(entries, i, id, len);
-            if let Some((offset, clen)) = kept {
-                fresh.insert(id);
-                stored += clen;
-                blobs.push(StoredBlob {
-                    pack: None,
-                    id,
-                    offset,
-                    len: clen,
-                    size: len,
-                    base: None,
-                });
+            if let Some(blob) = blob {
+                stored += blob.len;
+                blobs.push(blob);
             }
         }
         Ok((blobs, stored))
