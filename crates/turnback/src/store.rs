@@ -299,6 +299,14 @@ pub struct Store {
     held_dirs: std::sync::Mutex<Option<crate::dirstack::Held>>,
 }
 
+impl Drop for Store {
+    /// A process that appended much leaves a checkpoint of it (see
+    /// [`Store::checkpoint_if_behind`]).
+    fn drop(&mut self) {
+        self.checkpoint_if_behind();
+    }
+}
+
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
@@ -581,6 +589,9 @@ impl Store {
                 .ctx("cut the torn final line of", &path)?;
             fsx::fdatasync(&f).ctx("fsync", &path)?;
         }
+        // What an earlier mutation of this store (a long-lived one, the MCP
+        // server's) appended is checkpointed before more is.
+        self.checkpoint_if_behind();
         // Files kept aside by an operation that crashed before its `saved`
         // record: no record names them, and their project files would look
         // like hard links (see `aside.rs`).
@@ -650,6 +661,32 @@ impl Store {
             })
     }
 
+    /// Writes an index checkpoint when the log has grown by
+    /// [`checkpoint::WRITE_AFTER`] past the one on disk since this process
+    /// read or wrote it, so the next process to open the store does not
+    /// read again what this one appended (the after half of a command that
+    /// changed 100,000 files appends some 50 MB). Best effort, like the
+    /// checkpoint itself; only for the log file the index was read from.
+    pub(crate) fn checkpoint_if_behind(&mut self) {
+        let x = &self.index;
+        let (Some(dirs), Some(ident)) = (self.dirs.as_ref(), x.ident) else {
+            return;
+        };
+        if x.consumed < x.checkpointed.saturating_add(checkpoint::WRITE_AFTER) {
+            return;
+        }
+        let Ok(log) = self.open_log(OFlags::RDONLY) else {
+            return;
+        };
+        let same = crate::sys::fs::fstat(&log).is_ok_and(|st| {
+            (crate::sys::dev(&st), st.st_ino) == ident && st.st_size as u64 >= x.consumed
+        });
+        if same {
+            checkpoint::write(&dirs.store, x, &log, ident);
+            self.index.checkpointed = self.index.consumed;
+        }
+    }
+
     /// Forgets the index and reads the whole log again.
     pub(crate) fn reload(&mut self) -> Result<()> {
         self.index = Index::default();
@@ -679,32 +716,53 @@ impl Store {
         if from_start && let Some(mut index) = checkpoint::load(&self.dirs().store, &f, ident, size)
         {
             index.ident = Some(ident);
+            index.checkpointed = index.consumed;
             self.index = index;
         }
         let start = self.index.consumed;
-        let mut bytes = Vec::with_capacity(size.saturating_sub(start) as usize);
         let mut f = f;
         io::Seek::seek(&mut f, io::SeekFrom::Start(start)).ctx("read", &path)?;
-        f.read_to_end(&mut bytes).ctx("read", &path)?;
-        let parsed = log::parse(&bytes, self.index.lines + 1);
-        // The log's bytes are not needed once split into records, and each
-        // record not once applied: a log of one capture of 100,000 paths
-        // is some 25 MB of JSON, and the index and the checkpoint written
-        // from it come on top.
-        drop(bytes);
-        let (lines, consumed, torn) = (parsed.lines.len(), parsed.consumed, parsed.torn);
-        for (line, rec) in parsed.lines {
-            if let Err(reason) = rec.and_then(|r| self.index.apply(&r)) {
-                return Err(Error::LogDamaged { path, line, reason });
+        // A line at a time, each record applied as it is read: a log of one
+        // capture of 100,000 paths is some 40 MB of JSON, and the index and
+        // the checkpoint written from it come on top.
+        let mut reader = io::BufReader::with_capacity(64 << 10, &f);
+        let mut line = Vec::new();
+        let (mut lines, mut consumed, mut torn) = (0usize, 0u64, None);
+        loop {
+            line.clear();
+            let n = io::BufRead::read_until(&mut reader, b'\n', &mut line).ctx("read", &path)?;
+            if n == 0 {
+                break;
             }
+            let line_no = self.index.lines + lines + 1;
+            if line.last() != Some(&b'\n') {
+                torn = Some((line_no, n));
+                break;
+            }
+            let rec = log::decode(&line[..n - 1]);
+            if line.capacity() > (1 << 20) {
+                // A large record's line is not kept for the next one.
+                line = Vec::new();
+            }
+            if let Err(reason) = rec.and_then(|r| self.index.apply_owned(r)) {
+                return Err(Error::LogDamaged {
+                    path,
+                    line: line_no,
+                    reason,
+                });
+            }
+            lines += 1;
+            consumed += n as u64;
         }
+        drop(reader);
         self.index.lines += lines;
-        self.index.consumed += consumed as u64;
+        self.index.consumed += consumed;
         if lines > 0 {
             self.index.turns.fit();
         }
-        if from_start && consumed as u64 >= checkpoint::WRITE_AFTER {
+        if from_start && consumed >= checkpoint::WRITE_AFTER {
             checkpoint::write(&self.dirs().store, &self.index, &f, ident);
+            self.index.checkpointed = self.index.consumed;
         }
         Ok(torn.map(|(line, len)| {
             self.warnings.push(format!(

@@ -285,6 +285,25 @@ fn put_str16(out: &mut Vec<u8>, s: &[u8]) {
 /// Serializes a tree (checksum included).
 pub fn encode(tree: &Tree) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + tree.entries.len() * 96);
+    encode_into(tree, &mut out).expect("writing to a vector does not fail");
+    out
+}
+
+/// Writes a tree (checksum included) to `to` in pieces of about 64 KiB:
+/// never whole in memory (a tree of 100,000 paths is some 10 MB, written
+/// while the scan's entries and the index are held). Returns its length.
+pub fn encode_into(tree: &Tree, to: &mut impl Write) -> std::io::Result<u64> {
+    const PIECE: usize = 64 << 10;
+    let mut crc = crc32fast::Hasher::new();
+    let mut len = 0u64;
+    let mut out = Vec::with_capacity(PIECE + 512);
+    let mut put = |out: &mut Vec<u8>| -> std::io::Result<()> {
+        crc.update(out);
+        len += out.len() as u64;
+        to.write_all(out)?;
+        out.clear();
+        Ok(())
+    };
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&tree.stamp_ns.to_le_bytes());
     out.extend_from_slice(&tree.log_seq.to_le_bytes());
@@ -325,10 +344,14 @@ pub fn encode(tree: &Tree) -> Vec<u8> {
             }
         }
         prev = &e.path;
+        if out.len() >= PIECE {
+            put(&mut out)?;
+        }
     }
-    let crc = crc32fast::hash(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
+    put(&mut out)?;
+    let crc = crc.finalize();
+    to.write_all(&crc.to_le_bytes())?;
+    Ok(len + 4)
 }
 
 struct Reader<'a> {
@@ -659,13 +682,13 @@ impl TreeWriter {
     /// Writes `tree` to a temporary file, makes it durable and renames it
     /// to `tree`.
     pub(crate) fn commit(self, store: &OwnedFd, store_path: &Path, tree: &Tree) -> Result<u64> {
-        let bytes = encode(tree);
         let (mut file, tmp) =
             fsx::create_temp(store, TREE_FILE, 0o644).ctx("create", store_path)?;
         let shown = store_path.join(&tmp);
-        let res = file
-            .write_all(&bytes)
+        let mut written = 0;
+        let res = encode_into(tree, &mut file)
             .ctx("write", &shown)
+            .map(|len| written = len)
             .and_then(|()| fsx::fdatasync(&file).ctx("fsync", &shown))
             .and_then(|()| remove_head(store, store_path))
             .and_then(|()| fsx::rename(store, &tmp, TREE_FILE).ctx("rename", &shown));
@@ -674,7 +697,7 @@ impl TreeWriter {
             return Err(e);
         }
         fsx::fsync(store).ctx("fsync", store_path)?;
-        Ok(bytes.len() as u64)
+        Ok(written)
     }
 }
 

@@ -57,15 +57,22 @@ impl BlobTable {
     /// Where blob `id` is, if the table has it. A block that cannot be
     /// read back whole on the way is answered by the covered log.
     pub(crate) fn find(&self, id: &BlobId) -> Option<BlobLoc> {
-        let found = match self.rows.find(|key| key.cmp(&id.0[..])) {
-            Some(Some(row)) => loc_of(row, |b| self.rows.row(b).map(id_of)).map(Some),
-            Some(None) => Some(None),
-            None => None,
-        };
+        let found = self.rows.find_with(
+            |key| key.cmp(&id.0[..]),
+            |row| loc_of(row, |b| self.rows.row_with(b, id_of)),
+        );
         match found {
-            Some(loc) => loc,
-            None => self.fallback.needed().blobs.get(id),
+            Some(Some(Some(loc))) => Some(loc),
+            Some(None) => None,
+            // A row or its base's that cannot be read back whole, or a pack
+            // name of another form.
+            _ => self.fallback.needed().blobs.get(id),
         }
+    }
+
+    /// Lets go of the rows read so far ([`Table::forget_read`]).
+    pub(crate) fn forget_read(&mut self) {
+        self.rows.forget_read();
     }
 
     /// Removes from `run` (sorted by id) the blobs the table has, reading
@@ -109,6 +116,38 @@ impl BlobTable {
             all.sort_unstable_by_key(|(id, _)| *id);
             all
         })
+    }
+
+    /// Whether every row reads back whole, with a pack name of turnback's
+    /// form (a new checkpoint then copies the rows as they are).
+    pub(super) fn readable(&self) -> bool {
+        let mut names = true;
+        let whole = self
+            .rows
+            .each_row(|row| names &= pack::is_pack_name_bytes(&row[32..66]));
+        whole && names
+    }
+
+    /// Calls `each` with every row, in id order (see [`Table::each_row`]).
+    pub(super) fn each_row(&self, each: impl FnMut(&[u8])) -> bool {
+        self.rows.each_row(each)
+    }
+
+    /// How many rows come before blob `id`, and whether a row has it;
+    /// `None` if a block on the way cannot be read back whole.
+    pub(super) fn rank(&self, id: &BlobId) -> Option<(usize, bool)> {
+        let k = self.rows.partition_point(|key| key < &id.0[..])?;
+        let here = k < self.len() && self.rows.row_with(k, |r| r[..32] == id.0[..])?;
+        Some((k, here))
+    }
+
+    /// The id of the base of the blob in `row` (`Some(None)`: it has
+    /// none); `None` if the base's row cannot be read back whole.
+    pub(super) fn base_id(&self, row: &[u8]) -> Option<Option<BlobId>> {
+        match (u32_at(row, 90) as usize).checked_sub(1) {
+            None => Some(None),
+            Some(b) => self.rows.row_with(b, |r| Some(id_of(r))),
+        }
     }
 
     /// Whether every row reads back whole and in order, with pack names of

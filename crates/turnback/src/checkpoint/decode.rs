@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use super::paths::FrozenPathBlobs;
 use crate::id::{BlobId, TurnId};
-use crate::index::{Applied, Captured, Index, OpInfo, PathBlobs, Turn};
-use crate::log::{FileEntry, Post, Pre};
+use crate::index::{Applied, Captured, Index, OpInfo, PathBlobs, Posts, Turn};
+use crate::log::{FileEntry, Post, PostEntry, Pre};
 use crate::path::RelPath;
 
 /// Reads a checkpoint's bytes; `at` is where `rest` starts in them.
@@ -183,7 +183,18 @@ impl<'a> Reader<'a> {
                     shared_with: r.vec(Self::turn_id)?,
                 })
             })?,
-            posts: self.map(|r| Some((r.path()?, (r.num()?, r.post()?))))?,
+            posts: {
+                let mut seqs = Vec::new();
+                let list = self.vec(|r| {
+                    let path = r.path()?;
+                    seqs.push(r.num()?);
+                    Some(PostEntry {
+                        path,
+                        post: r.post()?,
+                    })
+                })?;
+                Posts::from_sorted(list, seqs)?
+            },
             by_path: self.vec(|r| u32::try_from(r.num()?).ok())?,
         };
         // Each capture once, ordered by path.

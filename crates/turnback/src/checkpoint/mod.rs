@@ -167,7 +167,6 @@ use crate::sys::fs::OFlags;
 use blobs::BLOB_ROW;
 use covered::{Covered, Fallback};
 use decode::Reader;
-use encode::Writer;
 use table::{Kind, Table, blocks};
 use turns::TURN_ROW;
 
@@ -207,15 +206,11 @@ pub(crate) fn write(store: &OwnedFd, index: &Index, log: &File, ident: (u64, u64
     let Some(covered) = Covered::of(log, ident, index.consumed) else {
         return;
     };
-    let Some(bytes) = encode(index, &covered) else {
+    let Ok((f, tmp)) = fsx::create_temp(store, INDEX_FILE, 0o644) else {
         return;
     };
-    let Ok((mut f, tmp)) = fsx::create_temp(store, INDEX_FILE, 0o644) else {
-        return;
-    };
-    if std::io::Write::write_all(&mut f, &bytes).is_err()
-        || fsx::rename(store, &tmp, INDEX_FILE).is_err()
-    {
+    let written = matches!(encode::write(index, &covered, &f), Ok(true));
+    if !written || fsx::rename(store, &tmp, INDEX_FILE).is_err() {
         let _ = fsx::unlink(store, &tmp);
     }
 }
@@ -245,17 +240,11 @@ pub(crate) fn tables_whole(index: &Index) -> bool {
 /// (none when a delta's base is not a known blob or a pack name is not one
 /// turnback makes, which the tables cannot hold).
 fn encode(index: &Index, covered: &Covered) -> Option<Vec<u8>> {
-    let mut w = Writer(Vec::with_capacity(128 + index.blobs.len() * BLOB_ROW));
-    w.0.extend_from_slice(MAGIC);
-    w.u64(0); // head_len, set by `index`
-    w.num(covered.dev);
-    w.num(covered.ino);
-    w.num(covered.len);
-    w.0.extend_from_slice(&covered.head);
-    w.0.extend_from_slice(&covered.tail);
-    let bodies = w.index(index)?;
-    w.0.extend_from_slice(&bodies);
-    Some(w.0)
+    let mut bytes = std::io::Cursor::new(Vec::new());
+    match encode::write(index, covered, &mut bytes) {
+        Ok(true) => Some(bytes.into_inner()),
+        _ => None,
+    }
 }
 
 /// The index in the checkpoint `bytes` and the log prefix it covers, if

@@ -49,9 +49,10 @@ impl FrozenPathBlobs {
         Some(self.blob_at(k))
     }
 
-    /// Every path and its blob, decoded.
-    pub(crate) fn all(&self) -> impl Iterator<Item = (RelPath, BlobId)> + '_ {
+    /// Every valid path (its bytes) and its blob, in path order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], BlobId)> + '_ {
         (0..self.paths.len())
-            .filter_map(|k| Some((RelPath::from_bytes(self.path_at(k)).ok()?, self.blob_at(k))))
+            .filter(|&k| RelPath::from_bytes(self.path_at(k)).is_ok())
+            .map(|k| (self.path_at(k), self.blob_at(k)))
     }
 }

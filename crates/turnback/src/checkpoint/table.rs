@@ -5,7 +5,10 @@
 //! row, and a search reads one block: the fences say which. A block is
 //! read with one `pread` the first time one of its rows is wanted,
 //! compared with its CRC and its fence, its rows checked ([`Kind`]), and
-//! kept.
+//! kept, up to [`KEEP_BLOCKS`] blocks for the lookups that take a row by
+//! value ([`Table::find_with`], [`Table::row_with`], which the blob table
+//! uses): a rewind of 100,000 files looks up 100,000 blobs, which kept a
+//! table of 200,000 of them whole (19 MB).
 //! A block that cannot be read, or fails either check, answers `None` for
 //! each of its rows; the caller then asks the log prefix the checkpoint
 //! covers ([`super::covered::Fallback`]).
@@ -17,9 +20,15 @@
 //! whose CRC matches holds what was written.
 
 use std::fs::File;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::{read_at, u32_at, u64_at};
+
+/// Blocks a table keeps at most for the lookups that take a row by value
+/// (6 MB of the blob table); past them, a block such a lookup reads is let
+/// go after it.
+const KEEP_BLOCKS: usize = 1024;
 
 /// Rows in a block.
 pub(super) const BLOCK: usize = 64;
@@ -113,14 +122,6 @@ pub(super) fn blocks(n: usize) -> usize {
     n.div_ceil(BLOCK)
 }
 
-/// What the head holds of each block of `rows` (`width` bytes a row, a
-/// key of `key` bytes at the start of each): its CRC-32 and its first
-/// row's key.
-pub(super) fn fences(rows: &[u8], width: usize, key: usize) -> impl Iterator<Item = (u32, &[u8])> {
-    rows.chunks(BLOCK * width)
-        .map(move |block| (crc32fast::hash(block), &block[..key]))
-}
-
 /// A block's rows once read (`None`: unreadable or damaged).
 type Block = OnceLock<Option<Box<[u8]>>>;
 
@@ -138,6 +139,8 @@ pub(super) struct Table {
     fences: Box<[u8]>,
     /// Each block's rows once read.
     read: Box<[Block]>,
+    /// How many of them were kept by [`Table::with_block`].
+    kept_by_value: AtomicUsize,
 }
 
 impl std::fmt::Debug for Table {
@@ -165,6 +168,7 @@ impl Table {
             n,
             kind,
             read: (0..checks.len()).map(|_| OnceLock::new()).collect(),
+            kept_by_value: AtomicUsize::new(0),
             checks,
             fences,
         }
@@ -182,6 +186,49 @@ impl Table {
     /// Block `b`'s rows, read and checked the first time.
     fn block(&self, b: usize) -> Option<&[u8]> {
         self.read.get(b)?.get_or_init(|| self.load(b)).as_deref()
+    }
+
+    /// `f` of block `b`'s rows: kept ones, or read and kept while fewer
+    /// than [`KEEP_BLOCKS`] were kept so, or read and let go. `None` if the
+    /// block cannot be read back whole.
+    fn with_block<T>(&self, b: usize, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        let cell = self.read.get(b)?;
+        if let Some(kept) = cell.get() {
+            return kept.as_deref().map(f);
+        }
+        if self.kept_by_value.load(Ordering::Relaxed) < KEEP_BLOCKS {
+            let kept = cell.get_or_init(|| {
+                self.kept_by_value.fetch_add(1, Ordering::Relaxed);
+                self.load(b)
+            });
+            return kept.as_deref().map(f);
+        }
+        self.load(b).as_deref().map(f)
+    }
+
+    /// `f` of row `i` (see [`Table::with_block`]), if its block reads back
+    /// whole.
+    pub(super) fn row_with<T>(&self, i: usize, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        if i >= self.n {
+            return None;
+        }
+        let at = (i % BLOCK) * self.width;
+        self.with_block(i / BLOCK, |rows| rows.get(at..at + self.width).map(f))?
+    }
+
+    /// [`Table::find`], giving `f` of the row found (see
+    /// [`Table::with_block`]).
+    pub(super) fn find_with<T>(
+        &self,
+        cmp: impl Fn(&[u8]) -> std::cmp::Ordering,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Option<Option<T>> {
+        let k = self.partition_point(|key| cmp(key).is_lt())?;
+        if k == self.n {
+            return Some(None);
+        }
+        let key = self.kind.key();
+        self.row_with(k, |row| cmp(&row[..key]).is_eq().then(|| f(row)))
     }
 
     /// Block `b`'s rows read from the file, if they pass their checks.
@@ -266,9 +313,10 @@ impl Table {
         let Some(b) = first_not(self.read.len(), |b| before(self.fence(b))).checked_sub(1) else {
             return Some(0);
         };
-        let rows = self.block(b)?;
-        let key = |j: usize| &rows[j * self.width..j * self.width + self.kind.key()];
-        Some(b * BLOCK + first_not(rows.len() / self.width, |j| before(key(j))))
+        self.with_block(b, |rows| {
+            let key = |j: usize| &rows[j * self.width..j * self.width + self.kind.key()];
+            b * BLOCK + first_not(rows.len() / self.width, |j| before(key(j)))
+        })
     }
 
     /// The row whose key `cmp` says is the one sought (`Equal`; `Less`
@@ -283,10 +331,40 @@ impl Table {
         Some(cmp(&row[..self.kind.key()]).is_eq().then_some(row))
     }
 
+    /// Lets go of every block read so far (after a scan looked up
+    /// thousands of ids one by one: the whole table was kept).
+    pub(super) fn forget_read(&mut self) {
+        for cell in &mut self.read {
+            cell.take();
+        }
+        *self.kept_by_value.get_mut() = 0;
+    }
+
     /// How many blocks are kept in memory.
     #[cfg(test)]
     pub(super) fn kept(&self) -> usize {
         self.read.iter().filter(|c| c.get().is_some()).count()
+    }
+
+    /// Calls `each` with every row in order, a block read at a time and
+    /// not kept unless it was already (a new checkpoint copies them all);
+    /// `false`, having stopped, at a block that cannot be read back whole.
+    pub(super) fn each_row(&self, mut each: impl FnMut(&[u8])) -> bool {
+        for (b, cell) in self.read.iter().enumerate() {
+            let loaded;
+            let rows = match cell.get() {
+                Some(kept) => kept.as_deref(),
+                None => {
+                    loaded = self.load(b);
+                    loaded.as_deref()
+                }
+            };
+            let Some(rows) = rows else {
+                return false;
+            };
+            rows.chunks_exact(self.width).for_each(&mut each);
+        }
+        true
     }
 
     /// Every row, if every block reads back whole (gc, verify and a new

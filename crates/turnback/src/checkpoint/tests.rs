@@ -82,9 +82,10 @@ fn bytes_of_at(index: &Index, covered: &Covered) -> Vec<u8> {
 /// The index the whole log gives, with no checkpoint.
 fn from_log_alone(root: &Path, store: &Store) -> std::result::Result<Index, crate::Error> {
     let _ = std::fs::remove_file(index_path(store));
-    let fresh = Store::open(root)?;
+    let mut fresh = Store::open(root)?;
     let _ = std::fs::remove_file(index_path(store));
-    Ok(fresh.index)
+    // Taken, so that dropping the store leaves no checkpoint either.
+    Ok(std::mem::take(&mut fresh.index))
 }
 
 /// Writes a checkpoint of `store`'s whole log as it is now.
@@ -163,6 +164,62 @@ fn opening_from_a_checkpoint_then_the_rest_of_the_log_equals_reading_it_all() ->
     Ok(())
 }
 
+#[test]
+fn a_new_checkpoint_merges_the_old_rows_with_later_blobs_and_their_bases() -> TestResult {
+    let (dir, mut store) = rich_store()?;
+    let a = "one line of a file stored whole\n".repeat(400);
+    let b = format!("{a}and one more\n");
+    store.write(&t("t5"), None, "delta.txt", a.as_bytes())?;
+    store.write(&t("t6"), None, "delta.txt", b.as_bytes())?;
+    checkpoint_now(&store)?;
+    // Blobs whose ids fall among the table's rows, and a pre-image stored
+    // as a delta against a blob of the table.
+    for n in 0..300 {
+        store.write(
+            &t("t7"),
+            None,
+            format!("m/{n}.txt"),
+            format!("{n}\n").as_bytes(),
+        )?;
+    }
+    store.write(&t("t7"), None, "delta.txt", b"short\n")?;
+    let from_checkpoint = Store::open(dir.path())?;
+    let x = &from_checkpoint.index;
+    assert!(x.blobs.table().is_some(), "opened from the checkpoint");
+    let hash = |s: &str| crate::pack::hash_bytes(s.as_bytes());
+    let (id_a, id_b) = (hash(&a), hash(&b));
+    assert!(x.blobs.table().and_then(|t| t.find(&id_a)).is_some());
+    assert_eq!(x.blobs.get(&id_b).and_then(|l| l.base), Some(id_a));
+    let from_log = from_log_alone(dir.path(), &store)?;
+    assert_eq!(bytes_of(x), bytes_of(&from_log));
+    let (_, back) = decode(&bytes_of(x)).ok_or("decodes")?;
+    assert_eq!(back.blobs.get(&id_b).and_then(|l| l.base), Some(id_a));
+    Ok(())
+}
+
+#[test]
+fn a_store_that_appended_much_leaves_a_checkpoint_of_it_when_dropped() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut store = Store::open(dir.path())?;
+    // One mutation appends more than a checkpoint is written after.
+    let names: Vec<String> = (0..2000).map(|i| format!("d/file-{i:05}.txt")).collect();
+    for n in &names {
+        std::fs::create_dir_all(dir.path().join("d"))?;
+        std::fs::write(dir.path().join(n), n)?;
+    }
+    let rels: Vec<&str> = names.iter().map(String::as_str).collect();
+    store.capture_many(&t("many"), None, &rels)?;
+    let log_len = std::fs::metadata(log_path(&store))?.len();
+    assert!(log_len > WRITE_AFTER);
+    let index_file = index_path(&store);
+    assert!(!index_file.exists(), "none while the store is open");
+    drop(store);
+    assert!(index_file.exists(), "written when the store was dropped");
+    let covered = load_now(&Store::open(dir.path())?)?.ok_or("a checkpoint")?;
+    assert_eq!(covered.consumed, log_len, "it covers the whole log");
+    Ok(())
+}
+
 /// Where a checkpoint's tables are: `(at, width, rows)` of the turn, id,
 /// record and blob tables, and where the head's block checks and its
 /// own check are.
@@ -220,9 +277,9 @@ fn rechecked(l: &Layout, mut bytes: Vec<u8>) -> Vec<u8> {
     let mut at = l.checks_at;
     for ((start, width, n), key) in l.tables.into_iter().zip(l.kinds) {
         let rows = bytes[start..start + width * n].to_vec();
-        for (check, fence) in table::fences(&rows, width, key) {
-            bytes[at..at + 4].copy_from_slice(&check.to_le_bytes());
-            bytes[at + 4..at + 4 + key].copy_from_slice(fence);
+        for block in rows.chunks(table::BLOCK * width) {
+            bytes[at..at + 4].copy_from_slice(&crc32fast::hash(block).to_le_bytes());
+            bytes[at + 4..at + 4 + key].copy_from_slice(&block[..key]);
             at += 4 + key;
         }
     }
@@ -293,7 +350,7 @@ fn a_checkpoint_read_in_place_answers_as_the_whole_index() -> TestResult {
     let full = from_log_alone(dir.path(), &store)?;
     assert!(full.turns.frozen().is_none());
     std::fs::write(index_path(&store), saved)?;
-    let lazy = Store::open(dir.path())?.index;
+    let lazy = std::mem::take(&mut Store::open(dir.path())?.index);
     assert!(lazy.turns.frozen().is_some(), "opened from the checkpoint");
     assert!(full.blobs.len() > 5 && lazy.blobs.len() == full.blobs.len());
     for (id, loc) in full.blobs.iter() {
@@ -423,8 +480,11 @@ fn a_write_after_a_sealed_turn_decodes_no_turn_and_finds_bases_in_place() -> Tes
     store.write(&t("new"), None, "f5.txt", b"new\n")?;
     assert_eq!(decoded(&store.index), 0, "\"big\" is sealed: not decoded");
     let whole = from_log_alone(dir.path(), &store)?;
-    let bases = whole.path_blob.all();
-    assert_eq!(bases.len(), 7);
+    let mut bases = Vec::new();
+    let n = whole.path_blob.each_sorted(|path, blob| {
+        bases.push((RelPath::from_bytes(path).expect("a valid path"), *blob));
+    });
+    assert_eq!((n, bases.len()), (7, 7));
     for (path, blob) in &bases {
         assert_eq!(store.index.path_blob.get(path), Some(*blob), "{path}");
     }
@@ -687,9 +747,11 @@ fn large_store() -> std::result::Result<(tempfile::TempDir, Store), Box<dyn std:
     }
     assert!(std::fs::metadata(log_path(&store))?.len() > WRITE_AFTER);
     assert!(
-        !index_path(&store).exists(),
-        "written by a reader, not by appends"
+        index_path(&store).exists(),
+        "the writer checkpoints what it appended, at a later mutation"
     );
+    // As a store whose writer never came to write one.
+    std::fs::remove_file(index_path(&store))?;
     let first = Store::open(dir.path())?;
     assert!(
         index_path(&store).exists(),

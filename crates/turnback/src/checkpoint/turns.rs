@@ -256,19 +256,41 @@ impl FrozenTurns {
         decoded.unwrap_or_else(|| self.in_log(i).clone())
     }
 
-    /// Every turn's bytes, read at once, if the turns' row table reads
-    /// back whole (writing a new checkpoint copies those not decoded).
-    pub(super) fn all_raw(&self) -> Option<Vec<u8>> {
-        let end = u64_at(self.rows.row(self.len().checked_sub(1)?)?, 8);
-        read_at(&self.file, self.bodies, usize::try_from(end).ok()?)
+    /// Calls `each` with turn `i`'s bytes, a piece of at most 1 MiB at a
+    /// time (a turn of 100,000 paths is some 12 MB); `false` if they cannot
+    /// be read or do not match its row's CRC (`each` may have had a part).
+    pub(super) fn copy_raw(&self, i: usize, mut each: impl FnMut(&[u8])) -> bool {
+        const PIECE: u64 = 1 << 20;
+        let Some((start, end, crc)) = self.span(i) else {
+            return false;
+        };
+        let mut h = crc32fast::Hasher::new();
+        let mut at = start;
+        while at < end {
+            let n = (end - at).min(PIECE) as usize;
+            let Some(bytes) = read_at(&self.file, self.bodies + at, n) else {
+                return false;
+            };
+            h.update(&bytes);
+            each(&bytes);
+            at += n as u64;
+        }
+        h.finalize() == crc
     }
 
-    /// Turn `i`'s bytes within `all` (from [`Self::all_raw`]), if they
-    /// match its row's CRC.
-    pub(super) fn raw_in<'a>(&self, i: usize, all: &'a [u8]) -> Option<&'a [u8]> {
+    /// Turn `i`'s bytes as a new checkpoint copies them: their length, CRC
+    /// and the hash of the id they start with, read a piece at a time;
+    /// `None` if they cannot be read or do not match its row's CRC.
+    pub(super) fn measure_raw(&self, i: usize) -> Option<(u64, u32, u64)> {
         let (start, end, crc) = self.span(i)?;
-        let bytes = all.get(usize::try_from(start).ok()?..usize::try_from(end).ok()?)?;
-        (crc32fast::hash(bytes) == crc).then_some(bytes)
+        let mut id = None;
+        let mut first = true;
+        let whole = self.copy_raw(i, |bytes| {
+            if std::mem::take(&mut first) {
+                id = id_in(bytes).map(id_hash);
+            }
+        });
+        (whole).then_some((end - start, crc, id?))
     }
 
     /// Whether every row of both tables and every turn's bytes read back

@@ -17,9 +17,9 @@ use std::collections::{HashMap, HashSet};
 use super::{ChangeKind, Changes, NotCaptured, Renamed};
 use crate::entry_pre;
 use crate::id::BlobId;
-use crate::log::{FileEntry, Post, Pre};
+use crate::log::{FileEntry, Post, Pre, StatKey};
 use crate::path::RelPath;
-use crate::tree::{Entry, Kind};
+use crate::tree::{Entry, Kind, Stat};
 
 /// A path for people: lossy UTF-8, directories with a trailing `/`.
 pub(super) fn shown_path(e: &Entry) -> String {
@@ -36,15 +36,17 @@ fn rel(e: &Entry) -> Option<RelPath> {
     RelPath::from_bytes(&e.path).ok()
 }
 
-/// The state at `path` in a scan's sorted `entries`, as a post-image.
-pub(super) fn post_in(entries: &[Entry], path: &RelPath) -> Post {
+/// The state at `path` in a scan's sorted `entries`, as a post-image; a
+/// file's with its [`StatKey`] when `look` vouches for it, so that a rewind
+/// knows the file by its `lstat` instead of reading it again.
+pub(super) fn post_in(entries: &[Entry], path: &RelPath, look: Option<Look>) -> Post {
     let key = path.as_str().as_bytes();
     match entries.binary_search_by(|e| e.path.as_slice().cmp(key)) {
         Err(_) => Post::Absent,
         Ok(i) => match &entries[i].kind {
             Kind::File { blob } => Post::File {
                 sha256: *blob,
-                stat: None,
+                stat: look.and_then(|l| l.key(&entries[i].stat)),
             },
             Kind::Symlink { target } => Post::Symlink {
                 target: target.clone(),
@@ -52,6 +54,35 @@ pub(super) fn post_in(entries: &[Entry], path: &RelPath) -> Post {
             Kind::Dir => Post::Dir,
             Kind::Excluded(_) => Post::Other,
         },
+    }
+}
+
+/// What makes a scan's look at a file a [`StatKey`]: the device of the
+/// project root and the scan's stamp, the file system's clock read before
+/// the walk began.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Look {
+    pub(super) dev: u64,
+    pub(super) stamp_ns: i64,
+}
+
+impl Look {
+    /// The key of a file entry of the scan, when it can be trusted later:
+    /// as for the tree's own entries (see [`crate::tree`]), a file whose
+    /// `mtime` and `ctime` are both before the stamp holds the bytes
+    /// hashed for as long as its stat stays the same, since any change
+    /// after the stamp sets its `ctime` to the stamp or later. A file on
+    /// another device than the root gets the root's device in its key,
+    /// which its own stat never matches: it is read again, never trusted
+    /// wrongly.
+    fn key(self, st: &Stat) -> Option<StatKey> {
+        (!st.racy(self.stamp_ns)).then_some(StatKey {
+            dev: self.dev,
+            ino: st.ino,
+            size: st.size,
+            mtime: st.mtime_ns,
+            ctime: st.ctime_ns,
+        })
     }
 }
 

@@ -63,7 +63,7 @@ use crate::path::RelPath;
 use crate::store::Store;
 use crate::tree::{self, Entry, Loaded, Tree, TreeWriter};
 use attribution::Half;
-use diff::{diff, post_in};
+use diff::{Look, diff, post_in};
 use scan::{Reading, Scan};
 
 pub(crate) mod attribution;
@@ -75,7 +75,15 @@ mod walk;
 
 /// What [`Store::record`] gives back: the scan's entries and counts, what
 /// was recorded, and the windows left open.
-type Outcome = (Vec<Entry>, ScanStats, Option<Recorded>, Vec<Window>);
+/// What [`Store::record`] gives back: the scan's entries and counts, the
+/// changes recorded (their pre-images not filled in yet) with the seq of
+/// the record that captured them, and the windows left open.
+type Outcome = (
+    Vec<Entry>,
+    ScanStats,
+    Option<(Recorded, Option<u64>)>,
+    Vec<Window>,
+);
 
 /// Receives the progress of a scan (for a progress bar). Every method does
 /// nothing by default; they may be called from several threads.
@@ -344,6 +352,10 @@ impl Store {
         let writer = TreeWriter::begin(&store_fd, &self.store_path)?;
         let stamp_ns = writer.stamp_ns;
         let scan = self.scan(old.as_ref(), Reading::Store, progress)?;
+        // What the scan's lookups and threads held is let go before the
+        // changes are recorded.
+        self.index.blobs.forget_read();
+        crate::sys::give_back_free_memory();
         let half = Half {
             turn,
             label,
@@ -352,18 +364,18 @@ impl Store {
             last_seq: self.index.last_seq,
             stamp_ns,
         };
-        let (entries, mut stats, recorded, windows) =
-            self.record(&half, old.as_ref(), scan, windows, &packs_fd, &mut warnings)?;
-        let pending = !windows.is_empty();
         // Nothing hashed and every entry as the tree has it: only the
         // header changes, so the (large) tree is not rewritten.
         let unchanged =
-            stats.hashed_files == 0 && old.as_ref().is_some_and(|o| o.entries == entries);
+            scan.stats.hashed_files == 0 && old.as_ref().is_some_and(|o| o.entries == scan.entries);
+        let old_stamp = old.as_ref().map(|o| o.stamp_ns);
+        // The old tree is handed over and freed once diffed, before the
+        // changes are recorded and the new tree written.
+        let (entries, mut stats, recorded, windows) =
+            self.record(&half, old, scan, windows, &packs_fd, &mut warnings)?;
+        let pending = !windows.is_empty();
         let mark = TreeMark {
-            stamp_ns: old
-                .as_ref()
-                .filter(|_| unchanged)
-                .map_or(stamp_ns, |o| o.stamp_ns),
+            stamp_ns: old_stamp.filter(|_| unchanged).unwrap_or(stamp_ns),
             log_seq: self.index.last_seq,
             pending,
             turn: turn.clone(),
@@ -387,6 +399,20 @@ impl Store {
             };
             stats.tree_bytes = writer.commit(&store_fd, &self.store_path, &new_tree)?;
         }
+        // The report's pre-images are copied from the turn only now, the
+        // scan's entries freed: three copies of 100,000 of them were held
+        // at once before.
+        let recorded = recorded.map(|(mut rec, seq)| {
+            if let (Some(seq), Some(t)) = (seq, self.index.turn(&rec.turn)) {
+                rec.captured = t
+                    .files
+                    .iter()
+                    .filter(|c| c.seq == seq)
+                    .map(|c| c.entry.clone())
+                    .collect();
+            }
+            rec
+        });
         Ok(SnapshotReport {
             turn: turn.clone(),
             after,
@@ -402,7 +428,7 @@ impl Store {
     fn record(
         &mut self,
         half: &Half<'_>,
-        old: Option<&Tree>,
+        old: Option<Tree>,
         scan: Scan,
         windows: Option<Vec<Window>>,
         packs_fd: &crate::sys::OwnedFd,
@@ -413,7 +439,12 @@ impl Store {
             stats,
             pack,
             warnings: scan_warnings,
+            dev,
         } = scan;
+        let look = dev.map(|dev| Look {
+            dev,
+            stamp_ns: half.stamp_ns,
+        });
         warnings.extend(scan_warnings);
         if let Some((w, blobs)) = pack {
             let name = pack::pack_name(self.index.last_seq + 1);
@@ -425,8 +456,10 @@ impl Store {
                 blobs,
             })?;
         }
-        let rewound = old.is_some_and(|t| self.index.ops.keys().any(|&s| s > t.log_seq));
-        let plan = attribution::plan(half, old, windows, rewound, warnings);
+        let rewound = old
+            .as_ref()
+            .is_some_and(|t| self.index.ops.keys().any(|&s| s > t.log_seq));
+        let plan = attribution::plan(half, old.as_ref(), windows, rewound, warnings);
         let Some(base) = old.filter(|_| !plan.owners.is_empty()) else {
             return Ok((entries, stats, None, plan.windows));
         };
@@ -435,8 +468,15 @@ impl Store {
         crate::links::add_unchanged_names(&base.entries, &mut files, blob_size);
         let (assigned, elsewhere) =
             attribution::assign(plan.owners, files, &self.index, base.log_seq);
-        let mut recorded: Option<Recorded> = None;
-        for a in assigned {
+        drop(base);
+        // The report describes the caller's turn when it is one of them.
+        let reported = assigned
+            .iter()
+            .position(|a| &a.turn == half.turn)
+            .unwrap_or(0);
+        let (mut changes, mut elsewhere) = (Some(changes), Some(elsewhere));
+        let mut recorded = None;
+        for (k, a) in assigned.into_iter().enumerate() {
             // What the command left at every path it changed (the turn's
             // post-images): a later rewind compares against these, so a
             // change a later turn made is never taken for someone else's.
@@ -447,11 +487,12 @@ impl Store {
                 .chain(&a.already)
                 .map(|path| PostEntry {
                     path: path.clone(),
-                    post: post_in(&entries, path),
+                    post: post_in(&entries, path, look),
                 })
                 .collect();
             // A command that changed nothing in a turn that exists already
             // appends nothing.
+            let mut appended = None;
             if !posts.is_empty() || self.index.turn(&a.turn).is_none() {
                 let shared = if a.fresh.is_empty() {
                     Vec::new()
@@ -459,20 +500,24 @@ impl Store {
                     a.shared_with.clone()
                 };
                 let label = a.label.as_deref();
-                self.append_capture(&a.turn, label, a.fresh.clone(), posts, shared)?;
+                // The pre-images are moved into the record, and from it
+                // into the index: never two copies of 100,000 entries.
+                appended = Some(self.append_capture(&a.turn, label, a.fresh, posts, shared)?);
             }
-            // The report describes the caller's turn when it is one of them.
-            if recorded.is_some() && &a.turn != half.turn {
+            if k != reported {
                 continue;
             }
-            recorded = Some(Recorded {
-                turn: a.turn,
-                changes: changes.clone(),
-                captured: a.fresh,
-                already_captured: a.already,
-                shared_with: a.shared_with,
-                captured_elsewhere: elsewhere.clone(),
-            });
+            recorded = Some((
+                Recorded {
+                    turn: a.turn,
+                    changes: changes.take().unwrap_or_default(),
+                    captured: Vec::new(),
+                    already_captured: a.already,
+                    shared_with: a.shared_with,
+                    captured_elsewhere: elsewhere.take().unwrap_or_default(),
+                },
+                appended,
+            ));
         }
         Ok((entries, stats, recorded, plan.windows))
     }
@@ -484,7 +529,7 @@ impl Store {
         files: Vec<FileEntry>,
         posts: Vec<PostEntry>,
         shared_with: Vec<TurnId>,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         self.append(Op::Capture {
             turn: turn.clone(),
             label: label.map(cut_label).filter(|l| !l.is_empty()),
@@ -493,8 +538,7 @@ impl Store {
             files,
             posts,
             shared_with,
-        })?;
-        Ok(())
+        })
     }
 }
 

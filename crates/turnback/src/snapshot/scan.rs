@@ -25,6 +25,8 @@ pub(super) struct Scan {
     pub(super) stats: ScanStats,
     pub(super) pack: Option<(PackWriter, Vec<StoredBlob>)>,
     pub(super) warnings: Vec<String>,
+    /// The device of the project root (see [`super::diff::post_in`]).
+    pub(super) dev: Option<u64>,
 }
 
 /// How a scan treats file contents.
@@ -54,6 +56,9 @@ impl Store {
             Mode::empty(),
         )
         .ctx("open", &self.root)?;
+        let dev = crate::sys::fs::fstat(&root_fd)
+            .ok()
+            .map(|st| crate::sys::dev(&st));
         let ignores = Ignores {
             dir: Vec::new(),
             matcher,
@@ -100,6 +105,7 @@ impl Store {
             stats,
             pack: reads.pack,
             warnings,
+            dev,
         })
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use super::*;
 use crate::exclude::dir_only;
-use crate::log::Pre;
+use crate::log::{Post, Pre};
 use crate::tree::Kind;
 use crate::{Options, RewindOptions};
 
@@ -670,5 +670,59 @@ fn gc_keeps_the_scan_blobs_the_tree_names_and_drops_the_others() -> TestResult {
     let before = packs(root)?;
     store.gc(&crate::GcOptions::default())?;
     assert_eq!(packs(root)?, before);
+    Ok(())
+}
+
+#[test]
+fn a_changed_file_is_recorded_with_its_look_and_an_edit_after_it_is_a_conflict() -> TestResult {
+    use std::os::unix::fs::MetadataExt;
+    let (dir, mut store) = project();
+    let root = dir.path();
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    put(root, "src/main.rs", b"fn main() { run() }\n");
+    put(root, "src/lib.rs", b"pub fn g() {}\n");
+    // Let the clock pass the writes, so the after half's look at them
+    // can be trusted.
+    std::thread::sleep(Duration::from_millis(20));
+    store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    let main = RelPath::parse("src/main.rs")?;
+    let (_, post) = store.turn(&t("t1"))?.post(&main).ok_or("a post-image")?;
+    let Post::File {
+        stat: Some(key), ..
+    } = post.clone()
+    else {
+        panic!("recorded without its look: {post:?}")
+    };
+    let m = fs::symlink_metadata(root.join("src/main.rs"))?;
+    let ns = |s: i64, n: i64| s * 1_000_000_000 + n;
+    assert_eq!(
+        (key.dev, key.ino, key.size, key.mtime, key.ctime),
+        (
+            m.dev(),
+            m.ino(),
+            m.size(),
+            ns(m.mtime(), m.mtime_nsec()),
+            ns(m.ctime(), m.ctime_nsec())
+        )
+    );
+    // Edited by hand after the command: same size, its modification time
+    // set back to the one recorded. Only its change time tells, and the
+    // rewind must not take the file for what the command left.
+    let edited = b"fn main() { edit! }\n";
+    assert_eq!(edited.len() as u64, key.size);
+    fs::write(root.join("src/main.rs"), edited)?;
+    fs::File::options()
+        .write(true)
+        .open(root.join("src/main.rs"))?
+        .set_modified(SystemTime::UNIX_EPOCH + Duration::from_nanos(key.mtime as u64))?;
+    let report = store.rewind(&t("t1"), &RewindOptions::default())?;
+    let conflicts: Vec<&str> = report.conflicts.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(conflicts, ["src/main.rs"], "{report:?}");
+    assert_eq!(fs::read(root.join("src/main.rs"))?, b"fn main() {}\n");
+    assert_eq!(fs::read(root.join("src/lib.rs"))?, b"pub fn f() {}\n");
+    // Undo gives back the edit, and the command's other file.
+    store.undo()?;
+    assert_eq!(fs::read(root.join("src/main.rs"))?, edited);
+    assert_eq!(fs::read(root.join("src/lib.rs"))?, b"pub fn g() {}\n");
     Ok(())
 }

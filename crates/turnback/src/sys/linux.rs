@@ -12,6 +12,20 @@ pub(crate) use super::unix::{
     HANDLES_KEEP_NAMES, WINDOWS_NAMES, canonicalize, os_str, read_at, write_at,
 };
 
+/// Gives the memory the allocator holds free back to the system. glibc
+/// keeps what a thread freed in that thread's arena, where the main thread
+/// never reuses it: the walk's threads list 100,000 paths in buffers that
+/// are freed once merged, some 10 MB left resident for the rest of the
+/// command. `malloc_trim` returns the free pages of every arena.
+pub(crate) fn give_back_free_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free pages to the system; it reads
+    // and writes no memory of the program's.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// The permission and type bits of `st`.
 pub(crate) fn mode(st: &Stat) -> u32 {
     st.st_mode

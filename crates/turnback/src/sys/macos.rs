@@ -24,6 +24,10 @@ pub(crate) use super::unix::{
     HANDLES_KEEP_NAMES, WINDOWS_NAMES, canonicalize, os_str, read_at, write_at,
 };
 
+/// Gives the memory the allocator holds free back to the system: the
+/// system allocator does so on its own.
+pub(crate) fn give_back_free_memory() {}
+
 /// The permission and type bits of `st`.
 pub(crate) fn mode(st: &Stat) -> u32 {
     u32::from(st.st_mode)

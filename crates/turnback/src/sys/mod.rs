@@ -65,7 +65,7 @@ compile_error!("turnback runs on Linux, macOS and Windows");
 pub(crate) use imp::{
     CASE_INSENSITIVE_DEFAULT, DEFER_FREES, HANDLES_KEEP_NAMES, WHOLE_FS_FLUSH, WINDOWS_NAMES,
     commit_queued, ctime_ns, dev, fdatasync, file_type, flush_device, fsync_durable, fsync_queued,
-    list_names, mkfifo_exact, mode, mtime_ns, nlink, perm,
+    give_back_free_memory, list_names, mkfifo_exact, mode, mtime_ns, nlink, perm,
 };
 
 /// A time of `sec` seconds and `nsec` nanoseconds since the epoch, in
