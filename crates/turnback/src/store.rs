@@ -687,6 +687,13 @@ impl Store {
         }
     }
 
+    /// Forgets an index a record did not fit, applied in part: no
+    /// checkpoint is ever written of it, and the next use reads the log
+    /// again.
+    fn forget_index(&mut self) {
+        self.index = Index::default();
+    }
+
     /// Forgets the index and reads the whole log again.
     pub(crate) fn reload(&mut self) -> Result<()> {
         self.index = Index::default();
@@ -745,6 +752,7 @@ impl Store {
                 line = Vec::new();
             }
             if let Err(reason) = rec.and_then(|r| self.index.apply_owned(r)) {
+                self.forget_index();
                 return Err(Error::LogDamaged {
                     path,
                     line: line_no,
@@ -803,13 +811,11 @@ impl Store {
             fsx::fsync(&self.dirs().store).ctx("fsync", &self.store_path)?;
         }
         let seq = rec.seq;
-        self.index
-            .apply_owned(rec)
-            .map_err(|reason| Error::LogDamaged {
-                path: path.clone(),
-                line: self.index.lines + 1,
-                reason,
-            })?;
+        if let Err(reason) = self.index.apply_owned(rec) {
+            let line = self.index.lines + 1;
+            self.forget_index();
+            return Err(Error::LogDamaged { path, line, reason });
+        }
         self.index.lines += 1;
         self.index.consumed += line_len;
         if self.index.ident.is_none() {

@@ -326,9 +326,7 @@ pub(super) fn write<W: Write + Seek>(x: &Index, covered: &Covered, to: W) -> io:
         records.u64(k);
         records.u64(v);
     }
-    let Some(blobs) = BlobRows::of(&x.blobs) else {
-        return Ok(false);
-    };
+    let blobs = BlobRows::of(&x.blobs);
     let counts = [
         (x.turns.len(), Kind::Turns { bodies_len: 0 }),
         (x.turns.len(), Kind::Ids { turns: 0 }),
@@ -555,7 +553,7 @@ enum Old<'a> {
 }
 
 impl<'a> BlobRows<'a> {
-    fn of(blobs: &'a Blobs) -> Option<BlobRows<'a>> {
+    fn of(blobs: &'a Blobs) -> BlobRows<'a> {
         let old = match blobs.table() {
             None => Old::None,
             Some(t) if t.readable() => Old::Table(t),
@@ -563,7 +561,7 @@ impl<'a> BlobRows<'a> {
         };
         let mut added: Vec<(&BlobId, &BlobLoc)> = blobs.added().collect();
         added.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        Some(BlobRows { old, added })
+        BlobRows { old, added }
     }
 
     fn len(&self) -> usize {
