@@ -589,9 +589,6 @@ impl Store {
                 .ctx("cut the torn final line of", &path)?;
             fsx::fdatasync(&f).ctx("fsync", &path)?;
         }
-        // What an earlier mutation of this store (a long-lived one, the MCP
-        // server's) appended is checkpointed before more is.
-        self.checkpoint_if_behind();
         // Files kept aside by an operation that crashed before its `saved`
         // record: no record names them, and their project files would look
         // like hard links (see `aside.rs`).
@@ -665,8 +662,11 @@ impl Store {
     /// [`checkpoint::WRITE_AFTER`] past the one on disk since this process
     /// read or wrote it, so the next process to open the store does not
     /// read again what this one appended (the after half of a command that
-    /// changed 100,000 files appends some 50 MB). Best effort, like the
-    /// checkpoint itself; only for the log file the index was read from.
+    /// changed 100,000 files appends some 50 MB). Called when the store is
+    /// dropped, never in the middle of a mutation: a long-lived store (the
+    /// MCP server's) leaves its appends to the next process that opens the
+    /// store, as before. Best effort, like the checkpoint itself; only for
+    /// the log file the index was read from.
     pub(crate) fn checkpoint_if_behind(&mut self) {
         let x = &self.index;
         let (Some(dirs), Some(ident)) = (self.dirs.as_ref(), x.ident) else {

@@ -73,8 +73,6 @@ mod scan;
 mod status;
 mod walk;
 
-/// What [`Store::record`] gives back: the scan's entries and counts, what
-/// was recorded, and the windows left open.
 /// What [`Store::record`] gives back: the scan's entries and counts, the
 /// changes recorded (their pre-images not filled in yet) with the seq of
 /// the record that captured them, and the windows left open.
