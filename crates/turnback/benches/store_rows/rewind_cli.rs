@@ -618,7 +618,10 @@ writes the original bytes back with plain `fs::write`s; which side goes first al
 every file is checked afterwards. Then the same files as an exec turn, on a third copy: \
 `turnback snapshot`, every file written with a line added, `turnback snapshot --after` \
 and `turnback rewind` of that turn, both under `/usr/bin/time -f %M`; the rewind's peer is \
-the same repetition's plain writes; every file is checked afterwards. Row 6: the tree is committed to git, a full-tree turn is \
+the same repetition's plain writes; every file is checked afterwards. The capture turn and \
+the exec turn take turns going first in a repetition: each rewind's background removal of \
+100,000 names frees as many inodes, which the rewind after it skips at every allocation \
+(as the first point above says). Row 6: the tree is committed to git, a full-tree turn is \
 captured and written, then each repetition captures one file (the middle one) in a new \
 turn, writes it, runs `turnback rewind` of that turn, writes the file again and runs \
 `git checkout HEAD -- FILE`; both results are checked; both processes are spawned \
