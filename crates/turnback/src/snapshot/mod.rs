@@ -83,6 +83,12 @@ type Outcome = (
     Vec<Window>,
 );
 
+/// A scan of at least this many entries lets go of the checkpoint blocks
+/// its lookups read (up to 6 MB) and of the memory its threads freed before
+/// the changes are recorded. A smaller one keeps them: the diff looks up
+/// the same blobs, and giving memory back costs more than it frees.
+const LARGE_SCAN: usize = 10_000;
+
 /// Receives the progress of a scan (for a progress bar). Every method does
 /// nothing by default; they may be called from several threads.
 pub trait Progress: Sync {
@@ -350,10 +356,12 @@ impl Store {
         let writer = TreeWriter::begin(&store_fd, &self.store_path)?;
         let stamp_ns = writer.stamp_ns;
         let scan = self.scan(old.as_ref(), Reading::Store, progress)?;
-        // What the scan's lookups and threads held is let go before the
-        // changes are recorded.
-        self.index.blobs.forget_read();
-        crate::sys::give_back_free_memory();
+        if scan.entries.len() >= LARGE_SCAN {
+            // What the scan's lookups and threads held is let go before
+            // the changes are recorded.
+            self.index.blobs.forget_read();
+            crate::sys::give_back_free_memory();
+        }
         let half = Half {
             turn,
             label,
