@@ -678,6 +678,13 @@ impl Store {
         let Ok(log) = self.open_log(OFlags::RDONLY) else {
             return;
         };
+        // Under the shared lock, as every checkpoint is written (never while
+        // gc or repair replaces the log), and only if it is free now: a
+        // store being dropped does not wait for another process's rewind.
+        let Ok(_shared) = lock::acquire(&dirs.store, &self.store_path, false, Duration::ZERO)
+        else {
+            return;
+        };
         let same = crate::sys::fs::fstat(&log).is_ok_and(|st| {
             (crate::sys::dev(&st), st.st_ino) == ident && st.st_size as u64 >= x.consumed
         });

@@ -135,10 +135,13 @@
 //! Write order: a temporary file in the store directory, then a rename over
 //! `index`. It is not fsynced: after a power loss a lost or torn checkpoint
 //! fails its check and is ignored. Written by any process that read at
-//! least [`WRITE_AFTER`] bytes of log beyond the checkpoint it found, under
-//! the shared or the exclusive lock (never while gc or repair replaces the
-//! log, which hold the exclusive lock); two writers at once each rename a
-//! complete file of their own.
+//! least [`WRITE_AFTER`] bytes of log beyond the checkpoint it found, and
+//! by a store that appended as much when it is dropped (if the shared lock
+//! is free then), under the shared or the exclusive lock (never while gc
+//! or repair replaces the log, which hold the exclusive lock); two writers
+//! at once each rename a complete file of their own. Written as a stream:
+//! the tables and the turns' bytes after room left for the head, the head
+//! last (see `encode.rs`).
 
 mod blobs;
 mod covered;
@@ -175,8 +178,8 @@ pub const INDEX_FILE: &str = "index";
 
 const MAGIC: &[u8] = b"turnback-index-6\n";
 
-/// A process that parsed at least this many bytes of log past the
-/// checkpoint writes a new one.
+/// A process that parsed, or appended, at least this many bytes of log
+/// past the checkpoint writes a new one.
 pub(crate) const WRITE_AFTER: u64 = 64 << 10;
 
 /// The index the checkpoint holds, if its head is whole and it covers a
