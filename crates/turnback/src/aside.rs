@@ -587,7 +587,7 @@ impl Store {
                     let frame = match known.contains_key(&id) {
                         true => None,
                         false => Some(
-                            zstd::bulk::compress(&data, level)
+                            pack::compress_whole(&data, level)
                                 .ctx("compress", shown.join(item.1.to_string()))?,
                         ),
                     };

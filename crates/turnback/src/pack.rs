@@ -126,6 +126,30 @@ fn decompress(reader: impl Read, writer: &mut impl Write) -> io::Result<u64> {
     })
 }
 
+/// Compresses `data` whole at `level`, as `zstd::bulk::compress` does (the
+/// same frame), with one compressor kept per thread. Making one per file
+/// (its context allocated, its tables cleared, then freed and its pages
+/// given back) was a third of the samples of a capture of 4,686 small
+/// files.
+pub(crate) fn compress_whole(data: &[u8], level: i32) -> io::Result<Vec<u8>> {
+    thread_local! {
+        static COMPRESSOR: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        match &mut *slot {
+            Some((at, c)) if *at == level => c.compress(data),
+            _ => {
+                let mut c = zstd::bulk::Compressor::new(level)?;
+                let frame = c.compress(data);
+                *slot = Some((level, c));
+                frame
+            }
+        }
+    })
+}
+
 /// Bytes of a version and its base from which a delta uses long-distance
 /// matching.
 const LONG_MATCHING_FROM: usize = 1 << 20;
@@ -434,6 +458,30 @@ mod tests {
         let mut out = Vec::new();
         decompress(&fb[..], &mut out)?;
         assert_eq!(out, b);
+        Ok(())
+    }
+
+    /// The compressor kept per thread makes, file after file and across a
+    /// change of level, the very frames a compressor of their own makes.
+    #[test]
+    fn a_thread_s_compressor_makes_each_file_s_own_frame() -> io::Result<()> {
+        let large: Vec<u8> = (0..300_000u32)
+            .flat_map(|i| (i % 997).to_le_bytes())
+            .collect();
+        let small = b"a small file\n".repeat(40);
+        for (data, level) in [
+            (&large[..], 3),
+            (&small[..], 3),
+            (&large[..], 19),
+            (&small[..], 3),
+            (&b""[..], 3),
+        ] {
+            let frame = compress_whole(data, level)?;
+            assert_eq!(frame, zstd::bulk::compress(data, level)?);
+            let mut out = Vec::new();
+            decompress(&frame[..], &mut out)?;
+            assert_eq!(out, data);
+        }
         Ok(())
     }
 

@@ -1696,7 +1696,7 @@ impl Store {
                             Some(base),
                         ),
                         None => (
-                            zstd::bulk::compress(&data, level).map_err(|e| (*i, e))?,
+                            pack::compress_whole(&data, level).map_err(|e| (*i, e))?,
                             None,
                         ),
                     };

@@ -293,7 +293,7 @@ fn read_one(
     let id = pack::hash_bytes(&data);
     let frame = match compress {
         Some((known, level)) if !known.contains_key(&id) => {
-            match zstd::bulk::compress(&data, level) {
+            match pack::compress_whole(&data, level) {
                 Ok(f) => Some(f),
                 Err(e) => {
                     return ReadOne::Now(Excluded::Unreadable(format!("compress: {e}")), stat);
