@@ -332,7 +332,7 @@ impl Table {
     }
 
     /// Lets go of every block read so far (after a scan looked up
-    /// thousands of ids one by one: the whole table was kept).
+    /// thousands of ids one by one, keeping up to [`KEEP_BLOCKS`] blocks).
     pub(super) fn forget_read(&mut self) {
         for cell in &mut self.read {
             cell.take();

@@ -290,7 +290,7 @@ impl FrozenTurns {
                 id = id_in(bytes).map(id_hash);
             }
         });
-        (whole).then_some((end - start, crc, id?))
+        whole.then_some((end - start, crc, id?))
     }
 
     /// Whether every row of both tables and every turn's bytes read back
