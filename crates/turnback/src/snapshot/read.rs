@@ -25,7 +25,7 @@ use crate::error::{IoResultExt, Result};
 use crate::id::BlobId;
 use crate::log::StoredBlob;
 use crate::pack::{self, PackWriter};
-use crate::store::Store;
+use crate::store::{Store, append_once, append_streamed};
 use crate::tree::{Entry, Excluded, Kind, Stat};
 
 /// Files up to this size are read whole and compressed in parallel; larger
@@ -57,29 +57,31 @@ fn open_writer<'w>(store: &Store, slot: &'w mut Option<PackWriter>) -> Result<&'
 }
 
 impl NewPack<'_> {
-    /// Stores a compressed frame unless this scan stored its blob already;
-    /// returns the compressed bytes stored.
+    /// Stores a compressed frame unless this scan stored its blob already
+    /// ([`append_once`]); returns the compressed bytes stored.
     fn add_frame(&mut self, id: BlobId, size: u64, frame: &[u8]) -> Result<u64> {
-        if !self.fresh.insert(id) {
-            return Ok(0);
-        }
-        let offset = open_writer(self.store, &mut self.writer)?.append(frame)?;
-        self.stored(id, offset, frame.len() as u64, size);
-        Ok(frame.len() as u64)
+        let writer = open_writer(self.store, &mut self.writer)?;
+        let blob = append_once(writer, &mut self.fresh, id, size, frame, None)?;
+        Ok(self.keep(blob))
     }
 
-    /// Records a blob appended to the pack at `offset` (`len` compressed
-    /// bytes of a `size`-byte file).
-    fn stored(&mut self, id: BlobId, offset: u64, len: u64, size: u64) {
-        self.fresh.insert(id);
-        self.blobs.push(StoredBlob {
-            pack: None,
-            base: None,
-            id,
-            offset,
-            len,
-            size,
-        });
+    /// Streams a file too large to read whole, keeping its frame unless the
+    /// store or this scan has its blob ([`append_streamed`]); returns its
+    /// id, its size and the compressed bytes stored.
+    fn add_streamed(&mut self, file: &File, level: i32) -> Result<(BlobId, u64, u64)> {
+        let writer = open_writer(self.store, &mut self.writer)?;
+        let known = &self.store.index.blobs;
+        let (id, size, blob) = append_streamed(writer, &mut self.fresh, known, file, level)?;
+        Ok((id, size, self.keep(blob)))
+    }
+
+    /// Lists a blob stored in the pack; returns its compressed bytes.
+    fn keep(&mut self, blob: Option<StoredBlob>) -> u64 {
+        blob.map_or(0, |b| {
+            let len = b.len;
+            self.blobs.push(b);
+            len
+        })
     }
 
     fn abandon(self) {
@@ -195,20 +197,9 @@ impl Store {
         }
         for (i, file, stat) in large {
             let (id, len) = if mode == Reading::Store {
-                let NewPack {
-                    store,
-                    writer,
-                    fresh,
-                    ..
-                } = new;
-                let s = open_writer(store, writer)?.append_stream(&file, level, |id| {
-                    !known.contains_key(id) && !fresh.contains(id)
-                })?;
-                if let Some((offset, clen)) = s.kept {
-                    stats.stored_bytes += clen;
-                    new.stored(s.id, offset, clen, s.size);
-                }
-                (s.id, s.size)
+                let (id, size, stored) = new.add_streamed(&file, level)?;
+                stats.stored_bytes += stored;
+                (id, size)
             } else {
                 let shown = self.root.join(crate::sys::os_str(&entries[i].path));
                 let mut h = pack::HashingReader::new(&file);

@@ -726,3 +726,26 @@ fn a_changed_file_is_recorded_with_its_look_and_an_edit_after_it_is_a_conflict()
     assert_eq!(fs::read(root.join("src/lib.rs"))?, b"pub fn g() {}\n");
     Ok(())
 }
+
+#[test]
+fn files_too_large_to_read_whole_are_streamed_into_the_pack_once_and_rewound() -> TestResult {
+    let (dir, mut store) = project();
+    let root = dir.path();
+    // Past the whole-read limit, twice with the same bytes.
+    let big: Vec<u8> = (0..(5u32 << 20) / 4)
+        .flat_map(|i| (i % 65_521).to_le_bytes())
+        .collect();
+    put(root, "data/a.bin", &big);
+    put(root, "data/b.bin", &big);
+    let r = store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    assert_eq!(r.scan.hashed_files, 7);
+    assert_eq!(r.scan.new_blobs, 6, "the two large files are one blob");
+    std::thread::sleep(Duration::from_millis(20));
+    put(root, "data/a.bin", b"small now\n");
+    fs::remove_file(root.join("data/b.bin"))?;
+    store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    store.rewind(&t("t1"), &RewindOptions::default())?;
+    assert_eq!(fs::read(root.join("data/a.bin"))?, big);
+    assert_eq!(fs::read(root.join("data/b.bin"))?, big);
+    Ok(())
+}
