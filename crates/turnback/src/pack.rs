@@ -133,8 +133,8 @@ fn decompress(reader: impl Read, writer: &mut impl Write) -> io::Result<u64> {
 /// files.
 pub(crate) fn compress_whole(data: &[u8], level: i32) -> io::Result<Vec<u8>> {
     thread_local! {
-        static COMPRESSOR: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
-            const { std::cell::RefCell::new(None) };
+        static COMPRESSOR: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+            const { RefCell::new(None) };
     }
     COMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
