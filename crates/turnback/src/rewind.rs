@@ -263,6 +263,10 @@ pub struct Report {
     pub links_split: Vec<LinkSplit>,
     /// Sequence number of the record holding what this overwrote.
     pub saved: Option<u64>,
+    /// What the operation settled before it began: an interrupted
+    /// operation rolled back, a command's window closed into its turn.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Something an operation did beyond its plan.
@@ -310,6 +314,7 @@ impl Report {
             notes: Vec::new(),
             links_split: Vec::new(),
             saved: None,
+            warnings: Vec::new(),
         }
     }
 }
@@ -436,7 +441,16 @@ impl Store {
     /// Rewinds the project to its state before `turn`, undoing it and every
     /// later turn.
     pub fn rewind(&mut self, turn: &TurnId, options: &RewindOptions) -> Result<Report> {
-        self.holding_dirs(|s| s.rewind_holding(turn, options))
+        self.reporting(|s| s.holding_dirs(|s| s.rewind_holding(turn, options)))
+    }
+
+    /// Runs `op`, and gives its report the warnings the store gathered
+    /// meanwhile (what was settled before it began).
+    fn reporting(&mut self, op: impl FnOnce(&mut Self) -> Result<Report>) -> Result<Report> {
+        let before = self.warnings.len();
+        let mut report = op(self)?;
+        report.warnings = self.warnings.get(before..).unwrap_or_default().to_vec();
+        Ok(report)
     }
 
     fn rewind_holding(&mut self, turn: &TurnId, options: &RewindOptions) -> Result<Report> {
@@ -445,6 +459,9 @@ impl Store {
         } else {
             Some(self.begin_mutation()?)
         };
+        if !options.dry_run {
+            self.close_windows()?;
+        }
         let plan = self.plan_rewind(turn)?;
         let mut report = Report::new(
             "rewind",
@@ -500,7 +517,7 @@ impl Store {
     /// touched is a conflict, explained three ways and left as it is unless
     /// `force`.
     pub fn revert(&mut self, turn: &TurnId, options: &RevertOptions) -> Result<Report> {
-        self.holding_dirs(|s| s.revert_holding(turn, options))
+        self.reporting(|s| s.holding_dirs(|s| s.revert_holding(turn, options)))
     }
 
     fn revert_holding(&mut self, turn: &TurnId, options: &RevertOptions) -> Result<Report> {
@@ -509,6 +526,9 @@ impl Store {
         } else {
             Some(self.begin_mutation()?)
         };
+        if !options.dry_run {
+            self.close_windows()?;
+        }
         let t = self.turn(turn)?;
         let turn_seq = t.first_seq;
         let steps = steps_from(t.files.iter().map(|c| (&c.entry.path, &c.entry.pre)), self);
@@ -597,11 +617,12 @@ impl Store {
     }
 
     fn reverse(&mut self, undo: bool) -> Result<Report> {
-        self.holding_dirs(|s| s.reverse_holding(undo))
+        self.reporting(|s| s.holding_dirs(|s| s.reverse_holding(undo)))
     }
 
     fn reverse_holding(&mut self, undo: bool) -> Result<Report> {
         let _guard = self.begin_mutation()?;
+        self.close_windows()?;
         let (stack, nothing) = if undo {
             (
                 &self.index.done,

@@ -594,8 +594,16 @@ impl Store {
         // like hard links (see `aside.rs`).
         aside::remove_unrecorded(&self.dirs().store, self.index.last_seq + 1);
         // An operation interrupted before its record is rolled back before
-        // anything else changes the project (see `settle.rs`).
-        self.settle_interrupted()?;
+        // anything else changes the project (see `settle.rs`). It walks
+        // with handles of its own: a rollback removes the directories the
+        // interrupted operation made, and a handle it held would outlive
+        // its directory into the operation that follows, which may make
+        // that directory again (and would then stage into the one removed);
+        // the operation's own walks start afresh after it.
+        let outer = self.take_held_dirs();
+        let settled = self.holding_dirs(Store::settle_interrupted);
+        self.set_held_dirs(outer.map(|_| crate::dirstack::Held::new()));
+        settled?;
         Ok(guard)
     }
 
@@ -608,6 +616,13 @@ impl Store {
         let result = op(self);
         self.set_held_dirs(None);
         result
+    }
+
+    fn take_held_dirs(&mut self) -> Option<crate::dirstack::Held> {
+        self.held_dirs
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     fn set_held_dirs(&mut self, held: Option<crate::dirstack::Held>) {

@@ -514,6 +514,42 @@ pub(crate) fn load(store: &OwnedFd, store_path: &Path) -> Result<Loaded> {
     })
 }
 
+/// The turn of the open command window(s), when the tree in `store` says
+/// one is open: its own header's pending mark, or the head's when the head
+/// belongs to it. Reads the header and the last four bytes, not the
+/// entries; a tree that is missing or too short to have a header has no
+/// window open (a damaged one is reported by the scan that reads it).
+pub(crate) fn pending_turn(store: &OwnedFd, store_path: &Path) -> Result<Option<TurnId>> {
+    let path = store_path.join(TREE_FILE);
+    let Some(file) =
+        fsx::open_store_file(store, TREE_FILE, OFlags::RDONLY, None).ctx("open", &path)?
+    else {
+        return Ok(None);
+    };
+    let len = file.metadata().ctx("stat", &path)?.len();
+    let mut header = [0u8; 27];
+    if len < header.len() as u64 + 4 {
+        return Ok(None);
+    }
+    crate::sys::read_exact_at(&file, &mut header, 0).ctx("read", &path)?;
+    let mut tail = [0u8; 4];
+    crate::sys::read_exact_at(&file, &mut tail, len - 4).ctx("read", &path)?;
+    if let Some(head) = read_head(store)
+        && head.tree == (len, u32::from_le_bytes(tail))
+    {
+        return Ok(head.pending.then_some(head.turn));
+    }
+    if &header[..8] != MAGIC || header[24] != 1 {
+        return Ok(None);
+    }
+    let turn_len = usize::from(u16::from_le_bytes([header[25], header[26]]));
+    let mut turn = vec![0u8; turn_len];
+    crate::sys::read_exact_at(&file, &mut turn, 27).ctx("read", &path)?;
+    Ok(String::from_utf8(turn)
+        .ok()
+        .and_then(|t| TurnId::new(t).ok()))
+}
+
 /// What a head says, and which tree file it belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Head {

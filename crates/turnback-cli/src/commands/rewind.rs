@@ -91,6 +91,9 @@ pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
         ctx.print_json(report)?;
         return Ok(code);
     }
+    for w in &report.warnings {
+        eprintln!("turnback: warning: {w}");
+    }
     let turns: Vec<&str> = report.turns.iter().map(|t| t.as_str()).collect();
     let verb = match report.operation {
         "undo" => "brought back turns",

@@ -36,6 +36,13 @@
 //!   since the last scan in it (one command at a time, as before windows
 //!   were kept); an after half that finds no window of its own takes over
 //!   such windows and records their changes in its turn.
+//! - A rewind, revert, undo or redo first takes a *closing* half when a
+//!   window is open: it records like a before half (every open window's
+//!   turn gets the changes since the last scan; killed commands' windows
+//!   and windows without a process are closed) and opens none. So a
+//!   command killed between its halves, or a hook's before half whose
+//!   after half never came, is in its turn before the operation plans:
+//!   `rewind` of an earlier turn undoes it too, never skips it.
 
 use std::collections::HashMap;
 
@@ -52,6 +59,10 @@ pub(crate) struct Half<'a> {
     pub turn: &'a TurnId,
     pub label: Option<&'a str>,
     pub after: bool,
+    /// A half taken to close the open windows before a rewind, revert,
+    /// undo or redo (see `Store::close_windows`): it records like a before
+    /// half and opens no window of its own.
+    pub closing: bool,
     /// The process running both halves, if one does.
     pub pid: Option<u32>,
     pub last_seq: u64,
@@ -137,7 +148,7 @@ pub(crate) fn plan(
             ));
         }
     }
-    if !half.after {
+    if !half.after && !half.closing {
         staying.push(own_window);
     }
     owners.sort_by_key(|o| o.start);
@@ -312,6 +323,7 @@ mod tests {
             turn,
             label: None,
             after,
+            closing: false,
             pid,
             last_seq: 9,
             stamp_ns: 2,

@@ -333,6 +333,38 @@ impl Store {
         progress: &dyn Progress,
     ) -> Result<SnapshotReport> {
         let _guard = self.begin_mutation()?;
+        self.snapshot_locked(turn, label, after, false, pid, progress)
+    }
+
+    /// Closes the command windows left open (a command killed between its
+    /// halves, a hook's before half whose after half never came) by
+    /// recording the changes since the last scan into their turns, as the
+    /// next before half would, and opening none (see [`attribution`]).
+    /// Called under the store lock by a rewind, revert, undo or redo before
+    /// it plans, so the turn of an interrupted command is never left out
+    /// of it. Cheap when no window is open: the tree's header is read, not
+    /// the tree.
+    pub(crate) fn close_windows(&mut self) -> Result<()> {
+        let Some(dirs) = self.dirs.as_ref() else {
+            return Ok(());
+        };
+        let Some(turn) = tree::pending_turn(&dirs.store, &self.store_path)? else {
+            return Ok(());
+        };
+        let report = self.snapshot_locked(&turn, None, false, true, None, &NoProgress)?;
+        self.warnings.extend(report.warnings);
+        Ok(())
+    }
+
+    fn snapshot_locked(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        after: bool,
+        closing: bool,
+        pid: Option<u32>,
+        progress: &dyn Progress,
+    ) -> Result<SnapshotReport> {
         let store_fd = crate::sys::dup(&self.dirs().store).ctx("open", &self.store_path)?;
         let packs_fd = crate::sys::dup(&self.dirs().packs).ctx("open", &self.store_path)?;
         tree::sweep_temps(&store_fd, &self.store_path)?;
@@ -366,6 +398,7 @@ impl Store {
             turn,
             label,
             after,
+            closing,
             pid,
             last_seq: self.index.last_seq,
             stamp_ns,
