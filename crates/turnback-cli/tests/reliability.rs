@@ -17,6 +17,8 @@ mod scenarios;
 mod concurrency;
 #[path = "reliability/crash_sweep.rs"]
 mod crash_sweep;
+#[path = "reliability/interrupted.rs"]
+mod interrupted;
 #[path = "reliability/io_errors.rs"]
 mod io_errors;
 #[path = "reliability/kill_soak.rs"]

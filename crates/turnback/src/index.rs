@@ -163,6 +163,11 @@ pub(crate) struct OpInfo {
     pub(crate) turn: TurnId,
     /// Unix time (ns) of its record.
     pub(crate) at: u64,
+    /// Paths of reverted turns whose pre-images still stand, by turn
+    /// (`first_seq`): for a revert, the paths it left as they were (kept or
+    /// failed) in the turn it reverted; for a rewind, those of reverted
+    /// turns it covered, which it put back. See [`Index::kept_reverted`].
+    pub(crate) kept: Vec<(u64, Vec<RelPath>)>,
 }
 
 /// An operation in effect (or undone), with the `saved` record that
@@ -467,6 +472,37 @@ impl Index {
     /// Moves operation `op` from the top of one stack to the other: an undo
     /// (from the operations in effect to the undone ones, bringing its turns
     /// back) or a redo (the other way, ending them again).
+    /// The paths of reverted turns whose pre-images still stand, by turn
+    /// (`first_seq`, ascending): a revert leaves a path a later turn also
+    /// changed as it is (or fails to restore it), so the folder before that
+    /// reverted turn still has it as the turn's pre-image says, and a
+    /// rewind of an earlier turn must give that back, not the later turn's
+    /// pre-image (which holds the reverted turn's bytes). Each revert in
+    /// effect adds its paths; each rewind in effect put back those of the
+    /// reverted turns it covered. Undo and redo move operations between
+    /// the stacks, so this follows them.
+    pub(crate) fn kept_reverted(&self) -> Vec<(u64, Vec<RelPath>)> {
+        let mut by_turn: std::collections::BTreeMap<u64, Vec<RelPath>> =
+            std::collections::BTreeMap::new();
+        for a in &self.done {
+            let Some(info) = self.ops.get(&a.op) else {
+                continue;
+            };
+            // A revert names the turn it ended; a rewind names reverted
+            // turns, which a revert ended, and takes their paths.
+            for (seq, paths) in &info.kept {
+                let ended_here = self.turn_at(*seq).and_then(|t| t.ended_by) == Some(a.op);
+                if ended_here {
+                    by_turn.insert(*seq, paths.clone());
+                } else if let Some(have) = by_turn.get_mut(seq) {
+                    have.retain(|p| paths.binary_search(p).is_err());
+                }
+            }
+        }
+        by_turn.retain(|_, paths| !paths.is_empty());
+        by_turn.into_iter().collect()
+    }
+
     fn flip(&mut self, undo: bool, op: u64, saved: u64) -> Result<(), String> {
         let (from, verb, which) = if undo {
             (&self.done, "undoes", "in effect")
@@ -637,6 +673,11 @@ impl Index {
                     ));
                 }
                 let ended: Vec<u64> = self.live_from(*from_seq).map(|t| t.first_seq).collect();
+                let kept = self
+                    .kept_reverted()
+                    .into_iter()
+                    .filter(|(seq, _)| *seq >= *from_seq)
+                    .collect();
                 self.end_turns(&ended, Some(rec.seq));
                 self.ops.insert(
                     rec.seq,
@@ -644,6 +685,7 @@ impl Index {
                         turns: ended,
                         turn: turn.clone(),
                         at: rec.at,
+                        kept,
                     },
                 );
                 self.done.push(Applied {
@@ -656,7 +698,8 @@ impl Index {
                 turn,
                 turn_seq,
                 saved,
-                ..
+                kept,
+                failed,
             } => {
                 if !self.saved.contains_key(saved) {
                     return Err(format!(
@@ -669,12 +712,24 @@ impl Index {
                     ));
                 }
                 self.end_turns(&[*turn_seq], Some(rec.seq));
+                let mut left: Vec<RelPath> = kept
+                    .iter()
+                    .cloned()
+                    .chain(failed.iter().map(|f| f.path.clone()))
+                    .collect();
+                left.sort();
+                left.dedup();
                 self.ops.insert(
                     rec.seq,
                     OpInfo {
                         turns: vec![*turn_seq],
                         turn: turn.clone(),
                         at: rec.at,
+                        kept: if left.is_empty() {
+                            Vec::new()
+                        } else {
+                            vec![(*turn_seq, left)]
+                        },
                     },
                 );
                 self.done.push(Applied {

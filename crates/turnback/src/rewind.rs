@@ -428,6 +428,20 @@ impl Store {
             .flat_map(|t| &t.files)
             .map(|c| (&c.entry.path, c.seq, &c.entry.pre))
             .collect();
+        // A reverted turn's paths its revert left as they were: their
+        // pre-images are still what the folder held before that turn.
+        let kept = self.index.kept_reverted();
+        for (seq, paths) in kept.iter().filter(|(seq, _)| *seq >= first) {
+            let Some(t) = self.index.turn_at(*seq) else {
+                continue;
+            };
+            oldest.extend(
+                paths
+                    .iter()
+                    .filter_map(|p| t.captured(p))
+                    .map(|c| (&c.entry.path, c.seq, &c.entry.pre)),
+            );
+        }
         oldest.sort_unstable_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
         oldest.dedup_by(|later, first| later.0 == first.0);
         let steps = steps_from(oldest.into_iter().map(|(p, _, pre)| (p, pre)), self);

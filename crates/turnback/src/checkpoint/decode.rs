@@ -235,6 +235,7 @@ impl<'a> Reader<'a> {
                 turns: r.vec(Self::num)?,
                 turn: r.turn_id()?,
                 at: r.num()?,
+                kept: r.vec(|r| Some((r.num()?, r.vec(Self::path)?)))?,
             };
             Some((seq, info))
         })?;

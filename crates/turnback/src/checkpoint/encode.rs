@@ -280,6 +280,14 @@ impl<S: Sink> Writer<S> {
             }
             w.str(op.turn.as_str());
             w.num(op.at);
+            w.num(op.kept.len() as u64);
+            for (seq, paths) in &op.kept {
+                w.num(*seq);
+                w.num(paths.len() as u64);
+                for p in paths {
+                    w.bytes(p.as_bytes());
+                }
+            }
         });
         for stack in [&x.done, &x.undone] {
             self.num(stack.len() as u64);

@@ -13,7 +13,7 @@
 //! bytes:
 //!
 //! ```text
-//! magic     "turnback-index-6\n"       (17 bytes; the 6 is the version:
+//! magic     "turnback-index-7\n"       (17 bytes; the 7 is the version:
 //!                                      version 2 added each capture's
 //!                                      `shared_with` turns, version 3
 //!                                      names the log by identity instead
@@ -23,7 +23,9 @@
 //!                                      in place, version 5 each turn's
 //!                                      start, seal and end in its row,
 //!                                      version 6 checks each block of
-//!                                      each table on its own)
+//!                                      each table on its own, version 7
+//!                                      each operation's paths of
+//!                                      reverted turns that still stand)
 //! head_len  u64: bytes from the start of the file to the end of the head
 //! -- head --
 //! log_dev   st_dev of the log file it was built from
@@ -33,7 +35,10 @@
 //! log_tail  SHA-256 of the last min(log_len, 4096) bytes of the covered
 //!           prefix, which end with its last line (32 bytes)
 //! counters  last_seq, captures, lines, consumed, live turns, stored bytes
-//! small     saved records, operations, the done and undone stacks, the
+//! small     saved records, operations (the turns each ended, its turn,
+//!           time, and its reverted turns' paths that still stand: a
+//!           count, then per turn its first_seq and its paths), the done
+//!           and undone stacks, the
 //!           newest blob of each path; every map written sorted by key, so
 //!           equal indexes give equal bytes; a pre-image is a tag (0 file,
 //!           1 symlink, 2 absent, 3 dir, 4 skipped, 5 fifo, 6 file with its
@@ -176,7 +181,7 @@ use turns::TURN_ROW;
 /// The file name in the store directory.
 pub const INDEX_FILE: &str = "index";
 
-const MAGIC: &[u8] = b"turnback-index-6\n";
+const MAGIC: &[u8] = b"turnback-index-7\n";
 
 /// A process that parsed, or appended, at least this many bytes of log
 /// past the checkpoint writes a new one.
