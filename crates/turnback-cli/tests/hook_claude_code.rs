@@ -550,3 +550,240 @@ fn parallel_tool_calls_before_any_prompt_share_one_turn() -> TestResult {
     assert_eq!(turns[0]["files"], 17, "par/ and its 16 files");
     Ok(())
 }
+
+/// An event of session `session` as Claude Code sends it, with `fields`.
+fn event(root: &Path, session: &str, name: &str, fields: Value) -> Value {
+    let mut e = serde_json::json!({
+        "session_id": session,
+        "transcript_path": format!("/home/user/.claude/projects/-proj/{session}.jsonl"),
+        "cwd": root,
+        "permission_mode": "default",
+        "hook_event_name": name,
+    });
+    if let (Some(e), Value::Object(f)) = (e.as_object_mut(), fields) {
+        e.extend(f);
+    }
+    e
+}
+
+fn bash(root: &Path, session: &str, name: &str, command: &str, prompt_id: &str) -> Value {
+    event(
+        root,
+        session,
+        name,
+        serde_json::json!({
+            "tool_name": "Bash",
+            "tool_input": { "command": command },
+            "prompt_id": prompt_id,
+        }),
+    )
+}
+
+fn user_prompt(root: &Path, session: &str, text: &str, prompt_id: &str) -> Value {
+    event(
+        root,
+        session,
+        "UserPromptSubmit",
+        serde_json::json!({ "prompt": text, "prompt_id": prompt_id }),
+    )
+}
+
+/// The live turns as `(id, label, paths)`, oldest first.
+fn turns(root: &Path) -> Result<Vec<(String, String, Vec<String>)>, Box<dyn std::error::Error>> {
+    let mut out = Vec::new();
+    for t in list(root)? {
+        let id = t["turn"].as_str().ok_or("turn id")?.to_owned();
+        let show = turnback(root, &["--json", "show", &id])?;
+        assert!(show.status.success(), "show {id}");
+        let v: Value = serde_json::from_slice(&show.stdout)?;
+        let paths = v["files"]
+            .as_array()
+            .ok_or("show's files")?
+            .iter()
+            .filter_map(|f| f["path"].as_str().map(str::to_owned))
+            .collect();
+        out.push((id, t["label"].as_str().unwrap_or("").to_owned(), paths));
+    }
+    Ok(out)
+}
+
+fn rewind_ok(root: &Path, turn: &str) -> TestResult {
+    let out = turnback(root, &["rewind", turn])?;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "rewind {turn}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// A Bash call the user interrupted gets no PostToolUse: the session's
+/// next prompt records what the command changed in the interrupted turn,
+/// which keeps its label and rewinds exactly.
+#[test]
+fn an_interrupted_bash_call_is_recorded_by_the_next_prompt() -> TestResult {
+    let tmp = tempfile::tempdir()?;
+    let root = tmp.path();
+    init(root)?;
+    std::fs::write(root.join("a"), "a0\n")?;
+    let s = "11111111-aaaa";
+    send_ok(root, &user_prompt(root, s, "run it", "p1"))?;
+    send_ok(
+        root,
+        &bash(root, s, "PreToolUse", "echo a1 > a; sleep 600", "p1"),
+    )?;
+    std::fs::write(root.join("a"), "a1\n")?;
+    send_ok(root, &user_prompt(root, s, "next", "p2"))?;
+    // The next prompt only writes a file.
+    let w = event(
+        root,
+        s,
+        "PreToolUse",
+        serde_json::json!({
+            "tool_name": "Write",
+            "tool_input": { "file_path": root.join("b"), "content": "b\n" },
+            "prompt_id": "p2",
+        }),
+    );
+    tool_call(root, &w)?;
+    let t = turns(root)?;
+    assert_eq!(t.len(), 2, "{t:?}");
+    assert_eq!(
+        (t[0].1.as_str(), t[0].2.clone()),
+        ("run it", vec!["a".to_owned()])
+    );
+    assert_eq!(
+        (t[1].1.as_str(), t[1].2.clone()),
+        ("next", vec!["b".to_owned()])
+    );
+    rewind_ok(root, &t[1].0)?;
+    assert_eq!(
+        std::fs::read(root.join("a"))?,
+        b"a1\n",
+        "turn 2 left a alone"
+    );
+    assert!(!root.join("b").exists());
+    rewind_ok(root, &t[0].0)?;
+    assert_eq!(std::fs::read(root.join("a"))?, b"a0\n");
+    Ok(())
+}
+
+/// A Bash call run in the background: what its command writes after its
+/// PostToolUse is its turn's too, until the session's next prompt.
+#[test]
+fn a_background_shell_keeps_recording_until_the_next_prompt() -> TestResult {
+    let tmp = tempfile::tempdir()?;
+    let root = tmp.path();
+    init(root)?;
+    std::fs::write(root.join("late"), "before\n")?;
+    let s = "22222222-bbbb";
+    send_ok(root, &user_prompt(root, s, "start the server", "p1"))?;
+    let mut pre = bash(root, s, "PreToolUse", "sleep 1; echo late > late", "p1");
+    pre["tool_input"]["run_in_background"] = true.into();
+    send_ok(root, &pre)?;
+    let mut post = pre.clone();
+    post["hook_event_name"] = "PostToolUse".into();
+    send_ok(root, &post)?;
+    // The command goes on after its PostToolUse.
+    std::fs::write(root.join("late"), "late\n")?;
+    send_ok(root, &user_prompt(root, s, "now test", "p2"))?;
+    tool_call(root, &bash(root, s, "PreToolUse", "echo t > t", "p2"))?;
+    let t = turns(root)?;
+    assert_eq!(t.len(), 2, "{t:?}");
+    assert_eq!(t[0].2, ["late"], "{t:?}");
+    assert_eq!(t[1].2, ["t"], "{t:?}");
+    rewind_ok(root, &t[0].0)?;
+    assert_eq!(std::fs::read(root.join("late"))?, b"before\n");
+    assert!(!root.join("t").exists());
+    Ok(())
+}
+
+/// Two sessions' Bash calls overlap: A's command changes a file while B's
+/// is running too. The change is recorded in both turns (shared), A's turn
+/// keeps its label, and reverting A's turn gives the file back.
+#[test]
+fn two_sessions_overlapping_bash_calls_share_the_change() -> TestResult {
+    let tmp = tempfile::tempdir()?;
+    let root = tmp.path();
+    init(root)?;
+    std::fs::write(root.join("xa"), "xa0\n")?;
+    let (a, b) = ("aaaaaaaa-0001", "bbbbbbbb-0002");
+    send_ok(root, &user_prompt(root, a, "task a", "pa"))?;
+    send_ok(root, &user_prompt(root, b, "task b", "pb"))?;
+    let pre_a = bash(root, a, "PreToolUse", "echo xa1 > xa", "pa");
+    let pre_b = bash(root, b, "PreToolUse", "true", "pb");
+    send_ok(root, &pre_a)?;
+    send_ok(root, &pre_b)?;
+    std::fs::write(root.join("xa"), "xa1\n")?;
+    let mut post_b = pre_b.clone();
+    post_b["hook_event_name"] = "PostToolUse".into();
+    send_ok(root, &post_b)?;
+    let mut post_a = pre_a.clone();
+    post_a["hook_event_name"] = "PostToolUse".into();
+    send_ok(root, &post_a)?;
+    let t = turns(root)?;
+    let of = |label: &str| t.iter().find(|x| x.1 == label).cloned();
+    let ta = of("task a").ok_or(format!("A's turn keeps its label: {t:?}"))?;
+    let tb = of("task b").ok_or(format!("B's turn keeps its label: {t:?}"))?;
+    assert_eq!(ta.2, ["xa"], "{t:?}");
+    assert_eq!(tb.2, ["xa"], "{t:?}");
+    let shown = turnback(root, &["show", &tb.0])?;
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("SHARED") || text.contains("shared"), "{text}");
+    let out = turnback(root, &["revert", &ta.0, "--force"])?;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(root.join("xa"))?, b"xa0\n");
+    Ok(())
+}
+
+/// A tool call of an earlier prompt (a background subagent still running)
+/// that arrives after the session's next prompt joins its own prompt's
+/// turn: the same key never begins two turns, and both keep their labels.
+#[test]
+fn a_late_event_of_an_earlier_prompt_joins_its_own_turn() -> TestResult {
+    let tmp = tempfile::tempdir()?;
+    let root = tmp.path();
+    init(root)?;
+    let s = "33333333-cccc";
+    send_ok(root, &user_prompt(root, s, "one", "p1"))?;
+    send_ok(root, &user_prompt(root, s, "two", "p2"))?;
+    let write = |path: &str, pid: &str| {
+        event(
+            root,
+            s,
+            "PreToolUse",
+            serde_json::json!({
+                "tool_name": "Write",
+                "tool_input": { "file_path": root.join(path), "content": path },
+                "prompt_id": pid,
+            }),
+        )
+    };
+    let w1 = write("one.txt", "p1");
+    send_ok(root, &w1)?;
+    apply_tool(root, &w1)?;
+    tool_call(root, &write("two.txt", "p2"))?;
+    let mut post1 = w1.clone();
+    post1["hook_event_name"] = "PostToolUse".into();
+    let out = send(root, &post1)?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("not recorded"), "{err}");
+    let t = turns(root)?;
+    let labels: Vec<(&str, &[String])> = t.iter().map(|x| (x.1.as_str(), &x.2[..])).collect();
+    assert_eq!(
+        labels,
+        [
+            ("one", &["one.txt".to_owned()][..]),
+            ("two", &["two.txt".to_owned()][..])
+        ],
+        "{t:?}"
+    );
+    Ok(())
+}

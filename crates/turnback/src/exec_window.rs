@@ -28,6 +28,12 @@
 //! - `pid`: the process that runs both halves (`turnback exec`), absent when
 //!   the halves are separate processes (`turnback snapshot`, hooks). A
 //!   window whose process is gone was killed before its after half.
+//! - `session`: the agent session whose hook opened the window (its halves
+//!   are separate processes), absent otherwise (older stores hold none).
+//!   Such a window is closed by the next event of its own session, not by
+//!   another session's before half (see [`crate::snapshot::attribution`]).
+//! - `label`: the turn's label given to the before half, for a record
+//!   another half appends to the turn (absent: none).
 //! - `start_seq`: the last log sequence number when the window opened.
 //! - `start_ns`: the before half's scan stamp (file-system clock).
 //!
@@ -58,6 +64,14 @@ pub struct Window {
     /// The process running both halves, when one does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// The agent session whose hook opened it (halves taken by separate
+    /// hook processes), absent for `turnback exec` and `turnback snapshot`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The turn's label as the before half was given it: a turn created by
+    /// another half's record (a closed or shared window) keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// The last log sequence number when it opened.
     pub start_seq: u64,
     /// The before half's scan stamp (ns, file-system clock).

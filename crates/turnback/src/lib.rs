@@ -96,7 +96,7 @@ pub use maintain::MaintainReport;
 pub use path::RelPath;
 pub use repair::{RepairReport, repair_root};
 pub use rewind::{Action, Conflict, Note, Report, RevertOptions, RewindOptions, RewindPlan, Step};
-pub use session::Session;
+pub use session::{EarlierTurn, Session};
 pub use snapshot::{
     Baseline, CapturedSince, ChangeKind, Changes, DEFAULT_EXCLUDES, IGNORE_FILE, NoProgress,
     NotCaptured, NotCovered, Progress, Recorded, Renamed, ScanStats, SnapshotReport, Status,

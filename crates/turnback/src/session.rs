@@ -5,8 +5,13 @@
 //! Format: one JSON object, [`Session`]:
 //!
 //! ```text
-//! {"key":"3f2a…","turn":"claude-3f2a9c1e-2","number":2,"prompt_id":"…","label":"fix the header","updated_at":1700000000000000000}
+//! {"key":"3f2a…","turn":"claude-3f2a9c1e-2","number":2,"prompt_id":"…","label":"fix the header","updated_at":1700000000000000000,
+//!  "earlier":[{"prompt_id":"…","turn":"claude-3f2a9c1e-1","label":"add tests"}]}
 //! ```
+//!
+//! `earlier` (absent when empty; older files have none) keeps the last 16
+//! turns an earlier prompt id began, so a late tool call of an earlier
+//! prompt joins its own turn.
 //!
 //! Invariants:
 //! - The file name is the key itself when it is 1 to 100 characters of
@@ -54,6 +59,63 @@ pub struct Session {
     pub label: Option<String>,
     /// Unix time (ns) of the last update (informational).
     pub updated_at: u64,
+    /// The session's earlier turns that a prompt id began, newest last (at
+    /// most [`EARLIER_KEPT`]): a tool call of an earlier prompt that is
+    /// still running (a background subagent) joins its own turn, not the
+    /// current one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<EarlierTurn>,
+}
+
+/// How many of a session's earlier prompts are remembered.
+pub const EARLIER_KEPT: usize = 16;
+
+/// A turn an earlier prompt of the session began.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EarlierTurn {
+    /// The agent's id of that prompt.
+    pub prompt_id: String,
+    /// Its turn.
+    pub turn: TurnId,
+    /// Its label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+impl Session {
+    /// The session as it is for a tool call of the earlier prompt
+    /// `prompt_id`, if the session remembers it.
+    pub fn for_earlier_prompt(&self, prompt_id: &str) -> Option<Session> {
+        let e = self
+            .earlier
+            .iter()
+            .rev()
+            .find(|e| e.prompt_id == prompt_id)?;
+        Some(Session {
+            turn: e.turn.clone(),
+            prompt_id: Some(e.prompt_id.clone()),
+            label: e.label.clone(),
+            earlier: Vec::new(),
+            ..self.clone()
+        })
+    }
+
+    /// The session's remembered turns once `self`'s current turn gives way
+    /// to the next one.
+    pub fn earlier_with_current(&self) -> Vec<EarlierTurn> {
+        let mut earlier = self.earlier.clone();
+        if let Some(prompt_id) = &self.prompt_id {
+            earlier.retain(|e| &e.prompt_id != prompt_id);
+            earlier.push(EarlierTurn {
+                prompt_id: prompt_id.clone(),
+                turn: self.turn.clone(),
+                label: self.label.clone(),
+            });
+        }
+        let extra = earlier.len().saturating_sub(EARLIER_KEPT);
+        earlier.drain(..extra);
+        earlier
+    }
 }
 
 /// The file name for a session key.
@@ -154,6 +216,7 @@ mod tests {
             prompt_id: None,
             label: None,
             updated_at: 0,
+            earlier: Vec::new(),
         }
     }
 

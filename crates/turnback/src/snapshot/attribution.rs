@@ -32,10 +32,19 @@
 //!   process and records its id) is gone was killed before its after
 //!   half: the next half records the changes since the last scan in it as
 //!   well, and closes it. A window without a process (`turnback snapshot`,
-//!   hooks) is closed by the next before half, which records the changes
-//!   since the last scan in it (one command at a time, as before windows
-//!   were kept); an after half that finds no window of its own takes over
-//!   such windows and records their changes in its turn.
+//!   hooks) is closed by the next before half of the same session (the
+//!   agent session whose hooks opened it; none for `turnback snapshot`),
+//!   which records the changes since the last scan in it (one command of a
+//!   session at a time); another session's command may still run, so its
+//!   window stays open and shares the changes. An after half that finds no
+//!   window of its own takes over such windows of its session and records
+//!   their changes in its turn.
+//! - A session's next prompt closes the windows its hooks left open (an
+//!   interrupted tool call gets no after event), recording what changed
+//!   since the last scan in them. An after half of a command still running
+//!   in the background records what changed so far and keeps its window
+//!   open, so later changes are the command's too until its session's next
+//!   event closes it.
 //! - A rewind, revert, undo or redo first takes a *closing* half when a
 //!   window is open: it records like a before half (every open window's
 //!   turn gets the changes since the last scan; killed commands' windows
@@ -59,14 +68,31 @@ pub(crate) struct Half<'a> {
     pub turn: &'a TurnId,
     pub label: Option<&'a str>,
     pub after: bool,
-    /// A half taken to close the open windows before a rewind, revert,
-    /// undo or redo (see `Store::close_windows`): it records like a before
-    /// half and opens no window of its own.
-    pub closing: bool,
+    /// A half that opens no window of its own and records like a before
+    /// half, to close open windows (see [`Closing`]).
+    pub closing: Option<Closing>,
+    /// An after half whose command goes on running (a shell the agent
+    /// started in the background): the changes so far are recorded and its
+    /// window stays open, for the next event of its session to close.
+    pub keep_open: bool,
     /// The process running both halves, if one does.
     pub pid: Option<u32>,
+    /// The agent session whose hook takes the half, if one does.
+    pub session: Option<&'a str>,
     pub last_seq: u64,
     pub stamp_ns: i64,
+}
+
+/// Which windows a closing half closes (besides those of killed commands,
+/// which every half closes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Closing {
+    /// Every window without a process: before a rewind, revert, undo or
+    /// redo, which must not plan around a command left half-recorded.
+    All,
+    /// The windows the half's session opened: its next prompt, whose
+    /// tool calls begin only after the last prompt's are over.
+    Session,
 }
 
 /// A turn the changes are recorded in, with the label to give it.
@@ -99,14 +125,27 @@ pub(crate) fn plan(
     let own_window = Window {
         turn: half.turn.clone(),
         pid: half.pid,
+        session: half.session.map(str::to_owned),
+        label: half.label.map(str::to_owned),
         start_seq: half.last_seq,
         start_ns: half.stamp_ns,
     };
-    let mine = |w: &Window| &w.turn == half.turn && w.pid == half.pid;
+    let mine = |w: &Window| {
+        &w.turn == half.turn && w.pid == half.pid && w.session.as_deref() == half.session
+    };
     let had_mine = open.iter().any(mine);
     let taken_over = half.after && !had_mine && half.pid.is_none();
+    // A window without a process is one command of a session at a time
+    // (hooks, `turnback snapshot`): the next before half of the same
+    // session closes it. Another session's command may still be running.
+    let ours = |w: &Window| w.pid.is_none() && w.session.as_deref() == half.session;
     let (ending, mut staying): (Vec<Window>, Vec<Window>) = open.into_iter().partition(|w| {
-        w.dead() || (w.pid.is_none() && !half.after) || (taken_over && w.pid.is_none())
+        w.dead()
+            || match half.closing {
+                Some(Closing::All) => w.pid.is_none(),
+                Some(Closing::Session) => ours(w),
+                None => (!half.after && ours(w)) || (taken_over && ours(w)),
+            }
     });
     let mut owners: Vec<Owner> = Vec::new();
     let mut add = |turn: &TurnId, label: Option<&str>, start: u64| match owners
@@ -123,12 +162,17 @@ pub(crate) fn plan(
     if half.after {
         warn_after(half, had_mine, &ending, taken_over, rewound, warnings);
         let own_start = match staying.iter().position(mine) {
+            Some(i) if half.keep_open => staying[i].start_seq,
             Some(i) => staying.remove(i).start_seq,
             None => u64::MAX,
         };
         add(half.turn, half.label, own_start);
-        for w in staying.iter().chain(ending.iter().filter(|_| !taken_over)) {
-            add(&w.turn, None, w.start_seq);
+        for w in staying
+            .iter()
+            .filter(|w| !mine(w))
+            .chain(ending.iter().filter(|_| !taken_over))
+        {
+            add(&w.turn, w.label.as_deref(), w.start_seq);
         }
     } else if rewound {
         for w in &ending {
@@ -139,7 +183,7 @@ pub(crate) fn plan(
         }
     } else {
         for w in staying.iter().chain(&ending) {
-            add(&w.turn, None, w.start_seq);
+            add(&w.turn, w.label.as_deref(), w.start_seq);
         }
         for w in &ending {
             warnings.push(format!(
@@ -148,7 +192,7 @@ pub(crate) fn plan(
             ));
         }
     }
-    if !half.after && !half.closing {
+    if !half.after && half.closing.is_none() {
         staying.push(own_window);
     }
     owners.sort_by_key(|o| o.start);
@@ -164,6 +208,8 @@ fn legacy_window(base: Option<&Tree>) -> Vec<Window> {
         .map(|t| Window {
             turn: t.turn.clone(),
             pid: None,
+            session: None,
+            label: None,
             start_seq: t.log_seq,
             start_ns: t.stamp_ns,
         })
@@ -313,6 +359,8 @@ mod tests {
         Window {
             turn: t(turn),
             pid,
+            session: None,
+            label: None,
             start_seq,
             start_ns: 1,
         }
@@ -323,8 +371,10 @@ mod tests {
             turn,
             label: None,
             after,
-            closing: false,
+            closing: None,
+            keep_open: false,
             pid,
+            session: None,
             last_seq: 9,
             stamp_ns: 2,
         }

@@ -62,7 +62,7 @@ use crate::pack;
 use crate::path::RelPath;
 use crate::store::Store;
 use crate::tree::{self, Entry, Loaded, Tree, TreeWriter};
-use attribution::Half;
+use attribution::{Closing, Half};
 use diff::{Look, diff, post_in};
 use scan::{Reading, Scan};
 
@@ -72,6 +72,28 @@ mod read;
 mod scan;
 mod status;
 mod walk;
+
+/// Who takes a half and how (see [`attribution::Half`]).
+struct HalfOf<'a> {
+    after: bool,
+    closing: Option<Closing>,
+    keep_open: bool,
+    pid: Option<u32>,
+    session: Option<&'a str>,
+}
+
+impl HalfOf<'_> {
+    /// A half of `turnback snapshot`: no process, no session.
+    fn plain(after: bool) -> Self {
+        HalfOf {
+            after,
+            closing: None,
+            keep_open: false,
+            pid: None,
+            session: None,
+        }
+    }
+}
 
 /// What [`Store::record`] gives back: the scan's entries and counts, the
 /// changes recorded (their pre-images not filled in yet) with the seq of
@@ -307,7 +329,49 @@ impl Store {
         after: bool,
         progress: &dyn Progress,
     ) -> Result<SnapshotReport> {
-        self.snapshot_by(turn, label, after, None, progress)
+        self.snapshot_by(turn, label, &HalfOf::plain(after), progress)
+    }
+
+    /// [`Store::snapshot`] for an agent's hook: its window belongs to
+    /// `session`, so another session's before half does not close it (see
+    /// [`attribution`]). With `keep_open`, an after half records what
+    /// changed so far and leaves the window open (a command the agent runs
+    /// in the background goes on after its post-tool event).
+    pub fn snapshot_in_session(
+        &mut self,
+        turn: &TurnId,
+        label: Option<&str>,
+        after: bool,
+        session: &str,
+        keep_open: bool,
+        progress: &dyn Progress,
+    ) -> Result<SnapshotReport> {
+        let how = HalfOf {
+            session: Some(session),
+            keep_open: keep_open && after,
+            ..HalfOf::plain(after)
+        };
+        self.snapshot_by(turn, label, &how, progress)
+    }
+
+    /// Closes the windows `session`'s hooks left open (a tool call the user
+    /// interrupted gets no post-tool event; a background command's window
+    /// stays open), recording what changed since the last scan in their
+    /// turns. Called by the session's next prompt. `None` when none was
+    /// open.
+    pub fn close_session_windows(&mut self, session: &str) -> Result<Option<SnapshotReport>> {
+        let _guard = self.begin_mutation()?;
+        let dirs = self.dirs();
+        let Some(turn) = tree::pending_turn(&dirs.store, &self.store_path)? else {
+            return Ok(None);
+        };
+        let how = HalfOf {
+            closing: Some(Closing::Session),
+            session: Some(session),
+            ..HalfOf::plain(false)
+        };
+        self.snapshot_locked(&turn, None, &how, &NoProgress)
+            .map(Some)
     }
 
     /// [`Store::snapshot`] for a process that takes both halves around a
@@ -321,19 +385,22 @@ impl Store {
         after: bool,
         progress: &dyn Progress,
     ) -> Result<SnapshotReport> {
-        self.snapshot_by(turn, label, after, Some(std::process::id()), progress)
+        let how = HalfOf {
+            pid: Some(std::process::id()),
+            ..HalfOf::plain(after)
+        };
+        self.snapshot_by(turn, label, &how, progress)
     }
 
     fn snapshot_by(
         &mut self,
         turn: &TurnId,
         label: Option<&str>,
-        after: bool,
-        pid: Option<u32>,
+        how: &HalfOf<'_>,
         progress: &dyn Progress,
     ) -> Result<SnapshotReport> {
         let _guard = self.begin_mutation()?;
-        self.snapshot_locked(turn, label, after, false, pid, progress)
+        self.snapshot_locked(turn, label, how, progress)
     }
 
     /// Closes the command windows left open (a command killed between its
@@ -351,7 +418,11 @@ impl Store {
         let Some(turn) = tree::pending_turn(&dirs.store, &self.store_path)? else {
             return Ok(());
         };
-        let report = self.snapshot_locked(&turn, None, false, true, None, &NoProgress)?;
+        let how = HalfOf {
+            closing: Some(Closing::All),
+            ..HalfOf::plain(false)
+        };
+        let report = self.snapshot_locked(&turn, None, &how, &NoProgress)?;
         self.warnings.extend(report.warnings);
         Ok(())
     }
@@ -360,11 +431,10 @@ impl Store {
         &mut self,
         turn: &TurnId,
         label: Option<&str>,
-        after: bool,
-        closing: bool,
-        pid: Option<u32>,
+        how: &HalfOf<'_>,
         progress: &dyn Progress,
     ) -> Result<SnapshotReport> {
+        let after = how.after;
         let store_fd = crate::sys::dup(&self.dirs().store).ctx("open", &self.store_path)?;
         let packs_fd = crate::sys::dup(&self.dirs().packs).ctx("open", &self.store_path)?;
         tree::sweep_temps(&store_fd, &self.store_path)?;
@@ -398,8 +468,10 @@ impl Store {
             turn,
             label,
             after,
-            closing,
-            pid,
+            closing: how.closing,
+            keep_open: how.keep_open,
+            pid: how.pid,
+            session: how.session,
             last_seq: self.index.last_seq,
             stamp_ns,
         };

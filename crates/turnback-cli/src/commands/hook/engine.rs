@@ -254,6 +254,14 @@ fn handle(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<Verdict> {
     let post = d.post_tool.contains(&name);
     if let Some((_, rule)) = d.prompt_events.iter().find(|(e, _)| *e == name) {
         let mut store = open(ctx, d, event)?;
+        // The session's last tool calls are over: a shell command the user
+        // interrupted (no post-tool event) or left in the background is
+        // recorded in its turn before the next turn begins.
+        if let Some(report) = store.close_session_windows(&session_key(d, event))? {
+            for w in report.warnings {
+                eprintln!("turnback: note: {w}");
+            }
+        }
         begin_turn(&mut store, d, event, *rule)?;
     } else if pre && is_file_tool(d, tool) {
         return Ok(capture_before_write(ctx, d, event));
@@ -264,7 +272,11 @@ fn handle(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<Verdict> {
         let mut store = open(ctx, d, event)?;
         let session = current_turn(&mut store, d, event)?;
         let phase = if pre { Phase::Before } else { Phase::After };
-        match shell_snapshot(&mut store, &session, phase)? {
+        let shell = Shell {
+            session: &session_key(d, event),
+            background: runs_in_background(event.input.as_ref()),
+        };
+        match shell_snapshot(&mut store, &session, phase, Some(&shell))? {
             Coverage::Recorded => {}
             Coverage::RecordedWithNotes(notes) => {
                 for n in notes {
@@ -476,6 +488,9 @@ fn next_turn(
     mode: Begin,
 ) -> anyhow::Result<Session> {
     let fresh = fresh_tag(store, d, event)?;
+    // A tool call (or a prompt event arriving late) of an earlier prompt
+    // joins that prompt's turn; the session's current turn stays.
+    let mut earlier_turn = None;
     let session = store.update_session(&session_key(d, event), |cur| {
         let same_key = |c: &Session| {
             event.turn_key.is_some() && c.prompt_id.as_deref() == event.turn_key.as_deref()
@@ -491,6 +506,18 @@ fn next_turn(
                 s.label = s.label.or(label);
                 return Ok(s);
             }
+            if mode != Begin::Once
+                && let Some(key) = &event.turn_key
+                && let Some(mut s) = cur.for_earlier_prompt(key)
+            {
+                s.label = s.label.or(label);
+                earlier_turn = Some(s);
+                let mut kept = cur.clone();
+                if let Some(e) = kept.earlier.iter_mut().find(|e| &e.prompt_id == key) {
+                    e.label = earlier_turn.as_ref().and_then(|s| s.label.clone());
+                }
+                return Ok(kept);
+            }
         }
         let number = cur.as_ref().map_or(1, |c| c.number + 1);
         // A session keeps the tag its first turn got.
@@ -505,9 +532,13 @@ fn next_turn(
             prompt_id: event.turn_key.clone(),
             label,
             updated_at: 0,
+            earlier: cur
+                .as_ref()
+                .map(Session::earlier_with_current)
+                .unwrap_or_default(),
         })
     })?;
-    Ok(session)
+    Ok(earlier_turn.unwrap_or(session))
 }
 
 /// The session's current turn; a tool call with no turn yet (hooks installed
@@ -515,10 +546,19 @@ fn next_turn(
 /// prompt arrives, unless the tool event itself knows the prompt (Cline's,
 /// from its session record: its prompt event may come last).
 fn current_turn(store: &mut Store, d: &Dialect, event: &Event) -> anyhow::Result<Session> {
-    if let Some(s) = store.session(&session_key(d, event))?
-        && same_prompt(&s, event)
-    {
-        return Ok(s);
+    if let Some(s) = store.session(&session_key(d, event))? {
+        if same_prompt(&s, event) {
+            return Ok(s);
+        }
+        // A late tool call of an earlier prompt: its own turn, read
+        // without the lock, as the current one is.
+        if let Some(earlier) = event
+            .turn_key
+            .as_deref()
+            .and_then(|k| s.for_earlier_prompt(k))
+        {
+            return Ok(earlier);
+        }
     }
     let label = event.prompt.as_deref().map(label_of);
     next_turn(store, d, event, label, Begin::ToolCall)
@@ -639,20 +679,51 @@ pub enum Coverage {
     RecordedWithNotes(Vec<String>),
 }
 
+/// The agent session a hook's shell command runs in.
+pub struct Shell<'a> {
+    /// The session's key (its window belongs to it).
+    pub session: &'a str,
+    /// The agent runs the command in the background: its post-tool event
+    /// comes while it goes on.
+    pub background: bool,
+}
+
+/// Whether a shell tool's input asks the agent to run it in the background
+/// (Claude Code's `run_in_background`, Gemini CLI's `is_background`).
+fn runs_in_background(input: Option<&Value>) -> bool {
+    input.is_some_and(|i| {
+        ["run_in_background", "is_background"]
+            .iter()
+            .any(|k| i.get(*k).and_then(Value::as_bool) == Some(true))
+    })
+}
+
 /// Pre/post-tool event of a shell tool: the before or after snapshot of the
 /// tree in the session's turn, so a file the command created, changed,
-/// deleted or renamed is rewound like a file tool's write.
+/// deleted or renamed is rewound like a file tool's write. A hook's window
+/// belongs to its agent session (`shell`), so another session's command does
+/// not close it; a command in the background keeps it open after its
+/// post-tool event.
 pub fn shell_snapshot(
     store: &mut Store,
     session: &Session,
     phase: Phase,
+    shell: Option<&Shell<'_>>,
 ) -> anyhow::Result<Coverage> {
-    let report = store.snapshot(
-        &session.turn,
-        session.label.as_deref(),
-        phase == Phase::After,
-        &turnback::NoProgress,
-    )?;
+    let after = phase == Phase::After;
+    let label = session.label.as_deref();
+    let progress = &turnback::NoProgress;
+    let report = match shell {
+        Some(sh) => store.snapshot_in_session(
+            &session.turn,
+            label,
+            after,
+            sh.session,
+            sh.background,
+            progress,
+        )?,
+        None => store.snapshot(&session.turn, label, after, progress)?,
+    };
     let mut notes = report.warnings;
     if let Some(r) = &report.recorded {
         for n in &r.changes.not_captured {
