@@ -457,7 +457,10 @@ impl Store {
     /// next mutation) as blobs, one `packed` record each, and removes them:
     /// a kept file is the bytes whole, and the same bytes saved again by a
     /// later operation would take their room again. Run off the latency
-    /// path ([`Store::maintain`]), under the store lock. Returns the files
+    /// path ([`Store::maintain`]). The files are read, hashed and
+    /// compressed without the store lock, which is taken only to append
+    /// each record (see [`Store::pack_record`]): a foreground command
+    /// (an agent's hook) never waits for the reading. Returns the files
     /// stored.
     pub(crate) fn pack_kept(&mut self) -> Result<usize> {
         let mut records: Vec<u64> = self
@@ -478,14 +481,9 @@ impl Store {
         Ok(stored)
     }
 
-    /// Stores the files kept for the `saved` record `seq` (a kept file that
-    /// is gone stays out: its path was left as it was), appends their
-    /// `packed` record, then removes `aside/<seq>/`. Files up to
-    /// [`WHOLE`] bytes are read, hashed and compressed on every core, in
-    /// chunks of [`CHUNK`]; larger ones are streamed.
-    fn pack_record(&mut self, seq: u64) -> Result<usize> {
-        let kept: Vec<(RelPath, u64, u32)> = self
-            .index
+    /// The files the `saved` record `seq` keeps aside: path, number, mode.
+    fn kept_of(&self, seq: u64) -> Vec<(RelPath, u64, u32)> {
+        self.index
             .saved
             .get(&seq)
             .into_iter()
@@ -494,17 +492,55 @@ impl Store {
                 Pre::Aside { n, mode, .. } => Some((f.path.clone(), n, mode)),
                 _ => None,
             })
-            .collect();
+            .collect()
+    }
+
+    /// Stores the files kept for the `saved` record `seq` (a kept file that
+    /// is gone stays out: its path was left as it was), appends their
+    /// `packed` record, then removes `aside/<seq>/`. Files up to
+    /// [`WHOLE`] bytes are read, hashed and compressed on every core, in
+    /// chunks of [`CHUNK`]; larger ones are streamed.
+    ///
+    /// The reading is done without the lock: a kept name is only ever read
+    /// and removed with its whole directory (see the module doc), and the
+    /// pack is a temporary file of this live process, which no mutation
+    /// sweeps. Under the lock, with the log read again, the record is
+    /// appended only if the `saved` record still keeps the same files, is
+    /// not the last one (an interrupted operation's), and every blob the
+    /// states name is this pack's or still stored (a gc in between may have
+    /// dropped one this reading took as stored); otherwise the pack is
+    /// dropped and the files stay for the next maintenance. Blobs another
+    /// record stored meanwhile are not introduced twice (their frames stay
+    /// in the pack unnamed, for gc).
+    fn pack_record(&mut self, seq: u64) -> Result<usize> {
+        let kept = self.kept_of(seq);
         let shown = self.store_path.join(ASIDE_DIR).join(seq.to_string());
         let mut writer = PackWriter::create(&self.dirs().store, &self.store_path)?;
         let stored = self.store_kept(&mut writer, seq, &kept, &shown);
-        let (files, blobs) = match stored {
+        let (files, mut blobs) = match stored {
             Ok(s) => s,
             Err(e) => {
                 writer.abandon();
                 return Err(e);
             }
         };
+        let guard = match self.begin_mutation() {
+            Ok(g) => g,
+            Err(e) => {
+                writer.abandon();
+                return Err(e);
+            }
+        };
+        let ours: HashSet<BlobId> = blobs.iter().map(|b| b.id).collect();
+        let named = |f: &FileEntry| match &f.pre {
+            Pre::File { blob, .. } => ours.contains(blob) || self.index.blobs.contains_key(blob),
+            _ => true,
+        };
+        if seq == self.index.last_seq || self.kept_of(seq) != kept || !files.iter().all(named) {
+            writer.abandon();
+            return Ok(0);
+        }
+        blobs.retain(|b| !self.index.blobs.contains_key(&b.id));
         let record = self.index.last_seq + 1;
         let pack = if blobs.is_empty() {
             writer.abandon();
@@ -523,7 +559,10 @@ impl Store {
         })?;
         // Every kept file is stored now, or was gone: the directory goes,
         // and `aside/` with the last one (best effort: gc removes what
-        // stays).
+        // stays). No record names it any more, and no mutation touches
+        // another record's directory, so it goes after the lock is given
+        // back: removing 20,000 names held a hook waiting for seconds.
+        drop(guard);
         if let Ok(Some(aside)) = fsx::open_subdir(&self.dirs().store, ASIDE_DIR) {
             remove_record_dir(&aside, &seq.to_string());
             drop(aside);

@@ -326,7 +326,7 @@ fn sweep_if_stale(dir: &OwnedFd, name: &str, own: u32) {
 }
 
 /// The process id in a name made by [`temp_name`].
-fn temp_owner(name: &str) -> Option<u32> {
+pub(crate) fn temp_owner(name: &str) -> Option<u32> {
     if !name.starts_with('.') {
         return None;
     }

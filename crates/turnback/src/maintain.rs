@@ -58,8 +58,8 @@ impl Store {
     /// doc). Waits for the lock as any mutation does.
     pub fn maintain(&mut self) -> Result<MaintainReport> {
         let trash_removed = self.empty_trash();
+        // Takes the lock only to append each record (see `aside.rs`).
         let kept_stored = if self.kept_pending() {
-            let _guard = self.begin_mutation()?;
             self.pack_kept()?
         } else {
             0
