@@ -34,16 +34,16 @@ pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
         return Ok(0);
     }
     if rows.is_empty() {
-        println!("no turns to rewind in {}", store.root().display());
+        outln!("no turns to rewind in {}", store.root().display())?;
     }
     for r in rows {
-        println!(
+        outln!(
             "{:<24} {}  {:>5} file(s)  {}",
             r.turn,
             format_time(r.started_at_ns),
             r.files,
             r.label.unwrap_or("")
-        );
+        )?;
     }
     Ok(0)
 }

@@ -145,7 +145,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     };
     let plan = plan(&program)?;
     if a.print {
-        print_plan(&plan);
+        print_plan(&plan)?;
         return Ok(0);
     }
     install(ctx, plan)
@@ -268,33 +268,34 @@ fn home_dir() -> Option<PathBuf> {
 /// `--print`: the settings to merge (JSON on stdout), or, for agents
 /// configured by files alone, each file after a `# PATH` line. Chat
 /// commands beside settings are named on stderr.
-fn print_plan(plan: &Plan) {
+fn print_plan(plan: &Plan) -> std::io::Result<()> {
     if let Some((_, doc)) = &plan.settings {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(doc).expect("JSON values serialize")
-        );
+        )?;
         for f in &plan.files {
-            eprintln!(
+            errln!(
                 "turnback: `turnback init {}` also writes the chat command {}",
                 plan.dialect.name,
                 f.path.display()
             );
         }
         if let Some(user) = plan.user_level {
-            eprintln!(
+            errln!(
                 "turnback: for every project, put the same file in {user} (`turnback init {}` in a project writes it; copy it from there)",
                 plan.dialect.name
             );
         }
-        return;
+        return Ok(());
     }
     for f in &plan.files {
-        println!("# {}\n{}", f.path.display(), f.text);
+        outln!("# {}\n{}", f.path.display(), f.text)?;
     }
     if let Some(user) = plan.user_level {
-        eprintln!("turnback: for every project, put them in {user}");
+        errln!("turnback: for every project, put them in {user}");
     }
+    Ok(())
 }
 
 fn install(ctx: &Ctx, plan: Plan) -> Outcome {
@@ -371,15 +372,15 @@ fn report(ctx: &Ctx, d: &Dialect, written: &[PathBuf], removed: &[PathBuf]) -> O
             "changed": changed,
         }))?;
     } else if !changed {
-        println!("turnback is already installed for {}", d.agent);
+        outln!("turnback is already installed for {}", d.agent)?;
     } else {
         for p in written {
-            println!("wrote {}", p.display());
+            outln!("wrote {}", p.display())?;
         }
         for p in removed {
-            println!("removed {} (no longer used)", p.display());
+            outln!("removed {} (no longer used)", p.display())?;
         }
-        println!("{} picks them up in its next session.", d.agent);
+        outln!("{} picks them up in its next session.", d.agent)?;
     }
     Ok(0)
 }
