@@ -78,13 +78,24 @@ pub enum Error {
         /// The lock file.
         path: PathBuf,
     },
-    /// A blob referenced by the log is missing or does not match its name.
+    /// A blob referenced by the log is missing, fails to decompress or does
+    /// not match its name.
     #[error("blob {id} is damaged: {reason}")]
     BlobDamaged {
         /// The blob id (SHA-256 of the original bytes).
         id: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// Writing a blob's bytes out failed (a full disk where a rewind
+    /// restores a file, say): the blob itself is not known to be damaged.
+    #[error("cannot write the bytes of blob {id}: {source}")]
+    BlobWrite {
+        /// The blob id.
+        id: String,
+        /// The error of the write.
+        #[source]
+        source: io::Error,
     },
     /// The store's config file cannot be read.
     #[error("{}: {reason}; fix or delete the file (the defaults apply without it)", path.display())]
