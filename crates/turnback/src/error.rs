@@ -53,6 +53,19 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A turn of the index checkpoint cannot be read back, and the log
+    /// prefix the checkpoint covers, which answers for a damaged part of
+    /// it, cannot give the turn either: two faults at once.
+    #[error(
+        "{turn} cannot be read: its part of the index checkpoint is damaged, and the log the checkpoint covers cannot give it either ({reason}); run `turnback verify` to see what is damaged and which turns can still be rewound, then `turnback repair` to set the damaged log lines aside (the original log is kept)"
+    )]
+    TurnUnreadable {
+        /// The turn: its id when known, else its place among the
+        /// checkpoint's turns.
+        turn: String,
+        /// Why the log cannot give it.
+        reason: String,
+    },
     /// No live turn has this id.
     #[error("unknown turn {turn:?}; `turnback list` shows the turns that can be rewound")]
     UnknownTurn {

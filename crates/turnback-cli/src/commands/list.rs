@@ -19,7 +19,7 @@ struct Row<'a> {
 pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
     let store = ctx.open(Options::default())?;
     let rows: Vec<Row> = store
-        .turns()
+        .turns()?
         .iter()
         .map(|t| Row {
             turn: t.id.as_str(),

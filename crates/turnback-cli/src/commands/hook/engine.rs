@@ -442,7 +442,7 @@ fn fresh_tag(store: &Store, d: &Dialect, event: &Event) -> anyhow::Result<String
     let taken = format!("{}-{short}-", d.turn_prefix);
     let collides = store.session(&session_key(d, event))?.is_none()
         && store
-            .turns()
+            .turns()?
             .iter()
             .any(|t| t.id.as_str().starts_with(&taken));
     if !collides {
