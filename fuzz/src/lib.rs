@@ -149,7 +149,10 @@ fn plan_once(data: &[u8]) {
     let before = outside_store(&lab.root);
     std::fs::write(lab.root.join(".turnback/log.jsonl"), data).expect("write the log");
     if let Ok(mut store) = turnback::Store::open(&lab.root) {
-        let turns: Vec<turnback::TurnId> = store.turns().iter().map(|t| t.id.clone()).collect();
+        let turns: Vec<turnback::TurnId> = store
+            .turns()
+            .map(|turns| turns.iter().map(|t| t.id.clone()).collect())
+            .unwrap_or_default();
         for t in &turns {
             let _ = store.plan_rewind(t);
             let dry = turnback::RewindOptions {

@@ -718,10 +718,10 @@ fn build_store(files: &[(String, Vec<u8>)], turns: usize, dir: &Path) -> Res<Pat
             fs::write(store.store_dir().join("config.toml"), NO_AUTO_GC)?;
         }
     }
-    if store.turns().len() != turns {
+    if store.turns()?.len() != turns {
         return Err(format!(
             "the prebuilt store holds {} turns, {turns} wanted",
-            store.turns().len()
+            store.turns()?.len()
         )
         .into());
     }
@@ -805,7 +805,7 @@ fn repetition(
     // The hooks recorded what they were sent: one turn per prompt, each
     // holding the written file's pre-image.
     let store = turnback::Store::open(&root)?;
-    let turns = store.turns();
+    let turns = store.turns()?;
     if turns.len() != base_turns + cfg.runs {
         return Err(format!(
             "{}: the hooks made {} turns, {} expected",
@@ -883,7 +883,7 @@ fn wait_for_turns(root: &Path, want: usize) -> Res<f64> {
     let t0 = Instant::now();
     loop {
         // Opening takes the shared lock, so it waits for a gc under way.
-        let n = turnback::Store::open(root)?.turns().len();
+        let n = turnback::Store::open(root)?.turns()?.len();
         if n == want {
             return Ok(t0.elapsed().as_secs_f64());
         }
@@ -980,7 +980,7 @@ fn write_repetition(
         }
     }
     for (root, base) in [(&large, cfg.turns), (&small, cfg.small_turns), (&peer, 1)] {
-        let n = turnback::Store::open(root)?.turns().len();
+        let n = turnback::Store::open(root)?.turns()?.len();
         if n != base + cfg.runs {
             return Err(format!(
                 "{}: {n} turns after the calls, {} expected",

@@ -2,6 +2,11 @@
 //! parses arguments, renders reports (human text, or JSON with `--json`) and
 //! maps outcomes to exit codes.
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+#[macro_use]
+mod out;
+
 mod commands;
 mod platform;
 mod progress;
@@ -117,7 +122,7 @@ impl Ctx {
         };
         let store = turnback::Store::open_with(self.root()?, options)?;
         for w in store.warnings() {
-            eprintln!("turnback: warning: {w}");
+            errln!("turnback: warning: {w}");
         }
         Ok(store)
     }
@@ -130,7 +135,8 @@ impl Ctx {
     /// Prints `value` as one line of JSON.
     pub fn print_json(&self, value: &impl serde::Serialize) -> anyhow::Result<()> {
         let mut out = std::io::stdout().lock();
-        serde_json::to_writer(&mut out, value)?;
+        // As an `io::Error`, so that `main` tells a closed pipe.
+        serde_json::to_writer(&mut out, value).map_err(std::io::Error::from)?;
         writeln!(out)?;
         Ok(())
     }
@@ -180,16 +186,17 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            if let Some(io) = e.downcast_ref::<std::io::Error>()
-                && io.kind() == std::io::ErrorKind::BrokenPipe
-            {
+            // The reader closed the pipe (`turnback list | head -1`): exit
+            // quietly, as git and ripgrep do.
+            if out::is_broken_pipe(&e) {
                 return ExitCode::SUCCESS;
             }
             if ctx.json {
                 let msg = serde_json::json!({ "error": message(&e) });
-                println!("{msg}");
+                // Nowhere to report a failure to print the error.
+                let _ = outln!("{msg}");
             }
-            eprintln!("turnback: error: {}", message(&e));
+            errln!("turnback: error: {}", message(&e));
             ExitCode::from(1)
         }
     }

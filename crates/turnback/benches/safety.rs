@@ -323,8 +323,8 @@ fn build_gc_store(cfg: &Config) -> Res<(TempDir, f64)> {
         )?;
     }
     let built = secs(t0.elapsed());
-    if store.turns().len() != GC_TURNS {
-        return Err(format!("the gc store holds {} turns", store.turns().len()).into());
+    if store.turns()?.len() != GC_TURNS {
+        return Err(format!("the gc store holds {} turns", store.turns()?.len()).into());
     }
     Ok((dir, built))
 }
@@ -336,8 +336,8 @@ fn gc_row(built: &Path, cfg: &Config, fig: &mut Figures) -> Res<TempDir> {
     sync_fs(work.path())?;
     let (mut store, t) = timed(|| Ok(Store::open(work.path())?))?;
     fig.gc_open.push(t);
-    if store.turns().len() != GC_TURNS {
-        return Err(format!("the copied store holds {} turns", store.turns().len()).into());
+    if store.turns()?.len() != GC_TURNS {
+        return Err(format!("the copied store holds {} turns", store.turns()?.len()).into());
     }
     sync_fs(work.path())?;
     let opts = GcOptions {
@@ -355,8 +355,8 @@ fn gc_row(built: &Path, cfg: &Config, fig: &mut Figures) -> Res<TempDir> {
         .into());
     }
     let after = Store::open(work.path())?;
-    if after.turns().len() != GC_KEEP {
-        return Err(format!("after gc the store holds {} turns", after.turns().len()).into());
+    if after.turns()?.len() != GC_KEEP {
+        return Err(format!("after gc the store holds {} turns", after.turns()?.len()).into());
     }
     fig.gc_bytes_before = report.bytes_before;
     fig.gc_bytes_after = report.bytes_after;

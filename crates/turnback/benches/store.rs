@@ -619,7 +619,7 @@ fn build_large_store(tree: &Tree, cfg: &Config) -> Res<(TempDir, f64)> {
         current[j] = next;
     }
     let built = secs(t0.elapsed());
-    let recorded: usize = store.turns().iter().map(|t| t.files.len()).sum();
+    let recorded: usize = store.turns()?.iter().map(|t| t.files.len()).sum();
     if recorded != cfg.records {
         return Err(format!(
             "the large store holds {recorded} captures, {} wanted",

@@ -53,6 +53,19 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A turn of the index checkpoint cannot be read back, and the log
+    /// prefix the checkpoint covers, which answers for a damaged part of
+    /// it, cannot give the turn either: two faults at once.
+    #[error(
+        "{turn} cannot be read: its part of the index checkpoint is damaged, and the log the checkpoint covers cannot give it either ({reason}); run `turnback verify` to see what is damaged and which turns can still be rewound, then `turnback repair` to set the damaged log lines aside (the original log is kept)"
+    )]
+    TurnUnreadable {
+        /// The turn: its id when known, else its place among the
+        /// checkpoint's turns.
+        turn: String,
+        /// Why the log cannot give it.
+        reason: String,
+    },
     /// No live turn has this id.
     #[error("unknown turn {turn:?}; `turnback list` shows the turns that can be rewound")]
     UnknownTurn {
@@ -78,13 +91,24 @@ pub enum Error {
         /// The lock file.
         path: PathBuf,
     },
-    /// A blob referenced by the log is missing or does not match its name.
+    /// A blob referenced by the log is missing, fails to decompress or does
+    /// not match its name.
     #[error("blob {id} is damaged: {reason}")]
     BlobDamaged {
         /// The blob id (SHA-256 of the original bytes).
         id: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// Writing a blob's bytes out failed (a full disk where a rewind
+    /// restores a file, say): the blob itself is not known to be damaged.
+    #[error("cannot write the bytes of blob {id}: {source}")]
+    BlobWrite {
+        /// The blob id.
+        id: String,
+        /// The error of the write.
+        #[source]
+        source: io::Error,
     },
     /// The store's config file cannot be read.
     #[error("{}: {reason}; fix or delete the file (the defaults apply without it)", path.display())]

@@ -75,7 +75,7 @@ use crate::error::{Error, IoResultExt, Result};
 use crate::fsx;
 use crate::id::BlobId;
 use crate::id::now_ns;
-use crate::index::Index;
+use crate::index::{Index, Misfit};
 use crate::log::{self, FileEntry, LOG_FILE, Op, Pre, Record, StoredBlob};
 use crate::pack;
 use crate::store::{PACKS_DIR, Store};
@@ -156,7 +156,7 @@ impl Store {
         if n == 0 || (!after_rewind && !self.index.captures.is_multiple_of(n)) {
             return Ok(());
         }
-        if !self.gc_due(config, now_ns()) {
+        if !self.gc_due(config, now_ns())? {
             return Ok(());
         }
         if self.options.defer_gc {
@@ -171,7 +171,7 @@ impl Store {
     /// of live turns and of operations, the oldest of each, and the bytes
     /// of the blobs. No list walked, no turn decoded or read: the oldest
     /// live turn's start is in its row of the checkpoint.
-    pub(crate) fn gc_due(&self, config: &Config, now: u64) -> bool {
+    pub(crate) fn gc_due(&self, config: &Config, now: u64) -> Result<bool> {
         let r = &config.retention;
         let over = |n: u64, limit: u64| n > limit.saturating_add((limit / AUTO_MARGIN).max(1));
         let keep_ns = u64::try_from(
@@ -186,8 +186,11 @@ impl Store {
         // rewind's, until gc drops its operation). Its start is read only
         // when it matters, from its row of the checkpoint (not decoded).
         let live = self.index.live_count as u64;
-        over(live, r.keep_turns as u64)
-            || (live > 1 && self.index.oldest_live_start().is_some_and(too_old))
+        let oldest_too_old = || -> Result<bool> {
+            Ok(live > 1 && self.index.oldest_live_start()?.is_some_and(too_old))
+        };
+        Ok(over(live, r.keep_turns as u64)
+            || oldest_too_old()?
             || over(self.index.ops.len() as u64, r.keep_turns as u64)
             || self.index.done.first().is_some_and(|a| {
                 self.index
@@ -195,7 +198,7 @@ impl Store {
                     .get(&a.op)
                     .is_some_and(|o| too_old(o.at) && self.index.ops.len() > 1)
             })
-            || over(self.index.stored_bytes, r.max_size)
+            || over(self.index.stored_bytes, r.max_size))
     }
 
     fn pack_sizes(&self) -> Result<HashMap<String, u64>> {
@@ -238,7 +241,8 @@ impl Store {
         // 1. Which live turns stay.
         let live: Vec<(u64, u64, String)> = self
             .index
-            .live()
+            .live()?
+            .iter()
             .map(|t| (t.first_seq, t.started_at, t.id.to_string()))
             .collect();
         let mut kept: Vec<u64> = live.iter().map(|t| t.0).collect();
@@ -252,26 +256,24 @@ impl Store {
         let newest = kept.last().copied();
         kept.retain(|s| Some(*s) == newest || live.iter().any(|t| t.0 == *s && t.1 >= cutoff_ns));
         // Size: referenced compressed bytes per turn, oldest dropped first.
-        let turn_bytes = |first: u64| -> u64 {
-            self.index
-                .turns
-                .iter()
-                .find(|t| t.first_seq == first)
-                .map(|t| {
-                    t.files
-                        .iter()
-                        .filter_map(|c| match &c.entry.pre {
-                            Pre::File { blob, .. } => self.index.blobs.get(blob).map(|l| l.len),
-                            _ => None,
-                        })
-                        .sum()
-                })
-                .unwrap_or(0)
+        let turn_bytes = |first: u64| -> Result<u64> {
+            Ok(self.index.turn_at(first)?.map_or(0, |t| {
+                t.files
+                    .iter()
+                    .filter_map(|c| match &c.entry.pre {
+                        Pre::File { blob, .. } => self.index.blobs.get(blob).map(|l| l.len),
+                        _ => None,
+                    })
+                    .sum()
+            }))
         };
-        let mut total: u64 = kept.iter().map(|s| turn_bytes(*s)).sum();
+        let mut total: u64 = 0;
+        for &first in &kept {
+            total += turn_bytes(first)?;
+        }
         while total > max_size && kept.len() > 1 {
             let first = kept.remove(0);
-            total -= turn_bytes(first);
+            total -= turn_bytes(first)?;
         }
         let kept_live: HashSet<u64> = kept.iter().copied().collect();
         report.dropped_turns = live
@@ -306,16 +308,17 @@ impl Store {
             .min()
             .unwrap_or(u64::MAX);
         report.dropped_operations = self.index.ops.len() - kept_ops.len();
-        let kept_turns: HashSet<u64> = self
-            .index
-            .turns
-            .iter()
-            .filter(|t| match t.ended_by {
+        let mut kept_turns: HashSet<u64> = HashSet::new();
+        for t in &self.index.turns {
+            let t = t?;
+            let kept = match t.ended_by {
                 None => kept_live.contains(&t.first_seq),
                 Some(op) => kept_ops.contains(&op),
-            })
-            .map(|t| t.first_seq)
-            .collect();
+            };
+            if kept {
+                kept_turns.insert(t.first_seq);
+            }
+        }
 
         // 2. The kept records, rewritten. The blobs the tree state names
         // (None: it cannot be read, so every scan blob stays).
@@ -334,12 +337,12 @@ impl Store {
                 Loaded::Damaged(_) => None,
             };
         let mut kept_saved: HashSet<u64> = HashSet::new();
-        let keep_record = |r: &Record, kept_saved: &mut HashSet<u64>| -> bool {
-            match &r.op {
+        let keep_record = |r: &Record, kept_saved: &mut HashSet<u64>| -> Result<bool> {
+            Ok(match &r.op {
                 Op::Capture { .. } | Op::Seal { .. } => self
                     .index
                     .record_turn
-                    .get(&r.seq)
+                    .get(&r.seq)?
                     .is_some_and(|t| kept_turns.contains(&t)),
                 Op::Rewind { saved, .. } | Op::Revert { saved, .. } => {
                     let keep = kept_ops.contains(&r.seq);
@@ -359,7 +362,7 @@ impl Store {
                     .as_ref()
                     .is_none_or(|named| blobs.iter().any(|b| named.contains(&b.id))),
                 Op::Saved { .. } | Op::RolledBack { .. } | Op::Packed { .. } => true,
-            }
+            })
         };
         // One record at a time: the log's records are never all in memory
         // at once (at 100,000 paths they took 260 MB).
@@ -370,7 +373,7 @@ impl Store {
         let mut trims = false;
         for_each_record(&log_bytes, &log_path, |r| {
             total += 1;
-            if keep_record(&r, &mut kept_saved) {
+            if keep_record(&r, &mut kept_saved)? {
                 if let (Op::Snapshot { blobs, .. }, Some(named)) = (&r.op, &tree_blobs)
                     && !blobs.iter().all(|b| named.contains(&b.id))
                 {
@@ -378,6 +381,7 @@ impl Store {
                 }
                 kept_seqs.push((r.seq, Kept::of(&r.op)));
             }
+            Ok(())
         })?;
         report.records_before = total;
         // A saved record no kept operation names is one whose operation was
@@ -417,6 +421,7 @@ impl Store {
                 if keep.contains(&r.seq) {
                     chosen.push(r);
                 }
+                Ok(())
             })?;
             drop(log_bytes);
             self.compact(chosen, tree_blobs.as_ref(), &log_path, &mut report)?
@@ -480,13 +485,13 @@ impl Store {
         for (line, r) in &parsed.lines {
             let r = r
                 .as_ref()
-                .map_err(Clone::clone)
+                .map_err(|reason| Misfit::Record(reason.clone()))
                 .and_then(|r| check.apply(r));
             if let Err(reason) = r {
                 return Err(Error::LogDamaged {
                     path: log_path.join("(compacted)"),
                     line: *line,
-                    reason,
+                    reason: reason.to_string(),
                 });
             }
         }
@@ -575,7 +580,7 @@ impl Store {
 fn for_each_record(
     bytes: &[u8],
     path: &std::path::Path,
-    mut each: impl FnMut(Record),
+    mut each: impl FnMut(Record) -> Result<()>,
 ) -> Result<()> {
     let mut start = 0;
     let mut line = 0;
@@ -586,7 +591,7 @@ fn for_each_record(
             line,
             reason,
         })?;
-        each(rec);
+        each(rec)?;
         start += n + 1;
     }
     Ok(())

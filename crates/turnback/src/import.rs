@@ -57,6 +57,7 @@ use serde_json::Value;
 use crate::error::{Error, IoResultExt, Result};
 use crate::fsx::{self, Node};
 use crate::id::{BlobId, TurnId, cut_label};
+use crate::index::Turn;
 use crate::log::{FileEntry, Op, Pre, StoredBlob};
 use crate::pack::{self, PackWriter};
 use crate::path::RelPath;
@@ -239,7 +240,7 @@ impl Store {
         };
 
         let _guard = self.begin_mutation()?;
-        let todo = self.classify(turns, &mut report);
+        let todo = self.classify(turns, &mut report)?;
         for t in todo {
             self.import_turn(t, blobs_fd.as_ref(), &blobs_path, &mut report)?;
         }
@@ -419,7 +420,11 @@ impl Store {
     }
 
     /// Decides which turns to import (with the lock held).
-    fn classify(&self, turns: Vec<SourceTurn>, report: &mut ImportReport) -> Vec<SourceTurn> {
+    fn classify(
+        &self,
+        turns: Vec<SourceTurn>,
+        report: &mut ImportReport,
+    ) -> Result<Vec<SourceTurn>> {
         let mut paths_of: HashMap<&TurnId, HashSet<&RelPath>> = HashMap::new();
         for t in &turns {
             paths_of
@@ -430,7 +435,7 @@ impl Store {
         let mut imported_before: HashSet<TurnId> = HashSet::new();
         let mut collisions: HashSet<TurnId> = HashSet::new();
         for (id, paths) in &paths_of {
-            if let Some(live) = self.index.turn(id) {
+            if let Some(live) = self.index.turn(id)? {
                 let have: HashSet<&RelPath> = live.files.iter().map(|c| &c.entry.path).collect();
                 if &have == paths {
                     imported_before.insert((*id).clone());
@@ -440,12 +445,15 @@ impl Store {
             }
         }
         // The newest live turn that is not from this osfoundry store.
-        let newest_other = self
-            .index
-            .turns
-            .iter()
-            .filter(|t| !imported_before.contains(&t.id))
-            .max_by_key(|t| t.started_at);
+        let mut newest_other: Option<&Turn> = None;
+        for t in &self.index.turns {
+            let t = t?;
+            if !imported_before.contains(&t.id)
+                && newest_other.is_none_or(|n| t.started_at >= n.started_at)
+            {
+                newest_other = Some(t);
+            }
+        }
         let mut todo = Vec::new();
         let mut reported: HashSet<TurnId> = HashSet::new();
         for t in turns {
@@ -463,7 +471,7 @@ impl Store {
                 });
                 continue;
             }
-            if self.index.ended(&t.id).is_some() && self.index.turn(&t.id).is_none() {
+            if self.index.ended(&t.id)?.is_some() && self.index.turn(&t.id)?.is_none() {
                 if first_time {
                     report.already_rewound.push(t.id);
                 }
@@ -485,7 +493,7 @@ impl Store {
             }
             todo.push(t);
         }
-        todo
+        Ok(todo)
     }
 
     /// Records one turn: its blobs into one pack, then one capture record.
@@ -792,7 +800,7 @@ mod tests {
         let order: Vec<&str> = report.imported.iter().map(|t| t.turn.as_str()).collect();
         assert_eq!(order, ["1", "2"]);
         assert_eq!(report.imported[0].osfoundry_at, 100);
-        let turns: Vec<&str> = store.turns().iter().map(|t| t.id.as_str()).collect();
+        let turns: Vec<&str> = store.turns()?.iter().map(|t| t.id.as_str()).collect();
         assert_eq!(turns, ["1", "2"]);
         assert!(crate::verify_root(&o.root)?.whole);
 
@@ -819,7 +827,7 @@ mod tests {
         assert!(again.imported.is_empty() && again.complete(), "{again:#?}");
         assert_eq!(again.already_imported, [tid("t1"), tid("t2")]);
         assert_eq!(std::fs::read(&log)?, lines, "nothing appended");
-        assert_eq!(store.turns().len(), 2);
+        assert_eq!(store.turns()?.len(), 2);
 
         store.rewind(&tid("t2"), &RewindOptions::default())?;
         let third = store.import_osfoundry(&o.root)?;
@@ -953,7 +961,7 @@ mod tests {
         o.turn(json!("t1"), 100, files);
         let mut store = Store::open(&o.root)?;
         store.import_osfoundry(&o.root)?;
-        let modes: Vec<(String, u32)> = store.turns()[0]
+        let modes: Vec<(String, u32)> = store.turns()?[0]
             .files
             .iter()
             .filter_map(|c| match c.entry.pre {
@@ -987,7 +995,7 @@ mod tests {
         assert_eq!(refused, ["1", "old"], "{report:#?}");
         assert!(report.refused_turns[0].reason.contains("other paths"));
         assert!(report.refused_turns[1].reason.contains("older"));
-        let turns: Vec<&str> = store.turns().iter().map(|t| t.id.as_str()).collect();
+        let turns: Vec<&str> = store.turns()?.iter().map(|t| t.id.as_str()).collect();
         assert_eq!(turns, ["1", "future"]);
         assert_eq!(store.turn(&tid("1"))?.files[0].entry.path.as_str(), "a.txt");
         Ok(())
@@ -1011,7 +1019,7 @@ mod tests {
                 msg.contains("index.json") && msg.contains("nothing was imported"),
                 "{msg}"
             );
-            assert!(store.turns().is_empty());
+            assert!(store.turns()?.is_empty());
         }
         assert!(crate::location::locate(&o.root, None)?.is_none());
         let missing = Store::open(&o.outside)?

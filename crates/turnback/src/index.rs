@@ -21,6 +21,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::checkpoint::{BlobTable, FrozenPathBlobs, FrozenTurns, SeqTable};
+use crate::error::{Error, Result};
 use crate::id::{BlobId, TurnId};
 use crate::log::{FileEntry, Op, Post, PostEntry, Pre, Record, StoredBlob};
 use crate::pack::{self, BlobLoc};
@@ -154,6 +155,49 @@ impl Turn {
     }
 }
 
+/// Why a record cannot be applied to an index.
+#[derive(Debug)]
+pub(crate) enum Misfit {
+    /// It does not fit the records before it (damage in the log): why.
+    Record(String),
+    /// What it changes cannot be read: a turn of the index checkpoint that
+    /// neither the checkpoint nor the log it covers gives
+    /// ([`Error::TurnUnreadable`]).
+    Index(Error),
+}
+
+impl From<String> for Misfit {
+    fn from(reason: String) -> Misfit {
+        Misfit::Record(reason)
+    }
+}
+
+impl From<Error> for Misfit {
+    fn from(e: Error) -> Misfit {
+        Misfit::Index(e)
+    }
+}
+
+impl Misfit {
+    /// The error of the record at `line` of the log `path`: the line is
+    /// damaged, or the index cannot take it.
+    pub(crate) fn at(self, path: std::path::PathBuf, line: usize) -> Error {
+        match self {
+            Misfit::Record(reason) => Error::LogDamaged { path, line, reason },
+            Misfit::Index(e) => e,
+        }
+    }
+}
+
+impl std::fmt::Display for Misfit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Misfit::Record(reason) => f.write_str(reason),
+            Misfit::Index(e) => e.fmt(f),
+        }
+    }
+}
+
 /// What an operation (rewind or revert) did to turns.
 #[derive(Debug, Clone)]
 pub(crate) struct OpInfo {
@@ -221,84 +265,107 @@ impl Index {
     /// when first looked at (a loop over every turn made the after-command
     /// snapshot in a store of 10,000 turns take 3.6 times as long as in a
     /// new project).
-    pub(crate) fn turns_captured_after(&self, seq: u64) -> Vec<&Turn> {
-        let mut firsts: Vec<u64> = (seq.saturating_add(1)..=self.last_seq)
-            .filter_map(|s| self.record_turn.get(&s))
-            .collect();
+    pub(crate) fn turns_captured_after(&self, seq: u64) -> Result<Vec<&Turn>> {
+        let mut firsts = Vec::new();
+        for s in seq.saturating_add(1)..=self.last_seq {
+            firsts.extend(self.record_turn.get(&s)?);
+        }
         firsts.sort_unstable();
         firsts.dedup();
-        firsts
-            .into_iter()
-            .filter_map(|first| self.turns.get(self.turns.by_first_seq(first)?))
-            .collect()
+        let mut turns = Vec::with_capacity(firsts.len());
+        for first in firsts {
+            turns.extend(self.turn_at(first)?);
+        }
+        Ok(turns)
     }
 
     /// The live turn with this id (the newest, should ids repeat).
-    pub(crate) fn turn(&self, id: &TurnId) -> Option<&Turn> {
-        self.turns.find(id, true).and_then(|i| self.turns.get(i))
+    pub(crate) fn turn(&self, id: &TurnId) -> Result<Option<&Turn>> {
+        match self.turns.find(id, true)? {
+            Some(i) => self.turns.get(i),
+            None => Ok(None),
+        }
     }
 
-    fn turn_mut(&mut self, id: &TurnId) -> Option<&mut Turn> {
-        let i = self.turns.find(id, true)?;
-        self.turns.get_mut(i)
+    fn turn_mut(&mut self, id: &TurnId) -> Result<Option<&mut Turn>> {
+        match self.turns.find(id, true)? {
+            Some(i) => self.turns.get_mut(i),
+            None => Ok(None),
+        }
     }
 
     /// Live turns, oldest first (a checkpoint's turn that ended is not
     /// decoded to find that out).
-    pub(crate) fn live(&self) -> impl DoubleEndedIterator<Item = &Turn> {
-        (0..self.turns.len())
-            .filter(|&i| self.turns.is_live(i))
-            .filter_map(|i| self.turns.get(i))
+    pub(crate) fn live(&self) -> Result<Vec<&Turn>> {
+        let mut live = Vec::new();
+        for i in self.live_places() {
+            live.extend(self.turns.get(i?)?);
+        }
+        Ok(live)
     }
 
     /// The places of the live turns in [`Index::turns`], oldest first (no
     /// turn of the checkpoint is decoded).
-    pub(crate) fn live_places(&self) -> impl DoubleEndedIterator<Item = usize> + '_ {
-        (0..self.turns.len()).filter(|&i| self.turns.is_live(i))
+    pub(crate) fn live_places(&self) -> impl DoubleEndedIterator<Item = Result<usize>> + '_ {
+        (0..self.turns.len()).filter_map(|i| match self.turns.is_live(i) {
+            Ok(live) => live.then_some(Ok(i)),
+            Err(e) => Some(Err(e)),
+        })
     }
 
     /// The `first_seq` of the turn at place `i` if a seal would record
     /// something: it is not sealed and a path it captured has no
     /// post-image yet. A sealed turn of the checkpoint is not decoded.
-    pub(crate) fn to_seal(&self, i: usize) -> Option<u64> {
-        if self.turns.is_sealed(i) {
-            return None;
+    pub(crate) fn to_seal(&self, i: usize) -> Result<Option<u64>> {
+        if self.turns.is_sealed(i)? {
+            return Ok(None);
         }
-        let t = self.turns.get(i)?;
-        t.files
+        let Some(t) = self.turns.get(i)? else {
+            return Ok(None);
+        };
+        Ok(t.files
             .iter()
             .any(|c| !t.posts.contains_key(&c.entry.path))
-            .then_some(t.first_seq)
+            .then_some(t.first_seq))
     }
 
     /// When the oldest live turn began, decoding no turn of the checkpoint.
-    pub(crate) fn oldest_live_start(&self) -> Option<u64> {
-        (0..self.turns.len())
-            .find(|&i| self.turns.is_live(i))
-            .and_then(|i| self.turns.started_at(i))
+    pub(crate) fn oldest_live_start(&self) -> Result<Option<u64>> {
+        match self.live_places().next() {
+            Some(i) => self.turns.started_at(i?),
+            None => Ok(None),
+        }
     }
 
     /// Live turns whose first record is `first_seq` or later, oldest first
     /// (those a rewind from there ends). The turns before are neither
     /// looked at nor decoded: a rewind of the newest turn costs the same
     /// whatever the older turns hold.
-    pub(crate) fn live_from(&self, first_seq: u64) -> impl DoubleEndedIterator<Item = &Turn> {
-        self.turns
-            .iter_from(self.turns.first_at_or_after(first_seq))
-            .filter(|t| t.is_live())
+    pub(crate) fn live_from(&self, first_seq: u64) -> Result<Vec<&Turn>> {
+        let mut live = Vec::new();
+        for t in self
+            .turns
+            .iter_from(self.turns.first_at_or_after(first_seq)?)
+        {
+            live.extend(Some(t?).filter(|t| t.is_live()));
+        }
+        Ok(live)
     }
 
     /// The seq of the operation that ended the newest ended turn with `id`.
-    pub(crate) fn ended(&self, id: &TurnId) -> Option<u64> {
-        let i = self.turns.find(id, false)?;
-        self.turns.get(i).and_then(|t| t.ended_by)
+    pub(crate) fn ended(&self, id: &TurnId) -> Result<Option<u64>> {
+        match self.turns.find(id, false)? {
+            Some(i) => Ok(self.turns.get(i)?.and_then(|t| t.ended_by)),
+            None => Ok(None),
+        }
     }
 
     /// The turn whose first record is `first_seq`.
-    pub(crate) fn turn_at(&self, first_seq: u64) -> Option<&Turn> {
-        self.turns
-            .by_first_seq(first_seq)
-            .and_then(|i| self.turns.get(i))
+    pub(crate) fn turn_at(&self, first_seq: u64) -> Result<Option<&Turn>> {
+        match self.turns.by_first_seq(first_seq)? {
+            Some(i) => self.turns.get(i),
+            None => Ok(None),
+        }
     }
 
     /// How many deltas deep a blob is (0: stored whole).
@@ -451,13 +518,12 @@ impl Index {
         Ok(())
     }
 
-    fn end_turns(&mut self, first_seqs: &[u64], by: Option<u64>) {
+    fn end_turns(&mut self, first_seqs: &[u64], by: Option<u64>) -> Result<()> {
         for &first in first_seqs {
-            let Some(t) = self
-                .turns
-                .by_first_seq(first)
-                .and_then(|i| self.turns.get_mut(i))
-            else {
+            let Some(i) = self.turns.by_first_seq(first)? else {
+                continue;
+            };
+            let Some(t) = self.turns.get_mut(i)? else {
                 continue;
             };
             match (t.ended_by.is_some(), by.is_some()) {
@@ -467,6 +533,7 @@ impl Index {
             }
             t.ended_by = by;
         }
+        Ok(())
     }
 
     /// Moves operation `op` from the top of one stack to the other: an undo
@@ -481,7 +548,7 @@ impl Index {
     /// effect adds its paths; each rewind in effect put back those of the
     /// reverted turns it covered. Undo and redo move operations between
     /// the stacks, so this follows them.
-    pub(crate) fn kept_reverted(&self) -> Vec<(u64, Vec<RelPath>)> {
+    pub(crate) fn kept_reverted(&self) -> Result<Vec<(u64, Vec<RelPath>)>> {
         let mut by_turn: std::collections::BTreeMap<u64, Vec<RelPath>> =
             std::collections::BTreeMap::new();
         for a in &self.done {
@@ -491,7 +558,7 @@ impl Index {
             // A revert names the turn it ended; a rewind names reverted
             // turns, which a revert ended, and takes their paths.
             for (seq, paths) in &info.kept {
-                let ended_here = self.turn_at(*seq).and_then(|t| t.ended_by) == Some(a.op);
+                let ended_here = self.turn_at(*seq)?.and_then(|t| t.ended_by) == Some(a.op);
                 if ended_here {
                     by_turn.insert(*seq, paths.clone());
                 } else if let Some(have) = by_turn.get_mut(seq) {
@@ -500,24 +567,24 @@ impl Index {
             }
         }
         by_turn.retain(|_, paths| !paths.is_empty());
-        by_turn.into_iter().collect()
+        Ok(by_turn.into_iter().collect())
     }
 
-    fn flip(&mut self, undo: bool, op: u64, saved: u64) -> Result<(), String> {
+    fn flip(&mut self, undo: bool, op: u64, saved: u64) -> Result<(), Misfit> {
         let (from, verb, which) = if undo {
             (&self.done, "undoes", "in effect")
         } else {
             (&self.undone, "redoes", "undone")
         };
         if from.last().map(|a| a.op) != Some(op) {
-            return Err(format!(
+            return Err(Misfit::Record(format!(
                 "{verb} operation {op}, which is not the last one {which}"
-            ));
+            )));
         }
         if !self.saved.contains_key(&saved) {
-            return Err(format!(
+            return Err(Misfit::Record(format!(
                 "names saved record {saved}, which does not precede it"
-            ));
+            )));
         }
         let turns = self
             .ops
@@ -526,12 +593,12 @@ impl Index {
             .unwrap_or_default();
         let applied = Applied { op, saved };
         if undo {
+            self.end_turns(&turns, None)?;
             self.done.pop();
-            self.end_turns(&turns, None);
             self.undone.push(applied);
         } else {
+            self.end_turns(&turns, Some(op))?;
             self.undone.pop();
-            self.end_turns(&turns, Some(op));
             self.done.push(applied);
         }
         Ok(())
@@ -542,7 +609,7 @@ impl Index {
     /// record's states and blobs) are moved into the index, not copied (a
     /// capture or a rewind of 100,000 paths). `Err` says why it does not
     /// fit.
-    pub(crate) fn apply_owned(&mut self, mut rec: Record) -> Result<(), String> {
+    pub(crate) fn apply_owned(&mut self, mut rec: Record) -> Result<(), Misfit> {
         let mut taken = Taken::default();
         match &mut rec.op {
             Op::Saved { files, blobs, .. } => {
@@ -560,18 +627,18 @@ impl Index {
     }
 
     /// Applies one record; `Err` says why it does not fit.
-    pub(crate) fn apply(&mut self, rec: &Record) -> Result<(), String> {
+    pub(crate) fn apply(&mut self, rec: &Record) -> Result<(), Misfit> {
         self.apply_with(rec, Taken::default())
     }
 
     /// [`Index::apply`], the lists in `taken` used instead of the record's
     /// own (which are then empty).
-    fn apply_with(&mut self, rec: &Record, taken: Taken) -> Result<(), String> {
+    fn apply_with(&mut self, rec: &Record, taken: Taken) -> Result<(), Misfit> {
         if rec.seq <= self.last_seq {
-            return Err(format!(
+            return Err(Misfit::Record(format!(
                 "sequence number {} does not follow {}",
                 rec.seq, self.last_seq
-            ));
+            )));
         }
         match &rec.op {
             Op::Capture {
@@ -587,7 +654,7 @@ impl Index {
                 let posts = taken.posts.unwrap_or_else(|| posts.clone());
                 self.register_blobs(pack, Listed::Read(blobs), &files, true)?;
                 self.captures += 1;
-                if self.turn(turn).is_none() {
+                if self.turn(turn)?.is_none() {
                     self.turns.push(Turn {
                         id: turn.clone(),
                         label: None,
@@ -601,7 +668,7 @@ impl Index {
                     });
                     self.live_count += 1;
                 }
-                let t = self.turn_mut(turn).expect("just ensured");
+                let t = self.turn_mut(turn)?.expect("just ensured");
                 let first = t.first_seq;
                 if t.label.is_none() {
                     t.label = label.clone().filter(|l| !l.is_empty());
@@ -612,7 +679,7 @@ impl Index {
             }
             Op::Seal { turn, posts } => {
                 let t = self
-                    .turn_mut(turn)
+                    .turn_mut(turn)?
                     .ok_or_else(|| format!("seals turn {turn:?}, which is not live"))?;
                 t.sealed = true;
                 t.posts
@@ -638,9 +705,9 @@ impl Index {
                 files,
             } => {
                 if !self.saved.contains_key(saved) {
-                    return Err(format!(
+                    return Err(Misfit::Record(format!(
                         "stores the kept files of saved record {saved}, which does not precede it"
-                    ));
+                    )));
                 }
                 self.register_blobs(pack, Listed::Read(blobs), files, false)?;
                 let stored: HashMap<&RelPath, &Pre> =
@@ -668,17 +735,21 @@ impl Index {
                 ..
             } => {
                 if !self.saved.contains_key(saved) {
-                    return Err(format!(
+                    return Err(Misfit::Record(format!(
                         "names saved record {saved}, which does not precede it"
-                    ));
+                    )));
                 }
-                let ended: Vec<u64> = self.live_from(*from_seq).map(|t| t.first_seq).collect();
+                let ended: Vec<u64> = self
+                    .live_from(*from_seq)?
+                    .iter()
+                    .map(|t| t.first_seq)
+                    .collect();
                 let kept = self
-                    .kept_reverted()
+                    .kept_reverted()?
                     .into_iter()
                     .filter(|(seq, _)| *seq >= *from_seq)
                     .collect();
-                self.end_turns(&ended, Some(rec.seq));
+                self.end_turns(&ended, Some(rec.seq))?;
                 self.ops.insert(
                     rec.seq,
                     OpInfo {
@@ -702,16 +773,16 @@ impl Index {
                 failed,
             } => {
                 if !self.saved.contains_key(saved) {
-                    return Err(format!(
+                    return Err(Misfit::Record(format!(
                         "names saved record {saved}, which does not precede it"
-                    ));
+                    )));
                 }
-                if !self.turn_at(*turn_seq).is_some_and(Turn::is_live) {
-                    return Err(format!(
+                if !self.turn_at(*turn_seq)?.is_some_and(Turn::is_live) {
+                    return Err(Misfit::Record(format!(
                         "reverts turn {turn:?} at {turn_seq}, which is not live"
-                    ));
+                    )));
                 }
-                self.end_turns(&[*turn_seq], Some(rec.seq));
+                self.end_turns(&[*turn_seq], Some(rec.seq))?;
                 let mut left: Vec<RelPath> = kept
                     .iter()
                     .cloned()
@@ -742,9 +813,9 @@ impl Index {
             Op::Redo { op, saved, .. } => self.flip(false, *op, *saved)?,
             Op::RolledBack { saved, .. } => {
                 if *saved != self.last_seq || !self.saved.contains_key(saved) {
-                    return Err(format!(
+                    return Err(Misfit::Record(format!(
                         "rolls back saved record {saved}, which is not the record just before it"
-                    ));
+                    )));
                 }
             }
         }
@@ -841,101 +912,118 @@ impl Turns {
         self.frozen_len() + self.list.len()
     }
 
-    /// The `i`th turn (decoded now if it is the checkpoint's).
-    pub(crate) fn get(&self, i: usize) -> Option<&Turn> {
+    /// The `i`th turn (decoded now if it is the checkpoint's). A turn of
+    /// the checkpoint that neither it nor the log it covers gives is
+    /// [`Error::TurnUnreadable`], as are the answers below that need it.
+    pub(crate) fn get(&self, i: usize) -> Result<Option<&Turn>> {
         match &self.frozen {
-            Some(f) if i < f.len() => Some(f.get(i)),
-            _ => self.list.get(i - self.frozen_len()),
+            Some(f) if i < f.len() => f.get(i).map(Some),
+            _ => Ok(self.list.get(i - self.frozen_len())),
         }
     }
 
-    pub(crate) fn get_mut(&mut self, i: usize) -> Option<&mut Turn> {
+    pub(crate) fn get_mut(&mut self, i: usize) -> Result<Option<&mut Turn>> {
         let n = self.frozen_len();
         match &mut self.frozen {
-            Some(f) if i < n => Some(f.get_mut(i)),
-            _ => self.list.get_mut(i - n),
+            Some(f) if i < n => f.get_mut(i).map(Some),
+            _ => Ok(self.list.get_mut(i - n)),
         }
     }
 
     /// Whether the `i`th turn is live (a checkpoint's turn is not decoded
     /// for it).
-    pub(crate) fn is_live(&self, i: usize) -> bool {
+    pub(crate) fn is_live(&self, i: usize) -> Result<bool> {
         match &self.frozen {
             Some(f) if i < f.len() => f.is_live(i),
-            _ => self.get(i).is_some_and(Turn::is_live),
+            _ => Ok(self.get(i)?.is_some_and(Turn::is_live)),
         }
     }
 
     /// Whether the `i`th turn is sealed (a checkpoint's turn is not
     /// decoded for it).
-    pub(crate) fn is_sealed(&self, i: usize) -> bool {
+    pub(crate) fn is_sealed(&self, i: usize) -> Result<bool> {
         match &self.frozen {
             Some(f) if i < f.len() => f.is_sealed(i),
-            _ => self.get(i).is_some_and(|t| t.sealed),
+            _ => Ok(self.get(i)?.is_some_and(|t| t.sealed)),
         }
     }
 
     /// When the `i`th turn began (a checkpoint's turn is not decoded for
     /// it).
-    pub(crate) fn started_at(&self, i: usize) -> Option<u64> {
+    pub(crate) fn started_at(&self, i: usize) -> Result<Option<u64>> {
         match &self.frozen {
-            Some(f) if i < f.len() => Some(f.started_at(i)),
-            _ => self.get(i).map(|t| t.started_at),
+            Some(f) if i < f.len() => f.started_at(i).map(Some),
+            _ => Ok(self.get(i)?.map(|t| t.started_at)),
         }
     }
 
     /// The `first_seq` of the `i`th turn, without decoding it.
-    fn first_seq(&self, i: usize) -> Option<u64> {
+    fn first_seq(&self, i: usize) -> Result<Option<u64>> {
         match &self.frozen {
-            Some(f) if i < f.len() => Some(f.first_seq(i)),
-            _ => self.list.get(i - self.frozen_len()).map(|t| t.first_seq),
+            Some(f) if i < f.len() => f.first_seq(i).map(Some),
+            _ => Ok(self.list.get(i - self.frozen_len()).map(|t| t.first_seq)),
         }
     }
 
     /// Where the newest turn with this id is (live ones only if `live`):
     /// the turns after the checkpoint's are scanned, the checkpoint's looked
     /// up by the hash of the id; only turns whose id matches are decoded.
-    fn find(&self, id: &TurnId, live: bool) -> Option<usize> {
+    fn find(&self, id: &TurnId, live: bool) -> Result<Option<usize>> {
         let n = self.frozen_len();
         let fits = |t: &Turn| !live || t.is_live();
         if let Some(k) = self.list.iter().rposition(|t| &t.id == id && fits(t)) {
-            return Some(n + k);
+            return Ok(Some(n + k));
         }
-        let f = self.frozen.as_ref()?;
-        f.candidates(id)
-            .into_iter()
-            .filter(|&i| f.id_is(i, id))
-            .find(|&i| fits(f.get(i)))
+        let Some(f) = self.frozen.as_ref() else {
+            return Ok(None);
+        };
+        // A candidate's id hashes as `id` does: the turn sought is named.
+        let named = |e: Error| match e {
+            Error::TurnUnreadable { reason, .. } => Error::TurnUnreadable {
+                turn: format!("turn {:?}", id.as_str()),
+                reason,
+            },
+            e => e,
+        };
+        for i in f.candidates(id)? {
+            if f.id_is(i, id).map_err(named)? && fits(f.get(i)?) {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
     }
 
     /// Where the turn whose first record is `first_seq` is (turns are
     /// ordered by it).
-    pub(crate) fn by_first_seq(&self, first_seq: u64) -> Option<usize> {
+    pub(crate) fn by_first_seq(&self, first_seq: u64) -> Result<Option<usize>> {
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match self.first_seq(mid)?.cmp(&first_seq) {
+            let Some(seq) = self.first_seq(mid)? else {
+                return Ok(None);
+            };
+            match seq.cmp(&first_seq) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Some(mid),
+                std::cmp::Ordering::Equal => return Ok(Some(mid)),
             }
         }
-        None
+        Ok(None)
     }
 
     /// Where the first turn whose first record is `first_seq` or later is
     /// (`len()` if none): a binary search on `first_seq`, decoding nothing.
-    pub(crate) fn first_at_or_after(&self, first_seq: u64) -> usize {
+    pub(crate) fn first_at_or_after(&self, first_seq: u64) -> Result<usize> {
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.first_seq(mid).is_some_and(|s| s < first_seq) {
+            if self.first_seq(mid)?.is_some_and(|s| s < first_seq) {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
-        lo
+        Ok(lo)
     }
 
     pub(crate) fn push(&mut self, t: Turn) {
@@ -954,12 +1042,15 @@ impl Turns {
     }
 
     #[cfg(test)]
-    pub(crate) fn last_mut(&mut self) -> Option<&mut Turn> {
-        let n = self.len();
-        self.get_mut(n.checked_sub(1)?)
+    pub(crate) fn last_mut(&mut self) -> Result<Option<&mut Turn>> {
+        match self.len().checked_sub(1) {
+            Some(last) => self.get_mut(last),
+            None => Ok(None),
+        }
     }
 
-    /// Every turn, oldest first (each decoded as it is reached).
+    /// Every turn, oldest first (each decoded as it is reached; see
+    /// [`Turns::get`]).
     pub(crate) fn iter(&self) -> TurnsIter<'_> {
         self.iter_from(0)
     }
@@ -973,6 +1064,13 @@ impl Turns {
         }
     }
 
+    /// Every turn of an index built from the log alone, which holds no
+    /// checkpoint's turns to decode (`None` for one opened from a
+    /// checkpoint).
+    pub(crate) fn read_from_log(&self) -> Option<&[Turn]> {
+        self.frozen.is_none().then_some(&self.list[..])
+    }
+
     /// The checkpoint's turns, if the index was opened from one.
     pub(crate) fn frozen(&self) -> Option<&FrozenTurns> {
         self.frozen.as_ref()
@@ -980,7 +1078,7 @@ impl Turns {
 }
 
 impl<'a> IntoIterator for &'a Turns {
-    type Item = &'a Turn;
+    type Item = Result<&'a Turn>;
     type IntoIter = TurnsIter<'a>;
 
     fn into_iter(self) -> TurnsIter<'a> {
@@ -995,10 +1093,12 @@ pub(crate) struct TurnsIter<'a> {
 }
 
 impl<'a> Iterator for TurnsIter<'a> {
-    type Item = &'a Turn;
+    type Item = Result<&'a Turn>;
 
-    fn next(&mut self) -> Option<&'a Turn> {
-        self.range.next().and_then(|i| self.turns.get(i))
+    fn next(&mut self) -> Option<Result<&'a Turn>> {
+        self.range
+            .next()
+            .and_then(|i| self.turns.get(i).transpose())
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -1008,7 +1108,9 @@ impl<'a> Iterator for TurnsIter<'a> {
 
 impl DoubleEndedIterator for TurnsIter<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.range.next_back().and_then(|i| self.turns.get(i))
+        self.range
+            .next_back()
+            .and_then(|i| self.turns.get(i).transpose())
     }
 }
 
@@ -1169,10 +1271,11 @@ impl RecordTurns {
         }
     }
 
-    pub(crate) fn get(&self, seq: &u64) -> Option<u64> {
-        match self.added.get(seq) {
-            Some(t) => Some(*t),
-            None => self.frozen.as_ref().and_then(|t| t.get(*seq)),
+    pub(crate) fn get(&self, seq: &u64) -> Result<Option<u64>> {
+        match (self.added.get(seq), &self.frozen) {
+            (Some(t), _) => Ok(Some(*t)),
+            (None, Some(table)) => table.get(*seq),
+            (None, None) => Ok(None),
         }
     }
 
@@ -1186,14 +1289,14 @@ impl RecordTurns {
     }
 
     /// Every pair, sorted by record.
-    pub(crate) fn sorted(&self) -> Vec<(u64, u64)> {
+    pub(crate) fn sorted(&self) -> Result<Vec<(u64, u64)>> {
         let mut all: Vec<(u64, u64)> = self.added.iter().map(|(k, v)| (*k, *v)).collect();
         if let Some(t) = &self.frozen {
-            all.extend(t.all());
+            all.extend(t.all()?);
         }
         all.sort_unstable();
         all.dedup_by_key(|p| p.0);
-        all
+        Ok(all)
     }
 }
 

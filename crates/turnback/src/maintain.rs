@@ -85,7 +85,7 @@ impl Store {
             return Ok(None);
         }
         let _guard = self.begin_mutation()?;
-        if !self.gc_due(&config, crate::id::now_ns()) {
+        if !self.gc_due(&config, crate::id::now_ns())? {
             return Ok(None);
         }
         self.gc_with(&crate::gc::GcOptions::default(), &config)

@@ -6,10 +6,13 @@
 //!   another there: not valid Unicode; a control character or one of
 //!   `< > : " \ | ? *` (`:` opens an alternate data stream, `\` is the
 //!   separator); a trailing dot or space (Windows drops it, so `a.` is
-//!   `a`); a reserved device name (`CON`, `PRN`, `AUX`, `NUL`, `COM0`–`COM9`,
-//!   `LPT0`–`LPT9`, also with an extension, in any case: `nul.txt` is the
-//!   null device). On Windows such a name is refused at capture with this
-//!   reason, and a stored path holding one is reported as not restored.
+//!   `a`); a reserved device name (`CON`, `PRN`, `AUX`, `NUL`, `CONIN$`,
+//!   `CONOUT$`, `COM0`–`COM9`, `LPT0`–`LPT9`, `COM¹`–`COM³`, `LPT¹`–`LPT³`,
+//!   also with an extension or trailing spaces, in any case: `nul.txt` is
+//!   the null device). On Windows such a name is refused at capture with
+//!   this reason, and a stored path holding one is reported as not
+//!   restored. Any name is looked at char by char, never cut at a byte
+//!   index: `crème.txt` or `a中.txt` is a name like any other.
 //! - [`identity_key`]: the key under which a case-insensitive,
 //!   normalization-insensitive file system (APFS by default, NTFS, ext4
 //!   casefold directories) files a name: Unicode NFC, then lower case.
@@ -39,27 +42,32 @@ pub fn windows_problem(name: &[u8]) -> Option<&'static str> {
     }
     if is_reserved_device(text) {
         return Some(
-            "it is a reserved device name on Windows (CON, PRN, AUX, NUL, COM0-9, LPT0-9, with any extension)",
+            "it is a reserved device name on Windows (CON, PRN, AUX, NUL, CONIN$, CONOUT$, COM0-9, LPT0-9, with any extension)",
         );
     }
     None
 }
 
-/// Whether `name` (with any extension) names a DOS device on Windows.
+/// Whether `name` (with any extension) names a DOS device on Windows: its
+/// part before the first dot, trailing spaces dropped, compared without
+/// regard to ASCII case (Windows 10 and earlier; Windows 11 no longer
+/// counts an extension, so this is the stricter rule).
 fn is_reserved_device(name: &str) -> bool {
     let stem = name.split('.').next().unwrap_or(name).trim_end_matches(' ');
-    let upper = stem.to_ascii_uppercase();
-    match upper.as_str() {
-        "CON" | "PRN" | "AUX" | "NUL" => true,
-        _ => {
-            let (head, tail) = upper.split_at(upper.len().min(3));
-            matches!(head, "COM" | "LPT")
-                && matches!(
-                    tail,
-                    "0" | "1" | "2" | "3" | "4" | "5" | "6" | "7" | "8" | "9" | "¹" | "²" | "³"
-                )
-        }
+    const DEVICES: [&str; 6] = ["CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"];
+    if DEVICES.iter().any(|d| stem.eq_ignore_ascii_case(d)) {
+        return true;
     }
+    // COM or LPT and one digit (Windows counts ¹ ² ³ as digits). Split only
+    // where a char ends: `crème`, `señal` or `a中` have no third byte that
+    // ends one, and are no port.
+    stem.split_at_checked(3).is_some_and(|(head, port)| {
+        (head.eq_ignore_ascii_case("COM") || head.eq_ignore_ascii_case("LPT"))
+            && matches!(
+                port,
+                "0" | "1" | "2" | "3" | "4" | "5" | "6" | "7" | "8" | "9" | "¹" | "²" | "³"
+            )
+    })
 }
 
 /// The key a case- and normalization-insensitive file system files the
@@ -122,6 +130,58 @@ mod tests {
                 "{:?}: {got:?}",
                 String::from_utf8_lossy(name)
             );
+        }
+    }
+
+    /// Device names as Windows matches them, and names that are not, many
+    /// of them with a char across the third byte (they panicked: the name
+    /// was cut at byte 3).
+    #[test]
+    fn device_names_are_matched_by_chars_never_cut_inside_one() {
+        for device in [
+            "CON",
+            "con",
+            "aux.txt",
+            "AUX.txt",
+            "com1.log",
+            "COM9",
+            "LPT9",
+            "lpt0.tar",
+            "con.tar.gz",
+            "CON .txt",
+            "nul ",
+            "Prn.x",
+            "CONIN$",
+            "conin$.txt",
+            "CONOUT$",
+            "COM\u{b9}",
+            "lpt\u{b3}.log",
+        ] {
+            assert!(is_reserved_device(device), "{device:?} is a device");
+        }
+        for name in [
+            "cr\u{e8}me.txt",
+            "se\u{f1}al",
+            "a\u{4e2d}.txt",
+            "\u{1f600}.txt",
+            "\u{1f600}",
+            "\u{e9}",
+            "\u{e9}\u{e9}",
+            "CO\u{d1}1",
+            "COM\u{b9}\u{b9}",
+            "COM\u{2074}",
+            "COM10",
+            "COM",
+            "CONIN",
+            "CONIN$$",
+            "console.log",
+            "nul-device",
+            "xcon",
+            "",
+            ".con",
+        ] {
+            assert!(!is_reserved_device(name), "{name:?} is no device");
+            assert_eq!(windows_problem(name.as_bytes()), None, "{name:?}");
         }
     }
 

@@ -354,11 +354,28 @@ impl Read for RangeReader<'_> {
 
 /// Hashes and counts what is written through it, and refuses to grow past
 /// a limit (so a forged frame cannot decompress into an endless stream).
+/// Notes when the writer it wraps fails, so that a full disk where the
+/// bytes go is not taken for damage to the blob.
 struct VerifyingWriter<W> {
     inner: W,
     hasher: Sha256,
     count: u64,
     limit: u64,
+    out_failed: bool,
+}
+
+impl<W> VerifyingWriter<W> {
+    /// Notes a failure of the wrapped writer (an interruption is retried,
+    /// not a failure).
+    fn note(&mut self, res: io::Result<usize>) -> io::Result<usize> {
+        if res
+            .as_ref()
+            .is_err_and(|e| e.kind() != io::ErrorKind::Interrupted)
+        {
+            self.out_failed = true;
+        }
+        res
+    }
 }
 
 impl<W: Write> Write for VerifyingWriter<W> {
@@ -369,20 +386,23 @@ impl<W: Write> Write for VerifyingWriter<W> {
                 "blob decompresses to more bytes than recorded",
             ));
         }
-        let n = self.inner.write(buf)?;
+        let written = self.inner.write(buf);
+        let n = self.note(written)?;
         self.hasher.update(&buf[..n]);
         self.count += n as u64;
         Ok(n)
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
+        let flushed = self.inner.flush().map(|()| 0);
+        self.note(flushed).map(drop)
     }
 }
 
 /// Decompresses blob `id` from `pack` into `out`, hashing as it goes.
 ///
-/// Returns an error when the frame is damaged or the bytes do not hash to
-/// `id`. The caller writes into a temporary file and renames it into place
+/// Returns [`Error::BlobDamaged`] when the frame is damaged or the bytes do
+/// not hash to `id`, and [`Error::BlobWrite`] when `out` fails (the blob
+/// may be whole: the disk it is written to is full, say). The caller writes into a temporary file and renames it into place
 /// only after this returns `Ok`, so unverified bytes never reach the project.
 ///
 /// `base` holds the verified bytes of `loc.base` when the blob is a delta.
@@ -407,6 +427,7 @@ pub(crate) fn read_blob(
         hasher: Sha256::new(),
         count: 0,
         limit: loc.size,
+        out_failed: false,
     };
     let copied = match base {
         Some(base) => zstd::stream::Decoder::with_ref_prefix(io::BufReader::new(reader), base)
@@ -416,7 +437,16 @@ pub(crate) fn read_blob(
             }),
         None => decompress(reader, &mut writer),
     };
-    copied.map_err(|e| damaged(e.to_string()))?;
+    copied.map_err(|e| {
+        if writer.out_failed {
+            Error::BlobWrite {
+                id: id.to_hex(),
+                source: e,
+            }
+        } else {
+            damaged(e.to_string())
+        }
+    })?;
     if writer.count != loc.size {
         return Err(damaged(format!(
             "it holds {} bytes, the log says {}",
@@ -494,6 +524,18 @@ mod tests {
         assert!(!is_pack_name("000000000042-0123456789abcdeF.pack"));
     }
 
+    /// A writer on a full disk.
+    struct FullDisk;
+
+    impl Write for FullDisk {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::ErrorKind::StorageFull.into())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
     #[test]
     fn streamed_blob_reads_back_verified_and_flipped_byte_is_refused() -> Result<()> {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -523,6 +565,19 @@ mod tests {
         let mut out = Vec::new();
         read_blob(&File::open(&path).expect("open"), &id, &loc, None, &mut out)?;
         assert_eq!(out, data);
+        // A full disk where the bytes go is no damage to the blob.
+        let full = read_blob(
+            &File::open(&path).expect("open"),
+            &id,
+            &loc,
+            None,
+            &mut FullDisk,
+        );
+        assert!(
+            matches!(&full, Err(Error::BlobWrite { source, .. })
+                if source.kind() == io::ErrorKind::StorageFull),
+            "{full:?}"
+        );
 
         let mut bytes = std::fs::read(&path).expect("read");
         let mid = (offset + len / 2) as usize;

@@ -26,7 +26,7 @@
 
 use std::ffi::OsStr;
 use std::fmt;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -255,6 +255,28 @@ pub fn write_escaped(f: &mut impl fmt::Write, bytes: &[u8]) -> fmt::Result {
     Ok(())
 }
 
+/// `path` as people and shells spell it, without the verbatim prefix that
+/// `std::fs::canonicalize` and `std::env::current_exe` may give it on
+/// Windows: `\\?\C:\x` is `C:\x`, `\\?\UNC\host\share\x` is
+/// `\\host\share\x` (cmd.exe cannot run a program named with the prefix,
+/// and Git Bash reads `\\?\Z:\x` as `\?\Z:\x`; std adds it back where a
+/// long path needs it). A verbatim path with no drive letter (a volume
+/// GUID), one that is not valid Unicode and any other path are left as
+/// they are. Text only: it does the same on every platform, where a path
+/// never starts with the prefix but in a test.
+pub fn strip_verbatim(path: &Path) -> PathBuf {
+    let Some(text) = path.to_str() else {
+        return path.to_path_buf();
+    };
+    if let Some(unc) = text.strip_prefix(r"\\?\UNC\") {
+        return PathBuf::from(format!(r"\\{unc}"));
+    }
+    match text.strip_prefix(r"\\?\") {
+        Some(rest) if rest.as_bytes().get(1) == Some(&b':') => PathBuf::from(rest),
+        _ => path.to_path_buf(),
+    }
+}
+
 /// `bytes` shown as [`write_escaped`] writes them.
 pub fn escaped(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len());
@@ -405,6 +427,30 @@ fn canonical_prefix(p: &Path) -> Option<std::path::PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_verbatim_prefix_is_stripped_from_drive_and_unc_paths_only() {
+        for (verbatim, plain) in [
+            (r"\\?\Z:\tools\turnback.exe", r"Z:\tools\turnback.exe"),
+            (r"\\?\c:\x", r"c:\x"),
+            (r"\\?\UNC\server\share", r"\\server\share"),
+            (
+                r"\\?\UNC\server\share\bin\turnback.exe",
+                r"\\server\share\bin\turnback.exe",
+            ),
+            // Left alone: no drive letter, no prefix.
+            (r"\\?\Volume{0b1c}\x", r"\\?\Volume{0b1c}\x"),
+            (r"\\server\share\x", r"\\server\share\x"),
+            (r"C:\x", r"C:\x"),
+            ("/usr/local/bin/turnback", "/usr/local/bin/turnback"),
+        ] {
+            assert_eq!(
+                strip_verbatim(Path::new(verbatim)),
+                Path::new(plain),
+                "{verbatim}"
+            );
+        }
+    }
 
     #[test]
     fn parse_accepts_normal_paths() {

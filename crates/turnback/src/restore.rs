@@ -29,7 +29,7 @@ use std::sync::Arc;
 use crate::sys::Errno;
 
 use crate::dirstack::{DirStack, Reach, parent_bytes};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fsx;
 use crate::id::BlobId;
 use crate::log::FailedPath;
@@ -240,7 +240,12 @@ impl Store {
         // All-zero blocks become holes: a sparse pre-image comes back sparse.
         let mut w = SparseWriter::new(file);
         self.copy_blob_from(pack, blob, &loc, &mut w)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| match e {
+                // The temporary file failed, not the blob: said as `finish`
+                // says it of the last bytes.
+                Error::BlobWrite { source, .. } => format!("cannot write: {source}"),
+                e => e.to_string(),
+            })?;
         finish(w, per_file).map(|()| true)
     }
 

@@ -430,9 +430,9 @@ impl Store {
             .collect();
         // A reverted turn's paths its revert left as they were: their
         // pre-images are still what the folder held before that turn.
-        let kept = self.index.kept_reverted();
+        let kept = self.index.kept_reverted()?;
         for (seq, paths) in kept.iter().filter(|(seq, _)| *seq >= first) {
-            let Some(t) = self.index.turn_at(*seq) else {
+            let Some(t) = self.index.turn_at(*seq)? else {
                 continue;
             };
             oldest.extend(
@@ -547,7 +547,8 @@ impl Store {
         let turn_seq = t.first_seq;
         let steps = steps_from(t.files.iter().map(|c| (&c.entry.path, &c.entry.pre)), self);
         let mut later: HashMap<RelPath, Vec<(&Turn, u64)>> = HashMap::new();
-        for other in self.index.live().filter(|o| o.first_seq != turn_seq) {
+        let live = self.index.live()?;
+        for other in live.into_iter().filter(|o| o.first_seq != turn_seq) {
             for c in &t.files {
                 if let Some(seq) = other.captured(&c.entry.path).map(|o| o.seq)
                     && seq > c.seq
@@ -688,16 +689,12 @@ impl Store {
             .as_ref()
             .map(|i| i.turn.clone())
             .unwrap_or_else(|| TurnId::new("?").expect("valid id"));
-        let turns = info
-            .map(|i| {
-                self.index
-                    .turns
-                    .iter()
-                    .filter(|t| i.turns.contains(&t.first_seq))
-                    .map(|t| t.id.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut firsts = info.map(|i| i.turns).unwrap_or_default();
+        firsts.sort_unstable();
+        let mut turns = Vec::with_capacity(firsts.len());
+        for first in firsts {
+            turns.extend(self.index.turn_at(first)?.map(|t| t.id.clone()));
+        }
         let mut report = Report::new(operation, turn, turns, false, steps);
         // Nothing is compared: every file may be kept aside.
         self.current_states(&mut report, Some(&|_| Expect::Nothing))?;

@@ -128,7 +128,7 @@ impl Store {
             .map(|e| (e.path, e.pre))
             .collect();
         let mut buckets = aside::Buckets::default();
-        let recorded = self.recorded_states(paths, &mut buckets);
+        let recorded = self.recorded_states(paths, &mut buckets)?;
         let mut back = Vec::new();
         let mut left = Vec::new();
         for e in saved {
@@ -214,11 +214,13 @@ impl Store {
         &self,
         paths: &[RelPath],
         buckets: &mut aside::Buckets,
-    ) -> HashMap<&RelPath, Vec<Pre>> {
+    ) -> Result<HashMap<&RelPath, Vec<Pre>>> {
         let wanted: std::collections::HashSet<&RelPath> = paths.iter().collect();
         let mut out: HashMap<&RelPath, Vec<Pre>> = HashMap::new();
-        let turns = self.index.turns.iter().flat_map(|t| &t.files);
+        let turns = self.index.turns.iter().collect::<Result<Vec<_>>>()?;
         let entries = turns
+            .into_iter()
+            .flat_map(|t| &t.files)
             .map(|c| &c.entry)
             .chain(self.index.saved.values().flatten());
         for e in entries.filter(|e| wanted.contains(&e.path)) {
@@ -234,7 +236,7 @@ impl Store {
             };
             out.entry(&e.path).or_default().push(pre);
         }
-        out
+        Ok(out)
     }
 }
 

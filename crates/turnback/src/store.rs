@@ -26,7 +26,7 @@ use crate::dirstack::{DirStack, Reach};
 use crate::error::{Error, IoResultExt, PathProblem, Result};
 use crate::fsx::{self, Node};
 use crate::id::{BlobId, TurnId, cut_label};
-use crate::index::{Index, Turn};
+use crate::index::{Index, Misfit, Turn};
 use crate::location::{self, Data, Location};
 use crate::lock::{self, LockGuard};
 use crate::log::{
@@ -428,31 +428,32 @@ impl Store {
     }
 
     /// The turns that can still be rewound, oldest first.
-    pub fn turns(&self) -> Vec<&Turn> {
-        self.index.live().collect()
+    pub fn turns(&self) -> Result<Vec<&Turn>> {
+        self.index.live()
     }
 
     /// The live turn `id` and every live turn after it, oldest first: the
     /// turns `rewind(id)` undoes. Older turns are not read.
     pub fn turns_from(&self, id: &TurnId) -> Result<Vec<&Turn>> {
         let first = self.turn(id)?.first_seq;
-        Ok(self.index.live_from(first).collect())
+        self.index.live_from(first)
     }
 
     /// One live turn.
     pub fn turn(&self, id: &TurnId) -> Result<&Turn> {
-        self.index.turn(id).ok_or_else(|| self.unknown_turn(id))
+        self.index.turn(id)?.ok_or_else(|| self.unknown_turn(id))
     }
 
     pub(crate) fn unknown_turn(&self, id: &TurnId) -> Error {
         match self.index.ended(id) {
-            Some(seq) => Error::AlreadyRewound {
+            Ok(Some(seq)) => Error::AlreadyRewound {
                 turn: id.to_string(),
                 seq,
             },
-            None => Error::UnknownTurn {
+            Ok(None) => Error::UnknownTurn {
                 turn: id.to_string(),
             },
+            Err(e) => e,
         }
     }
 
@@ -779,13 +780,12 @@ impl Store {
                 // A large record's line is not kept for the next one.
                 line = Vec::new();
             }
-            if let Err(reason) = rec.and_then(|r| self.index.apply_owned(r)) {
+            let applied = rec
+                .map_err(Misfit::Record)
+                .and_then(|r| self.index.apply_owned(r));
+            if let Err(misfit) = applied {
                 self.forget_index();
-                return Err(Error::LogDamaged {
-                    path,
-                    line: line_no,
-                    reason,
-                });
+                return Err(misfit.at(path, line_no));
             }
             lines += 1;
             consumed += n as u64;
@@ -839,10 +839,10 @@ impl Store {
             fsx::fsync(&self.dirs().store).ctx("fsync", &self.store_path)?;
         }
         let seq = rec.seq;
-        if let Err(reason) = self.index.apply_owned(rec) {
+        if let Err(misfit) = self.index.apply_owned(rec) {
             let line = self.index.lines + 1;
             self.forget_index();
-            return Err(Error::LogDamaged { path, line, reason });
+            return Err(misfit.at(path, line));
         }
         self.index.lines += 1;
         self.index.consumed += line_len;
@@ -988,19 +988,22 @@ impl Store {
         // happened since that the seal would wrongly take in.
         let seal = {
             let mut live = self.index.live_places().rev();
-            let before = match self.index.turn(turn) {
+            let before = match self.index.turn(turn)? {
                 None => live.next(),
                 Some(t) if t.first_seq == self.index.last_seq => {
-                    live.next();
+                    live.next().transpose()?;
                     live.next()
                 }
                 Some(_) => None,
             };
-            before.and_then(|i| self.index.to_seal(i))
+            match before {
+                Some(i) => self.index.to_seal(i?)?,
+                None => None,
+            }
         };
         let already: HashSet<RelPath> = self
             .index
-            .turn(turn)
+            .turn(turn)?
             .map(|t| t.files.iter().map(|c| c.entry.path.clone()).collect())
             .unwrap_or_default();
         // `foo.txt` after `Foo.txt` on a case-insensitive file system is
@@ -1062,7 +1065,7 @@ impl Store {
             .map(|p| self.resolve(p, true))
             .collect::<Result<Vec<_>>>()?;
         let _guard = self.begin_mutation()?;
-        if self.index.turn(turn).is_none() {
+        if self.index.turn(turn)?.is_none() {
             return Err(self.unknown_turn(turn));
         }
         let posts = self.hash_states(&rels, true)?;
@@ -1077,16 +1080,12 @@ impl Store {
     /// already recorded keep it. Sealing twice is harmless.
     pub fn seal(&mut self, turn: &TurnId) -> Result<usize> {
         let _guard = self.begin_mutation()?;
-        let t = self
-            .index
-            .turn(turn)
-            .ok_or_else(|| self.unknown_turn(turn))?;
-        let first = t.first_seq;
+        let first = self.turn(turn)?.first_seq;
         self.seal_turn(first)
     }
 
     fn seal_turn(&mut self, first_seq: u64) -> Result<usize> {
-        let Some(t) = self.index.turn_at(first_seq) else {
+        let Some(t) = self.index.turn_at(first_seq)? else {
             return Ok(0);
         };
         let id = t.id.clone();

@@ -600,14 +600,24 @@ fn check_log(report: &mut VerifyReport, bytes: &[u8]) -> LogFacts {
     }
 }
 
+/// The turns of `index`, which verify reads from the log alone.
+fn from_log(index: &Index) -> &[crate::index::Turn] {
+    index
+        .turns
+        .read_from_log()
+        .expect("verify builds its index from the log, never from a checkpoint")
+}
+
 /// Who uses each blob: the turns and paths whose pre-image it is, and
 /// whether that turn is still live.
 fn blob_users(
     index: &Index,
     uses: Vec<(BlobId, TurnId, RelPath, u64)>,
 ) -> HashMap<BlobId, Vec<BlobUse>> {
-    let live_since: HashMap<&TurnId, u64> =
-        index.turns.iter().map(|t| (&t.id, t.first_seq)).collect();
+    let live_since: HashMap<&TurnId, u64> = from_log(index)
+        .iter()
+        .map(|t| (&t.id, t.first_seq))
+        .collect();
     let mut users: HashMap<BlobId, Vec<BlobUse>> = HashMap::new();
     for (blob, turn, path, seq) in uses {
         let live = live_since.get(&turn).is_some_and(|&first| seq >= first);
@@ -875,6 +885,7 @@ fn check_turns(
     blob_status: &HashMap<BlobId, Result<(), String>>,
     bad_lines: &[(usize, Option<String>)],
 ) {
+    let turns = from_log(index);
     let first_line = |t: &crate::index::Turn| line_of_seq.get(&t.first_seq).copied().unwrap_or(0);
     // Each damaged line makes uncertain every turn begun up to `reach`: the
     // turn its hint names, if that one begins after it; otherwise (no hint,
@@ -885,15 +896,10 @@ fn check_turns(
         .map(|(line, hint)| {
             let hinted = hint
                 .as_deref()
-                .and_then(|h| index.turns.iter().find(|t| t.id.as_str() == h))
+                .and_then(|h| turns.iter().find(|t| t.id.as_str() == h))
                 .map(first_line)
                 .filter(|&l| l > *line);
-            let next = index
-                .turns
-                .iter()
-                .map(first_line)
-                .filter(|&l| l > *line)
-                .min();
+            let next = turns.iter().map(first_line).filter(|&l| l > *line).min();
             (*line, hinted.or(next).unwrap_or(*line))
         })
         .collect();
@@ -902,7 +908,7 @@ fn check_turns(
     let mut plan: HashMap<&RelPath, u64> = HashMap::new();
     let mut issues: BTreeMap<&RelPath, (bool, PathIssue)> = BTreeMap::new();
     let mut checks: Vec<TurnCheck> = Vec::new();
-    for t in index.turns.iter().rev() {
+    for t in turns.iter().rev() {
         for c in &t.files {
             let path = &c.entry.path;
             if plan.get(path).is_some_and(|&seq| seq <= c.seq) {

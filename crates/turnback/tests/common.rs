@@ -408,7 +408,7 @@ pub fn copy_dir(from: &Path, to: &Path) -> TestResult {
 /// one name (no hard-link group): what a capture must see once a second
 /// name turnback gave a project file is gone.
 pub fn assert_last_turn_unlinked(store: &Store) -> TestResult {
-    let turns = store.turns();
+    let turns = store.turns()?;
     let last = turns.last().ok_or("no turn")?;
     assert!(
         last.files

@@ -64,7 +64,7 @@ fn concurrent_captures_lose_no_record() -> TestResult {
         }
     }
     let store = p.open()?;
-    assert_eq!(store.turns().len(), WRITERS * TURNS_EACH);
+    assert_eq!(store.turns()?.len(), WRITERS * TURNS_EACH);
     for w in 0..WRITERS {
         for i in 0..TURNS_EACH {
             let t = format!("w{w}-t{i}");

@@ -55,15 +55,15 @@ fn varied_store() -> TestResult<Project> {
 fn open_damaged(p: &Project, bytes: &[u8], what: &str) -> TestResult<Option<Vec<String>>> {
     std::fs::write(p.log_path(), bytes)?;
     let opened = catch_unwind(AssertUnwindSafe(|| {
-        Store::open(&p.root).map(|s| {
-            let ids: Vec<TurnId> = s.turns().iter().map(|t| t.id.clone()).collect();
+        Store::open(&p.root).and_then(|s| {
+            let ids: Vec<TurnId> = s.turns()?.iter().map(|t| t.id.clone()).collect();
             for id in &ids {
                 // Planning reads nothing but the index: it must not fail
                 // on a log that opened.
                 s.plan_rewind(id)
                     .expect("a live turn's rewind can be planned");
             }
-            ids.iter().map(|t| t.to_string()).collect::<Vec<_>>()
+            Ok(ids.iter().map(|t| t.to_string()).collect::<Vec<_>>())
         })
     }))
     .map_err(|_| format!("{what}: opening panicked"))?;
@@ -393,7 +393,7 @@ fn gc_with_a_huge_keep_days_keeps_old_turns() -> TestResult {
             "keep_days {days} dropped {:?}",
             report.dropped_turns
         );
-        assert_eq!(store.turns().len(), 2, "keep_days {days}");
+        assert_eq!(store.turns()?.len(), 2, "keep_days {days}");
     }
     Ok(())
 }
@@ -437,7 +437,12 @@ fn repair_sets_damaged_lines_aside_and_turns_verify_calls_whole_rewind_as_before
     let work = p.parent().join("repair-work");
     let copy = p.parent().join("repair-copy");
     // What each live turn's rewind gives with the undamaged log.
-    let live: Vec<String> = p.open()?.turns().iter().map(|t| t.id.to_string()).collect();
+    let live: Vec<String> = p
+        .open()?
+        .turns()?
+        .iter()
+        .map(|t| t.id.to_string())
+        .collect();
     assert_eq!(live, ["t1", "t2", "t3", "t4", "t5"]);
     let mut expected = std::collections::HashMap::new();
     for id in &live {
@@ -486,7 +491,7 @@ fn repair_sets_damaged_lines_aside_and_turns_verify_calls_whole_rewind_as_before
         let kept = std::fs::read(report.original_kept_at.as_ref().ok_or("kept")?)?;
         assert_eq!(&kept, bytes, "{what}: the original log is kept as it was");
         let store = Store::open(&work).map_err(|e| format!("{what}: after repair: {e}"))?;
-        let now: Vec<String> = store.turns().iter().map(|t| t.id.to_string()).collect();
+        let now: Vec<String> = store.turns()?.iter().map(|t| t.id.to_string()).collect();
         drop(store);
         cases += 1;
         for id in &now {

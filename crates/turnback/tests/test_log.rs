@@ -102,7 +102,7 @@ fn torn_last_line_is_ignored_and_reported() -> TestResult {
         warnings.contains("line 2") && warnings.contains("torn"),
         "{warnings:?}"
     );
-    assert_eq!(store2.turns().len(), 1);
+    assert_eq!(store2.turns()?.len(), 1);
 
     // The next capture works and leaves a log that parses cleanly.
     let t2 = turn("t2")?;
@@ -112,7 +112,7 @@ fn torn_last_line_is_ignored_and_reported() -> TestResult {
     assert!(matches!(&records[1].op, Op::Capture { turn, .. } if turn == &t2));
     let fresh = p.open()?;
     assert!(fresh.warnings().is_empty(), "{:?}", fresh.warnings());
-    assert_eq!(fresh.turns().len(), 2);
+    assert_eq!(fresh.turns()?.len(), 2);
     // The store opened before the tear catches up too.
     let report = store.rewind(&t2, &RewindOptions::default())?;
     assert!(report.complete(), "{:?}", report.failed);
@@ -168,9 +168,9 @@ fn clock_stepping_back_does_not_reorder_turns() -> TestResult {
     std::fs::write(p.log_path(), rewritten)?;
 
     let mut store = Store::open(&p.root)?;
-    let order: Vec<&str> = store.turns().iter().map(|t| t.id.as_str()).collect();
+    let order: Vec<&str> = store.turns()?.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(order, ids);
-    let starts: Vec<u64> = store.turns().iter().map(|t| t.started_at).collect();
+    let starts: Vec<u64> = store.turns()?.iter().map(|t| t.started_at).collect();
     assert!(starts.windows(2).all(|w| w[0] > w[1]), "{starts:?}");
     // Rewinding the second undoes the third (later by seq, earlier by clock)
     // and keeps the first (earlier by seq, later by clock).

@@ -346,7 +346,7 @@ fn run_case(case: &Case) -> TestResult {
             )
             .into());
         }
-        let ids: Vec<&TurnId> = run.store.turns().iter().map(|t| &t.id).collect();
+        let ids: Vec<&TurnId> = run.store.turns()?.iter().map(|t| &t.id).collect();
         let want_ids: Vec<&TurnId> = run.live.iter().map(|(id, _)| id).collect();
         if ids != want_ids {
             return Err(format!(

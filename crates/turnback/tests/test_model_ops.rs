@@ -457,7 +457,12 @@ fn run_case(steps: &[Step]) -> TestResult {
     for (i, step) in steps.iter().enumerate() {
         run.step(step)
             .map_err(|e| format!("step {i} ({step:?}): {e}"))?;
-        let ids: Vec<String> = run.store.turns().iter().map(|t| t.id.to_string()).collect();
+        let ids: Vec<String> = run
+            .store
+            .turns()?
+            .iter()
+            .map(|t| t.id.to_string())
+            .collect();
         let want: Vec<String> = run.live.iter().map(|t| t.id.to_string()).collect();
         if ids != want {
             return Err(format!(

@@ -27,14 +27,14 @@ fn rewind_undoes_later_turns_oldest_pre_image_wins() -> TestResult {
     assert!(report.complete(), "{:?}", report.failed);
     assert_eq!(report.turns, [t2.clone(), t3.clone()]);
     assert_same(&after_t1, &p.snapshot()?, "after rewinding t2");
-    let live: Vec<&str> = store.turns().iter().map(|t| t.id.as_str()).collect();
+    let live: Vec<&str> = store.turns()?.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(live, ["t1"]);
 
     let report = store.rewind(&t1, &RewindOptions::default())?;
     assert!(report.complete(), "{:?}", report.failed);
     assert_eq!(p.read("a.txt")?, b"a0\n");
     assert_eq!(p.read("b.txt")?, b"b0\n");
-    assert!(store.turns().is_empty());
+    assert!(store.turns()?.is_empty());
     Ok(())
 }
 
@@ -88,7 +88,7 @@ fn unknown_turn_is_an_error_and_changes_nothing() -> TestResult {
         assert!(err.to_string().contains("no-such-turn"), "{err}");
     }
     assert_same(&before, &p.snapshot_all()?, "project and store");
-    assert_eq!(store.turns().len(), 1);
+    assert_eq!(store.turns()?.len(), 1);
     Ok(())
 }
 
@@ -142,7 +142,7 @@ fn dry_run_changes_nothing() -> TestResult {
     );
     assert!(report.restored.is_empty() && report.deleted.is_empty() && report.failed.is_empty());
     assert_same(&before, &p.snapshot_all()?, "project and store");
-    assert_eq!(store.turns().len(), 1, "the dry run ended the turn");
+    assert_eq!(store.turns()?.len(), 1, "the dry run ended the turn");
 
     // The plan was honest: the real rewind does what it said.
     let report = store.rewind(&t1, &RewindOptions::default())?;
@@ -221,7 +221,7 @@ fn turn_id_can_be_used_again_after_its_rewind() -> TestResult {
     // An agent counting its turns from 1 again after the rewind.
     store.write(&t, None, "a.txt", b"a1 again\n")?;
     store.write(&t, None, "b.txt", b"b1\n")?;
-    assert_eq!(store.turns().len(), 1);
+    assert_eq!(store.turns()?.len(), 1);
     assert_eq!(p.open()?.turn(&t)?.files.len(), 2);
     let report = store.rewind(&t, &RewindOptions::default())?;
     assert!(report.complete(), "{:?}", report.failed);

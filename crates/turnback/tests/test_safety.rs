@@ -185,7 +185,7 @@ fn revert_undoes_one_turn_and_keeps_later_turns() -> TestResult {
     assert_eq!(read(root, "b.txt"), "b2\n", "the later turn is kept");
     assert_eq!(
         store
-            .turns()
+            .turns()?
             .iter()
             .map(|t| t.id.as_str())
             .collect::<Vec<_>>(),
@@ -264,7 +264,7 @@ fn gc_drops_oldest_turns_compacts_the_log_and_keeps_the_rest_rewindable() -> Tes
     assert_eq!(tree(root), before, "gc touches no project file");
     // A fresh process sees the compacted store.
     let mut store = Store::open(root)?;
-    assert_eq!(store.turns().len(), 3);
+    assert_eq!(store.turns()?.len(), 3);
     store.rewind(&t("t7"), &rewind_opts())?;
     for i in 0..10 {
         let want = if i < 7 {
@@ -303,7 +303,7 @@ fn automatic_gc_runs_only_past_its_margin_and_then_keeps_the_limit() -> TestResu
             format!("{i}\n").as_bytes(),
         )?;
         let now = crate::common::file_id(&log)?.1;
-        let live = store.turns().len();
+        let live = store.turns()?.len();
         most = most.max(live);
         if now != ino {
             rewrites += 1;
@@ -316,7 +316,7 @@ fn automatic_gc_runs_only_past_its_margin_and_then_keeps_the_limit() -> TestResu
     // runs every 11 turns from the 111th on (13 up to 251).
     assert_eq!(rewrites, 13, "one rewrite per tenth of the limit");
     // A fresh process sees what the last gc left plus the turns since.
-    assert_eq!(Store::open(root)?.turns().len(), store.turns().len());
+    assert_eq!(Store::open(root)?.turns()?.len(), store.turns()?.len());
     Ok(())
 }
 
@@ -427,7 +427,7 @@ proptest! {
                     let _ = std::fs::remove_file(root.join(PATHS[p]));
                 }
                 Step::Rewind(k) => {
-                    let live: Vec<TurnId> = store.turns().iter().map(|t| t.id.clone()).collect();
+                    let live: Vec<TurnId> = store.turns()?.iter().map(|t| t.id.clone()).collect();
                     if live.is_empty() {
                         continue;
                     }
@@ -491,7 +491,7 @@ fn a_deferred_automatic_gc_is_left_for_maintain_and_run_once() -> TestResult {
             "gc is due only past the margin (turn {i})"
         );
     }
-    assert_eq!(store.turns().len(), 12, "the capture ran no gc");
+    assert_eq!(store.turns()?.len(), 12, "the capture ran no gc");
     assert_eq!(
         crate::common::file_id(&log)?.1,
         ino,
@@ -508,7 +508,7 @@ fn a_deferred_automatic_gc_is_left_for_maintain_and_run_once() -> TestResult {
     )?;
     let done = other.maintain()?;
     let gc = done.gc.ok_or("maintain ran no gc")?;
-    assert_eq!((gc.kept_turns, other.turns().len()), (10, 10));
+    assert_eq!((gc.kept_turns, other.turns()?.len()), (10, 10));
     assert!(!other.maintenance_due());
     assert!(other.maintain()?.gc.is_none(), "a second gc ran");
     // The turns kept still rewind.

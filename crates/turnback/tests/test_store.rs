@@ -22,7 +22,7 @@ fn moved_project_keeps_a_working_store() -> TestResult {
     let copy = p.parent().join("copy");
     crate::common::copy_dir(&p.root, &copy)?;
     let mut in_copy = turnback::Store::open(&copy)?;
-    assert_eq!(in_copy.turns().len(), 1);
+    assert_eq!(in_copy.turns()?.len(), 1);
     let report = in_copy.rewind(&t1, &RewindOptions::default())?;
     assert!(report.complete(), "{:?}", report.failed);
     assert_same(

@@ -29,7 +29,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     if ctx.json() {
         ctx.print_json(&report)?;
     } else {
-        super::print_capture(&report);
+        super::print_capture(&report)?;
     }
     Ok(0)
 }

@@ -78,9 +78,9 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     }
     for d in &out {
         match &d.diff {
-            Some(text) => print!("{text}"),
+            Some(text) => out!("{text}")?,
             None if d.change == "unchanged" => {}
-            None => println!("{}: {}", d.path, d.change.replace('_', " ")),
+            None => outln!("{}: {}", d.path, d.change.replace('_', " "))?,
         }
     }
     Ok(0)

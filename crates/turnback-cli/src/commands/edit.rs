@@ -73,11 +73,11 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         })?;
     } else {
         if let Some(report) = &capture {
-            super::print_capture(report);
+            super::print_capture(report)?;
         } else {
-            println!("dry run: nothing written");
+            outln!("dry run: nothing written")?;
         }
-        print!("{diff}");
+        out!("{diff}")?;
     }
     Ok(0)
 }

@@ -43,11 +43,11 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         .context("the snapshot before the command failed, so the command was not run")?;
     if !args.quiet {
         for w in &before.warnings {
-            eprintln!("turnback: warning: {w}");
+            errln!("turnback: warning: {w}");
         }
         if let Some(rec) = &before.recorded {
             for line in super::snapshot::describe_changes(rec) {
-                eprintln!("turnback: {line}");
+                errln!("turnback: {line}");
             }
         }
     }
@@ -78,17 +78,17 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     })?;
     if ctx.json() {
         let report = serde_json::json!({ "exit_code": code, "before": before, "after": after });
-        eprintln!("{report}");
+        errln!("{report}");
     } else if !args.quiet {
         for w in &after.warnings {
-            eprintln!("turnback: warning: {w}");
+            errln!("turnback: warning: {w}");
         }
         if let Some(rec) = &after.recorded {
             let c = &rec.changes;
             if c.is_empty() {
-                eprintln!("turnback: turn {turn}: the command changed nothing");
+                errln!("turnback: turn {turn}: the command changed nothing");
             } else {
-                eprintln!(
+                errln!(
                     "turnback: turn {turn}: {} modified, {} created, {} deleted, {} renamed; `turnback rewind {turn}` undoes them",
                     c.modified.len(),
                     c.created.len(),
@@ -97,7 +97,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
                 );
             }
             for n in &c.not_captured {
-                eprintln!(
+                errln!(
                     "turnback: NOT CAPTURED {} ({}): {}",
                     n.path,
                     n.change.as_str(),
@@ -105,7 +105,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
                 );
             }
             for line in super::snapshot::describe_sharing(rec) {
-                eprintln!("turnback: {line}");
+                errln!("turnback: {line}");
             }
         }
     }

@@ -33,7 +33,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         ctx.print_json(&report)?;
         return Ok(0);
     }
-    println!(
+    outln!(
         "gc: kept {} turn(s), dropped {} turn(s) and {} operation(s); {} pack(s) removed; {} -> {} bytes",
         report.kept_turns,
         report.dropped_turns.len(),
@@ -41,9 +41,9 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         report.packs_removed,
         report.bytes_before,
         report.bytes_after
-    );
+    )?;
     for t in &report.dropped_turns {
-        println!("  dropped turn {t}");
+        outln!("  dropped turn {t}")?;
     }
     Ok(0)
 }

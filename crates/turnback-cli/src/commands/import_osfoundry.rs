@@ -34,42 +34,44 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         ctx.print_json(&report)?;
         return Ok(code);
     }
-    println!("osfoundry store {}:", report.source.display());
+    outln!("osfoundry store {}:", report.source.display())?;
     for t in &report.imported {
-        println!(
+        outln!(
             "  imported turn {:<20} {:>5} file(s), {} new blob(s)  {}",
             t.turn.as_str(),
             t.files,
             t.new_blobs,
             t.label.as_deref().unwrap_or("")
-        );
+        )?;
     }
     for t in &report.already_imported {
-        println!("  already imported: {t}");
+        outln!("  already imported: {t}")?;
     }
     for t in &report.already_rewound {
-        println!("  imported before and since rewound (not brought back): {t}");
+        outln!("  imported before and since rewound (not brought back): {t}")?;
     }
     for t in &report.empty_turns {
-        println!("  nothing to record for turn {t}");
+        outln!("  nothing to record for turn {t}")?;
     }
     for t in &report.refused_turns {
-        println!("  REFUSED turn {}: {}", t.turn, t.reason);
+        outln!("  REFUSED turn {}: {}", t.turn, t.reason)?;
     }
     for p in &report.refused_paths {
-        println!("  REFUSED {} (turn {}): {}", p.path, p.turn, p.reason);
+        outln!("  REFUSED {} (turn {}): {}", p.path, p.turn, p.reason)?;
     }
     for n in &report.not_saved {
-        println!(
+        outln!(
             "  NOT SAVED {} (turn {}): {}; a rewind reports it as not restored",
-            n.path, n.turn, n.reason
-        );
+            n.path,
+            n.turn,
+            n.reason
+        )?;
     }
     if report.imported.is_empty() && report.complete() {
-        println!("  nothing new to import");
+        outln!("  nothing new to import")?;
     }
     if !report.complete() {
-        eprintln!(
+        errln!(
             "turnback: the import is incomplete: {} turn(s) and {} path(s) refused, {} pre-image(s) not saved",
             report.refused_turns.len(),
             report.refused_paths.len(),

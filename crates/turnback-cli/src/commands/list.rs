@@ -19,7 +19,7 @@ struct Row<'a> {
 pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
     let store = ctx.open(Options::default())?;
     let rows: Vec<Row> = store
-        .turns()
+        .turns()?
         .iter()
         .map(|t| Row {
             turn: t.id.as_str(),
@@ -34,16 +34,16 @@ pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
         return Ok(0);
     }
     if rows.is_empty() {
-        println!("no turns to rewind in {}", store.root().display());
+        outln!("no turns to rewind in {}", store.root().display())?;
     }
     for r in rows {
-        println!(
+        outln!(
             "{:<24} {}  {:>5} file(s)  {}",
             r.turn,
             format_time(r.started_at_ns),
             r.files,
             r.label.unwrap_or("")
-        );
+        )?;
     }
     Ok(0)
 }

@@ -396,6 +396,7 @@ impl Server {
         self.with_store(|store, _| {
             let rows: Vec<serde_json::Value> = store
                 .turns()
+                .map_err(|e| e.to_string())?
                 .iter()
                 .map(|t| {
                     serde_json::json!({

@@ -24,10 +24,10 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     if ctx.json() {
         ctx.print_json(&report)?;
     } else if report.captured.is_empty() {
-        println!("{} already exists", args.path.display());
+        outln!("{} already exists", args.path.display())?;
     } else {
-        super::print_capture(&report);
-        println!("created {}", args.path.display());
+        super::print_capture(&report)?;
+        outln!("created {}", args.path.display())?;
     }
     Ok(0)
 }

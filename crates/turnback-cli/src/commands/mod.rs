@@ -72,21 +72,22 @@ pub fn describe_pre(pre: &Pre) -> String {
 }
 
 /// Prints what a capture did, for humans.
-pub fn print_capture(report: &turnback::CaptureReport) {
+pub fn print_capture(report: &turnback::CaptureReport) -> std::io::Result<()> {
     for e in &report.captured {
-        println!("captured {}  ({})", e.path, describe_pre(&e.pre));
+        outln!("captured {}  ({})", e.path, describe_pre(&e.pre))?;
     }
     for p in &report.already_captured {
-        println!("already captured in this turn: {p}");
+        outln!("already captured in this turn: {p}")?;
     }
     for p in &report.links_outside {
-        eprintln!(
+        errln!(
             "turnback: warning: {p} is a symlink that points outside the project; a write through it cannot be rewound"
         );
     }
     for p in &report.hard_links_outside {
-        eprintln!(
+        errln!(
             "turnback: warning: {p} has hard links outside the project; those names keep the old bytes after a write or a rewind"
         );
     }
+    Ok(())
 }

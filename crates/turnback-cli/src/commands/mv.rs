@@ -28,12 +28,12 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     if ctx.json() {
         ctx.print_json(&report)?;
     } else {
-        super::print_capture(&report);
-        println!(
+        super::print_capture(&report)?;
+        outln!(
             "moved {} to {}",
             args.source.display(),
             args.destination.display()
-        );
+        )?;
     }
     Ok(0)
 }

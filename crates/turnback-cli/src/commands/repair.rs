@@ -24,14 +24,14 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         return Ok(0);
     }
     if report.dropped.is_empty() {
-        println!(
+        outln!(
             "the log of {} has no damaged line: nothing to repair",
             report.root.display()
-        );
+        )?;
         if let Some((line, bytes)) = report.torn_tail {
-            println!(
+            outln!(
                 "  (its final line {line}, {bytes} bytes, is a torn append: the next change cuts it)"
-            );
+            )?;
         }
         return Ok(0);
     }
@@ -46,23 +46,24 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
             .as_ref()
             .map(|t| format!(" (it appears to belong to turn {t:?})"))
             .unwrap_or_default();
-        println!("{verb} log line {}: {}{hint}", d.line, d.reason);
+        outln!("{verb} log line {}: {}{hint}", d.line, d.reason)?;
     }
-    println!(
+    outln!(
         "{} of {} line(s) kept byte for byte",
-        report.lines_kept, report.lines_before
-    );
+        report.lines_kept,
+        report.lines_before
+    )?;
     for t in &report.uncertain_turns {
-        println!(
+        outln!(
             "  turn {t}: its rewind may lack what the dropped lines held (it restores what is known)"
-        );
+        )?;
     }
     match &report.original_kept_at {
-        Some(p) => println!(
+        Some(p) => outln!(
             "the original log is kept at {} (move it back over log.jsonl to undo)",
             p.display()
-        ),
-        None => println!("dry run: nothing changed"),
+        )?,
+        None => outln!("dry run: nothing changed")?,
     }
     Ok(0)
 }

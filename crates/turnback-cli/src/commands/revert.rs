@@ -39,7 +39,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     )?;
     let code = super::rewind::print_report(ctx, &report)?;
     if !ctx.json() {
-        super::rewind::print_shared(&report, &shared);
+        super::rewind::print_shared(&report, &shared)?;
     }
     Ok(code)
 }

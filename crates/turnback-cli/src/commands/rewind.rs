@@ -36,7 +36,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     )?;
     let code = print_report(ctx, &report)?;
     if !ctx.json() {
-        print_shared(&report, &shared);
+        print_shared(&report, &shared)?;
     }
     Ok(code)
 }
@@ -59,7 +59,10 @@ pub fn shared_changes<'a>(
 }
 
 /// Says which undone changes another turn's command may have made.
-pub fn print_shared(report: &Report, shared: &[(TurnId, String, Vec<TurnId>)]) {
+pub fn print_shared(
+    report: &Report,
+    shared: &[(TurnId, String, Vec<TurnId>)],
+) -> std::io::Result<()> {
     for (turn, path, with) in shared {
         if !report.turns.contains(turn) {
             continue;
@@ -70,13 +73,14 @@ pub fn print_shared(report: &Report, shared: &[(TurnId, String, Vec<TurnId>)]) {
             .map(|t| t.as_str())
             .collect();
         if !others.is_empty() {
-            println!(
+            outln!(
                 "  SHARED    {path}: turn {turn}'s command and that of turn(s) {} ran at the same time; either may have made this change, and it {} undone",
                 others.join(", "),
                 if report.dry_run { "would be" } else { "was" }
-            );
+            )?;
         }
     }
+    Ok(())
 }
 
 /// Prints a rewind/revert/undo/redo report; the exit code says whether it
@@ -92,7 +96,7 @@ pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
         return Ok(code);
     }
     for w in &report.warnings {
-        eprintln!("turnback: warning: {w}");
+        errln!("turnback: warning: {w}");
     }
     let turns: Vec<&str> = report.turns.iter().map(|t| t.as_str()).collect();
     let verb = match report.operation {
@@ -102,12 +106,12 @@ pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
         _ => "rewound turns",
     };
     if report.dry_run {
-        println!(
+        outln!(
             "{} of {} would undo turns: {}",
             report.operation,
             report.turn,
             turns.join(", ")
-        );
+        )?;
         for s in &report.plan {
             let what = match &s.action {
                 Action::Restore { size, mode, .. } => {
@@ -122,15 +126,15 @@ pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
                 Action::Delete => "delete".to_string(),
                 Action::CannotRestore { reason } => format!("CANNOT RESTORE: {reason}"),
             };
-            println!("  {what:<40} {}", s.path);
+            outln!("  {what:<40} {}", s.path)?;
         }
     } else {
-        println!("{verb}: {}", turns.join(", "));
+        outln!("{verb}: {}", turns.join(", "))?;
         for p in &report.restored {
-            println!("  restored  {p}");
+            outln!("  restored  {p}")?;
         }
         for p in &report.deleted {
-            println!("  deleted   {p}");
+            outln!("  deleted   {p}")?;
         }
     }
     for c in &report.conflicts {
@@ -139,32 +143,32 @@ pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
         } else {
             "your later changes were kept in the store; `turnback undo` brings them back"
         };
-        println!("  CONFLICT  {}: {}; {tail}", c.path, c.reason);
+        outln!("  CONFLICT  {}: {}; {tail}", c.path, c.reason)?;
         if let Some(d) = &c.detail {
             for line in d.lines() {
-                println!("      {line}");
+                outln!("      {line}")?;
             }
         }
     }
     for c in &report.kept {
-        println!("  KEPT      {}: {} (left as it is)", c.path, c.reason);
+        outln!("  KEPT      {}: {} (left as it is)", c.path, c.reason)?;
         if let Some(d) = &c.detail {
             for line in d.lines() {
-                println!("      {line}");
+                outln!("      {line}")?;
             }
         }
     }
     for n in &report.notes {
-        println!("  NOTE      {}: {}", n.path, n.note);
+        outln!("  NOTE      {}: {}", n.path, n.note)?;
     }
     for f in &report.failed {
-        println!("  NOT RESTORED  {}: {}", f.path, f.reason);
+        outln!("  NOT RESTORED  {}: {}", f.path, f.reason)?;
     }
     for s in &report.links_split {
-        println!("  LINK SPLIT  {}: {}", s.path, s.reason);
+        outln!("  LINK SPLIT  {}: {}", s.path, s.reason)?;
     }
     if !report.complete() {
-        eprintln!(
+        errln!(
             "turnback: {} path(s) could not be restored; the folder is not fully back to its state before {}",
             report.failed.len(),
             report.turn

@@ -23,8 +23,8 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     if ctx.json() {
         ctx.print_json(&report)?;
     } else {
-        super::print_capture(&report);
-        println!("deleted {}", args.path.display());
+        super::print_capture(&report)?;
+        outln!("deleted {}", args.path.display())?;
     }
     Ok(0)
 }

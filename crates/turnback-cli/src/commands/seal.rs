@@ -18,7 +18,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     if ctx.json() {
         ctx.print_json(&serde_json::json!({ "turn": turn, "sealed_paths": n }))?;
     } else {
-        println!("sealed turn {turn}: {n} post-image(s) recorded");
+        outln!("sealed turn {turn}: {n} post-image(s) recorded")?;
     }
     Ok(0)
 }

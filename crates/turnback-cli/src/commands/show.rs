@@ -18,14 +18,14 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         ctx.print_json(t)?;
         return Ok(0);
     }
-    println!("turn {}  {}", t.id, t.label.as_deref().unwrap_or(""));
+    outln!("turn {}  {}", t.id, t.label.as_deref().unwrap_or(""))?;
     for c in &t.files {
-        println!(
+        outln!(
             "  {:<48} {}{}",
             c.entry.path.to_string(),
             describe_pre(&c.entry.pre),
             shared_note(&c.shared_with)
-        );
+        )?;
     }
     Ok(0)
 }

@@ -26,7 +26,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         ctx.print_json(&report)?;
     } else {
         for line in describe(&report) {
-            println!("{line}");
+            outln!("{line}")?;
         }
     }
     Ok(0)

@@ -22,7 +22,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         return Ok(0);
     }
     for line in describe(&status, args.all) {
-        println!("{line}");
+        outln!("{line}")?;
     }
     Ok(0)
 }

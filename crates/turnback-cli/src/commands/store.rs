@@ -35,15 +35,15 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         if ctx.json() {
             ctx.print_json(&serde_json::json!({ "forgotten": removed }))?;
         } else if removed.is_empty() {
-            println!(
+            outln!(
                 "nothing to forget: the store of {} is there",
                 root.display()
-            );
+            )?;
         } else {
             for path in &removed {
-                println!("removed {}", path.display());
+                outln!("removed {}", path.display())?;
             }
-            println!("the next capture starts a new store");
+            outln!("the next capture starts a new store")?;
         }
         return Ok(0);
     }
@@ -62,30 +62,30 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         return Ok(0);
     }
     match found {
-        None if std::env::var_os(location::STORE_ENV).is_some_and(|v| v == "project") => println!(
+        None if std::env::var_os(location::STORE_ENV).is_some_and(|v| v == "project") => outln!(
             "{} has no store yet; the first capture creates one in {} ({}=project)",
             root.display(),
             root.join(turnback::path::STORE_DIR).display(),
             location::STORE_ENV
-        ),
-        None => println!(
+        )?,
+        None => outln!(
             "{} has no store yet; the first capture creates one in {}",
             root.display(),
             location::data_dir()?.join("stores").display()
-        ),
+        )?,
         Some(Location {
             store_dir,
             kind,
             notes,
         }) => {
             for note in notes {
-                println!("{note}");
+                outln!("{note}")?;
             }
             let place = match kind {
                 Kind::InProject => "inside the project (a command run there can delete it)",
                 Kind::DataDir(_) => "in the data directory",
             };
-            println!("store: {} ({place})", store_dir.display());
+            outln!("store: {} ({place})", store_dir.display())?;
         }
     }
     Ok(0)

@@ -20,27 +20,30 @@ pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
     }
     let store = &report.store_dir;
     if !report.store_found {
-        println!(
+        outln!(
             "no store in {} (nothing captured yet): nothing to verify",
             report.root.display()
-        );
+        )?;
         return Ok(code);
     }
-    println!(
+    outln!(
         "store {}: {}",
         store.display(),
         if report.whole { "whole" } else { "DAMAGED" }
-    );
-    println!(
+    )?;
+    outln!(
         "log: {} line(s), {} usable record(s); {} pack(s), {} blob(s) re-hashed",
-        report.log_lines, report.records, report.packs_checked, report.blobs_checked
-    );
+        report.log_lines,
+        report.records,
+        report.packs_checked,
+        report.blobs_checked
+    )?;
     if !report.damage.is_empty() {
-        println!("damage:");
+        outln!("damage:")?;
     }
     for d in &report.damage {
         match d {
-            Damage::Store { path, reason } => println!("  {}: {reason}", path.display()),
+            Damage::Store { path, reason } => outln!("  {}: {reason}", path.display())?,
             Damage::LogLine {
                 line,
                 reason,
@@ -50,7 +53,7 @@ pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
                     .as_ref()
                     .map(|t| format!(" (it appears to belong to turn {t:?})"))
                     .unwrap_or_default();
-                println!("  log line {line}: {reason}{hint}");
+                outln!("  log line {line}: {reason}{hint}")?;
             }
             Damage::Pack {
                 pack,
@@ -58,22 +61,20 @@ pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
                 unreadable_blobs,
                 uses,
             } => {
-                println!(
-                    "  pack {pack}: {reason}; {unreadable_blobs} blob(s) in it cannot be read"
-                );
-                print_uses(uses);
+                outln!("  pack {pack}: {reason}; {unreadable_blobs} blob(s) in it cannot be read")?;
+                print_uses(uses)?;
             }
             Damage::Blob {
                 blob, reason, uses, ..
             } => {
-                println!("  blob {blob}: {reason}");
-                print_uses(uses);
+                outln!("  blob {blob}: {reason}")?;
+                print_uses(uses)?;
             }
-            Damage::LostRecords { packs, last_seq } => println!(
+            Damage::LostRecords { packs, last_seq } => outln!(
                 "  the log has lost records: {} packs are numbered after its last record ({last_seq}): {}",
                 packs.len(),
                 packs.join(", ")
-            ),
+            )?,
         }
     }
     if report
@@ -81,12 +82,12 @@ pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
         .iter()
         .any(|d| matches!(d, Damage::LogLine { .. }))
     {
-        println!(
+        outln!(
             "  `turnback repair` sets the damaged lines aside (keeping the original log); the turns below that can be rewound whole then rewind"
-        );
+        )?;
     }
     if !report.warnings.is_empty() {
-        println!("warnings:");
+        outln!("warnings:")?;
     }
     for w in &report.warnings {
         match w {
@@ -99,61 +100,66 @@ pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
                     .as_ref()
                     .map(|t| format!(", of turn {t:?}"))
                     .unwrap_or_default();
-                println!(
+                outln!(
                     "  log line {line} is a torn final append ({bytes} bytes{hint}): it is ignored and cut off by the next change; if the log was truncated rather than interrupted, what followed it is lost"
-                );
+                )?;
             }
-            Warning::NoLog => println!("  the store has no log: nothing was ever recorded"),
-            Warning::UnreferencedPack { pack } => println!(
+            Warning::NoLog => outln!("  the store has no log: nothing was ever recorded")?,
+            Warning::UnreferencedPack { pack } => outln!(
                 "  pack {pack} is named by no record (left by an interrupted capture, or its record was lost)"
-            ),
-            Warning::TemporaryFile { name } => println!(
+            )?,
+            Warning::TemporaryFile { name } => outln!(
                 "  packs/{name} is a temporary file left by an interrupted process; the next change removes it"
-            ),
+            )?,
             Warning::UnexpectedFile { name } => {
-                println!("  packs/{name} was not written by turnback")
+                outln!("  packs/{name} was not written by turnback")?
             }
-            Warning::HardLinkedPack { pack, links } => println!(
+            Warning::HardLinkedPack { pack, links } => outln!(
                 "  pack {pack} has {links} hard links: its bytes are intact, but another name can change them; replace it by a copy (cp, then mv over it) to make it the store's own"
-            ),
+            )?,
         }
     }
     if report.turns.is_empty() {
-        println!("no live turns");
+        outln!("no live turns")?;
         return Ok(code);
     }
-    println!("turns (oldest first):");
+    outln!("turns (oldest first):")?;
     for t in &report.turns {
         if t.rewindable {
-            println!("  {:<24} can be rewound whole", t.turn.as_str());
+            outln!("  {:<24} can be rewound whole", t.turn.as_str())?;
             continue;
         }
-        println!("  {:<24} CANNOT be rewound whole", t.turn.as_str());
+        outln!("  {:<24} CANNOT be rewound whole", t.turn.as_str())?;
         for p in &t.damaged {
-            println!(
+            outln!(
                 "      damaged: {} (captured in {}): {}",
-                p.path, p.captured_in, p.reason
-            );
+                p.path,
+                p.captured_in,
+                p.reason
+            )?;
         }
         for p in &t.not_saved {
-            println!(
+            outln!(
                 "      not saved at capture: {} (in {}): {}",
-                p.path, p.captured_in, p.reason
-            );
+                p.path,
+                p.captured_in,
+                p.reason
+            )?;
         }
         for line in &t.uncertain_lines {
-            println!("      log line {line} is damaged and may hold records this rewind needs");
+            outln!("      log line {line} is damaged and may hold records this rewind needs")?;
         }
     }
     Ok(code)
 }
 
-fn print_uses(uses: &[BlobUse]) {
+fn print_uses(uses: &[BlobUse]) -> std::io::Result<()> {
     for u in uses.iter().take(SHOWN_USES) {
         let state = if u.live { "" } else { " (already rewound)" };
-        println!("      pre-image of {} in turn {}{state}", u.path, u.turn);
+        outln!("      pre-image of {} in turn {}{state}", u.path, u.turn)?;
     }
     if uses.len() > SHOWN_USES {
-        println!("      ... and {} more", uses.len() - SHOWN_USES);
+        outln!("      ... and {} more", uses.len() - SHOWN_USES)?;
     }
+    Ok(())
 }

@@ -29,9 +29,9 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     if ctx.json() {
         ctx.print_json(&report)?;
     } else {
-        super::print_capture(&report);
+        super::print_capture(&report)?;
         let shown = turnback::path::escaped(args.path.as_os_str().as_encoded_bytes());
-        println!("wrote {} bytes to {shown}", bytes.len());
+        outln!("wrote {} bytes to {shown}", bytes.len())?;
     }
     Ok(0)
 }

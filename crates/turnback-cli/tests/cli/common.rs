@@ -20,7 +20,13 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_turnback");
 
 /// A command running the real binary in `cwd`, with no environment but PATH.
 pub fn turnback_in(cwd: &Path) -> Command {
-    let mut cmd = Command::new(BIN);
+    Command::from_std(std_turnback_in(cwd))
+}
+
+/// `turnback_in` as a `std::process::Command`, for a test that spawns the
+/// process and talks to it while it runs.
+pub fn std_turnback_in(cwd: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(BIN);
     cmd.env_clear()
         .env(
             "TURNBACK_DATA_DIR",

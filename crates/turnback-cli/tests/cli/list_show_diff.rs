@@ -4,7 +4,7 @@ use predicates::prelude::*;
 use predicates::str::contains;
 use serde_json::{Value, json};
 
-use crate::common::{Project, TestResult, file_mode, strings};
+use crate::common::{Project, TestResult, file_mode, std_turnback_in, strings};
 
 #[test]
 fn list_of_an_empty_project_says_so() -> TestResult {
@@ -120,6 +120,39 @@ fn show_lists_each_path_with_its_pre_image_kind_and_size() -> TestResult {
         v["files"][paths.len() - 1]["pre"],
         json!({"kind": "absent"})
     );
+    Ok(())
+}
+
+/// A reader that stops early (`turnback show T | head -1`) closes the pipe
+/// while turnback still prints: it exits quietly with 0, as git and ripgrep
+/// do, rather than panic with exit 101 ("failed printing to stdout").
+#[test]
+fn a_reader_closing_stdout_early_ends_the_command_quietly() -> TestResult {
+    use std::io::BufRead;
+    let p = Project::new()?;
+    // 3,000 rows of `show`, about 200 KB: more than a pipe and the reader's
+    // buffer hold, so turnback is still printing when the pipe closes.
+    let names: Vec<String> = (0..3000).map(|i| format!("new-{i:04}.txt")).collect();
+    let mut args = vec!["capture", "--turn", "t1", "--label", "many"];
+    args.extend(names.iter().map(String::as_str));
+    p.ok(&args)?;
+
+    let mut child = std_turnback_in(&p.root)
+        .args(["show", "t1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let mut first = String::new();
+    {
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        std::io::BufReader::new(stdout).read_line(&mut first)?;
+    }
+    assert_eq!(first, "turn t1  many\n");
+    let out = child.wait_with_output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr, "");
     Ok(())
 }
 

@@ -126,7 +126,7 @@ pub fn crash_point(sc: &Scenario, syscall: &str, n: u64, stats: &mut Stats) -> R
         .into());
     }
     let live: Vec<String> = Store::open(&lab.root)?
-        .turns()
+        .turns()?
         .iter()
         .map(|t| t.id.to_string())
         .collect();

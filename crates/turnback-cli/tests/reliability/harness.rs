@@ -698,7 +698,7 @@ impl Checker {
     /// that rewind gives back the folder as it was before the rewind.
     pub fn check_rewinds(&self, lab: &Lab, found: &mut Found) -> Res {
         let store = Store::open(&lab.root)?;
-        let live: Vec<String> = store.turns().iter().map(|t| t.id.to_string()).collect();
+        let live: Vec<String> = store.turns()?.iter().map(|t| t.id.to_string()).collect();
         for (id, _) in &self.must_live {
             if !live.contains(id) {
                 return Err(

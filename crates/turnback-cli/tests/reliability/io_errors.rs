@@ -224,6 +224,44 @@ fn io_errors_in_rewind() -> Res {
     sweep_errors(scenarios::rewind()?)
 }
 
+/// A full disk in the project while a rewind writes a file larger than one
+/// batch of its writes (256 KiB, so the write fails while the blob is still
+/// being decompressed into it): the report says the write failed, and never
+/// calls the blob damaged, which would send the user to `turnback repair`
+/// for nothing; `verify` finds the store whole.
+#[test]
+fn a_full_disk_during_a_rewind_is_a_failed_write_not_a_damaged_blob() -> Res {
+    let test = "a_full_disk_during_a_rewind_is_a_failed_write_not_a_damaged_blob";
+    if let Some(why) = strace_problem() {
+        return skip_or_fail(test, &why);
+    }
+    let lab = Lab::new()?;
+    let r = &lab.root;
+    put(r, "big.bin", &scenarios::noise(700 << 10, 7), 0o644)?;
+    let capture = Invocation::new(&["capture", "--turn", "t1", "big.bin"]);
+    let ok = run(r, &capture, &[])?;
+    assert!(ok.status.success(), "{}", texts(&ok));
+    put(r, "big.bin", b"the agent's change\n", 0o644)?;
+
+    let full = strace_inject("pwrite64", "error=ENOSPC:when=1+");
+    let out = run(r, &Invocation::new(&["rewind", "t1"]), &full)?;
+    let text = texts(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "not an incomplete rewind: {text}"
+    );
+    assert!(
+        text.contains("big.bin: cannot write: No space left on device"),
+        "the failed write is not named: {text}"
+    );
+    assert!(!text.contains("damaged"), "{text}");
+
+    let verify = run(r, &Invocation::new(&["verify"]), &[])?;
+    assert!(verify.status.success(), "{}", texts(&verify));
+    Ok(())
+}
+
 /// Real short writes: the command runs with `RLIMIT_FSIZE` set to N bytes
 /// and `SIGXFSZ` ignored, so the kernel itself stops every file at N bytes:
 /// the write that crosses N returns short, the next one fails with EFBIG,

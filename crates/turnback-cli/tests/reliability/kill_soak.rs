@@ -96,7 +96,7 @@ fn random_kill_soak() -> Res {
         .count();
     check_recovery_idempotent(&lab)?;
     let live: Vec<String> = Store::open(r)?
-        .turns()
+        .turns()?
         .iter()
         .map(|t| t.id.to_string())
         .collect();

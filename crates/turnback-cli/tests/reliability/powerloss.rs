@@ -1784,7 +1784,7 @@ fn check_state(
     let checker = if fin { &sc.fin } else { &sc.mid };
     checker.check_blobs(&lab, &mut found)?;
     let live: Vec<String> = Store::open(&lab.root)?
-        .turns()
+        .turns()?
         .iter()
         .map(|t| t.id.to_string())
         .collect();
@@ -1870,7 +1870,7 @@ fn simulate(
     let mut violations = Vec::new();
     let log_before = sc.template.log_bytes();
     let live_before: Vec<String> = Store::open(&Lab::copy_of(&sc.template)?.root)?
-        .turns()
+        .turns()?
         .iter()
         .map(|t| t.id.to_string())
         .collect();

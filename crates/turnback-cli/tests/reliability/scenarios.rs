@@ -105,7 +105,7 @@ fn finish(
     }
     let after = project_tree(&reference.root)?;
     let final_live = Store::open(&reference.root)?
-        .turns()
+        .turns()?
         .iter()
         .map(|t| t.id.to_string())
         .collect();

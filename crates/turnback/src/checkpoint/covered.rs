@@ -62,7 +62,7 @@ pub(super) struct Fallback {
     /// The log and the length of it covered (none: a checkpoint read
     /// alone, in tests).
     log: Option<(File, u64)>,
-    index: OnceLock<Option<Index>>,
+    index: OnceLock<Result<Index, String>>,
 }
 
 impl Fallback {
@@ -73,30 +73,49 @@ impl Fallback {
         }
     }
 
-    /// The index the covered prefix gives, if it can be read and applied.
-    pub(super) fn index(&self) -> Option<&Index> {
+    /// The index the covered prefix gives, or why it cannot be had (a
+    /// line of it is damaged, or it cannot be read): a part of the
+    /// checkpoint that is damaged and that the log no longer gives either
+    /// (two faults at once) is an error, never an answer from part of an
+    /// index.
+    pub(super) fn index(&self) -> Result<&Index, &str> {
         self.index
-            .get_or_init(|| {
-                let (log, len) = self.log.as_ref()?;
-                let bytes = read_at(log, 0, usize::try_from(*len).ok()?)?;
-                let parsed = crate::log::parse(&bytes, 1);
-                let mut index = Index::default();
-                for (_, rec) in &parsed.lines {
-                    index.apply(rec.as_ref().ok()?).ok()?;
-                }
-                Some(index)
-            })
+            .get_or_init(|| self.read())
             .as_ref()
+            .map_err(String::as_str)
     }
 
-    /// The same, where the caller cannot go on without it: a part of the
-    /// checkpoint is damaged and the log it covers no longer gives it
-    /// either (two faults at once), so the process stops rather than
-    /// answer from part of an index.
+    fn read(&self) -> Result<Index, String> {
+        let (log, len) = self
+            .log
+            .as_ref()
+            .ok_or("the checkpoint was read without its log")?;
+        let bytes = usize::try_from(*len)
+            .ok()
+            .and_then(|len| read_at(log, 0, len))
+            .ok_or("the log cannot be read back")?;
+        let parsed = crate::log::parse(&bytes, 1);
+        let mut index = Index::default();
+        for (line, rec) in &parsed.lines {
+            let rec = rec
+                .as_ref()
+                .map_err(|reason| format!("line {line} of the log is damaged: {reason}"))?;
+            index
+                .apply(rec)
+                .map_err(|e| format!("line {line} of the log is damaged: {e}"))?;
+        }
+        Ok(index)
+    }
+
+    /// [`Fallback::index`] where the caller has no error to give (a blob
+    /// row): the process stops rather than answer from part of an index.
     pub(super) fn needed(&self) -> &Index {
-        self.index().expect(
-            "a part of the index checkpoint is damaged and the log it covers no longer \
-             gives it; delete <store>/index and run `turnback verify`",
-        )
+        match self.index() {
+            Ok(index) => index,
+            Err(why) => panic!(
+                "a part of the index checkpoint is damaged and the log it covers no longer \
+                 gives it ({why}); delete <store>/index and run `turnback verify`"
+            ),
+        }
     }
 }

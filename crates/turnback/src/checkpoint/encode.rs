@@ -329,8 +329,13 @@ pub(super) fn write<W: Write + Seek>(x: &Index, covered: &Covered, to: W) -> io:
     let Some(turns) = TurnRows::measure(&x.turns) else {
         return Ok(false);
     };
+    // A part of the old checkpoint that neither it nor its log gives: no
+    // checkpoint is written (the log stays the record).
+    let Ok(sorted) = x.record_turn.sorted() else {
+        return Ok(false);
+    };
     let mut records = Writer(Vec::new());
-    for (k, v) in x.record_turn.sorted() {
+    for (k, v) in sorted {
         records.u64(k);
         records.u64(v);
     }
@@ -484,14 +489,14 @@ impl TurnRows {
         for (i, copy) in copied.iter_mut().enumerate() {
             let old = frozen
                 .filter(|f| i < f.len() && !f.decoded(i))
-                .and_then(|f| Some((f.first_seq(i), f.head(i), f.measure_raw(i)?)));
+                .and_then(|f| Some((f.first_seq(i).ok()?, f.head(i).ok()?, f.measure_raw(i)?)));
             let (first, head, (len, crc, id)) = match old {
                 Some(found) => {
                     *copy = true;
                     found
                 }
                 None => {
-                    let t: &Turn = turns.get(i)?;
+                    let t: &Turn = turns.get(i).ok()??;
                     let mut m = Writer(Measure {
                         crc: crc32fast::Hasher::new(),
                         len: 0,
@@ -537,8 +542,8 @@ impl TurnRows {
                 }
             } else {
                 match turns.get(i) {
-                    Some(t) => out.turn(t),
-                    None => return false,
+                    Ok(Some(t)) => out.turn(t),
+                    _ => return false,
                 }
             }
         }

@@ -104,9 +104,12 @@
 //! a read of the log, never a wrong answer. The file is never changed in
 //! place (a new checkpoint replaces it by rename), so the blocks read
 //! later are those written. If the log cannot give that part either (two
-//! faults at once), the process stops rather than answer from part of an
-//! index. Writing a new checkpoint copies the bytes of every turn that was
-//! not decoded and still matches its CRC.
+//! faults at once), a turn or a capture record's turn is
+//! [`crate::Error::TurnUnreadable`], which names the turn and says to run
+//! `turnback verify`, then `turnback repair` (a blob row still stops the
+//! process rather than answer from part of an index). Writing a new
+//! checkpoint copies the bytes of every turn that was not decoded and still
+//! matches its CRC.
 //!
 //! When it is trusted: opening reads the checkpoint and `fstat`s the log;
 //! the checkpoint stands for the first `log_len` bytes of the log only if

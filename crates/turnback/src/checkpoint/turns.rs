@@ -13,7 +13,8 @@
 //! it is wanted. A turn's bytes are read, compared with its row's CRC and
 //! decoded the first time the turn is used. Whatever of these cannot be
 //! read back whole is taken from the covered log ([`Fallback`]), whose
-//! index holds the same turns in the same order.
+//! index holds the same turns in the same order; if the log cannot give
+//! it either, the answer is [`Error::TurnUnreadable`].
 
 use std::fs::File;
 use std::sync::{Arc, OnceLock};
@@ -22,8 +23,9 @@ use super::covered::Fallback;
 use super::decode::Reader;
 use super::table::Table;
 use super::{read_at, u32_at, u64_at};
+use crate::error::{Error, Result};
 use crate::id::TurnId;
-use crate::index::Turn;
+use crate::index::{Index, Turn};
 
 /// Bytes of one row of the turn table.
 pub(super) const TURN_ROW: usize = 37;
@@ -38,22 +40,37 @@ pub(crate) struct SeqTable {
 
 impl SeqTable {
     /// The `first_seq` of the turn record `seq` applied to.
-    pub(crate) fn get(&self, seq: u64) -> Option<u64> {
+    pub(crate) fn get(&self, seq: u64) -> Result<Option<u64>> {
         match self.rows.find(|key| u64_at(key, 0).cmp(&seq)) {
-            Some(row) => row.map(|row| u64_at(row, 8)),
-            None => self.fallback.needed().record_turn.get(&seq),
+            Some(row) => Ok(row.map(|row| u64_at(row, 8))),
+            None => self
+                .in_log(|| format!("the turn of log record {seq}"))?
+                .record_turn
+                .get(&seq),
         }
     }
 
     /// Every pair, sorted by record.
-    pub(crate) fn all(&self) -> Vec<(u64, u64)> {
+    pub(crate) fn all(&self) -> Result<Vec<(u64, u64)>> {
         match self.rows.all() {
-            Some(all) => all
+            Some(all) => Ok(all
                 .chunks_exact(16)
                 .map(|r| (u64_at(r, 0), u64_at(r, 8)))
-                .collect(),
-            None => self.fallback.needed().record_turn.sorted(),
+                .collect()),
+            None => self
+                .in_log(|| "the turn of each capture".to_owned())?
+                .record_turn
+                .sorted(),
         }
+    }
+
+    /// The index the covered log gives, for a block of the table that
+    /// cannot be read back whole; `what` names what was looked for.
+    fn in_log(&self, what: impl FnOnce() -> String) -> Result<&Index> {
+        self.fallback.index().map_err(|why| Error::TurnUnreadable {
+            turn: what(),
+            reason: why.to_owned(),
+        })
     }
 }
 
@@ -117,19 +134,44 @@ impl FrozenTurns {
     }
 
     /// Turn `i` as the covered log gives it (its row or bytes in the
-    /// checkpoint cannot be read back whole).
-    fn in_log(&self, i: usize) -> &Turn {
-        self.fallback
-            .needed()
-            .turns
-            .get(i)
-            .expect("the covered log gives the checkpoint's turns, in order")
+    /// checkpoint cannot be read back whole); an error naming the turn if
+    /// the log cannot give it either.
+    fn in_log(&self, i: usize) -> Result<&Turn> {
+        let unreadable = |reason: String| Error::TurnUnreadable {
+            turn: self.describe(i),
+            reason,
+        };
+        let index = self
+            .fallback
+            .index()
+            .map_err(|why| unreadable(why.to_owned()))?;
+        index.turns.get(i)?.ok_or_else(|| {
+            unreadable(format!(
+                "the log gives {} turns where the checkpoint holds {}",
+                index.turns.len(),
+                self.len()
+            ))
+        })
     }
 
-    pub(crate) fn first_seq(&self, i: usize) -> u64 {
+    /// Names turn `i` for an error: its place, and its first record if its
+    /// row reads back.
+    fn describe(&self, i: usize) -> String {
+        let first = match self.rows.row(i) {
+            Some(row) => format!(", whose first log record is {}", u64_at(row, 0)),
+            None => String::new(),
+        };
+        format!(
+            "turn {} of the {} the index checkpoint holds{first}",
+            i + 1,
+            self.len()
+        )
+    }
+
+    pub(crate) fn first_seq(&self, i: usize) -> Result<u64> {
         match self.rows.row(i) {
-            Some(row) => u64_at(row, 0),
-            None => self.in_log(i).first_seq,
+            Some(row) => Ok(u64_at(row, 0)),
+            None => Ok(self.in_log(i)?.first_seq),
         }
     }
 
@@ -160,33 +202,33 @@ impl FrozenTurns {
     /// When turn `i` began, whether it is sealed and the operation that
     /// ended it: from the decoded turn if it was decoded (it may have
     /// changed since), else from its row.
-    pub(super) fn head(&self, i: usize) -> Head {
+    pub(super) fn head(&self, i: usize) -> Result<Head> {
         if let Some(t) = self.cells[i].get() {
-            return Head::of(t);
+            return Ok(Head::of(t));
         }
         match self.rows.row(i) {
-            Some(row) => Head {
+            Some(row) => Ok(Head {
                 started_at: u64_at(row, 20),
                 sealed: row[36] == 1,
                 ended_by: Some(u64_at(row, 28)).filter(|&e| e != 0),
-            },
-            None => Head::of(self.in_log(i)),
+            }),
+            None => self.in_log(i).map(Head::of),
         }
     }
 
     /// Whether turn `i` is live, without decoding it.
-    pub(crate) fn is_live(&self, i: usize) -> bool {
-        self.head(i).ended_by.is_none()
+    pub(crate) fn is_live(&self, i: usize) -> Result<bool> {
+        Ok(self.head(i)?.ended_by.is_none())
     }
 
     /// Whether turn `i` is sealed, without decoding it.
-    pub(crate) fn is_sealed(&self, i: usize) -> bool {
-        self.head(i).sealed
+    pub(crate) fn is_sealed(&self, i: usize) -> Result<bool> {
+        Ok(self.head(i)?.sealed)
     }
 
     /// When turn `i` began, without decoding it.
-    pub(crate) fn started_at(&self, i: usize) -> u64 {
-        self.head(i).started_at
+    pub(crate) fn started_at(&self, i: usize) -> Result<u64> {
+        Ok(self.head(i)?.started_at)
     }
 
     /// The turns decoded so far.
@@ -202,15 +244,15 @@ impl FrozenTurns {
     }
 
     /// Whether turn `i`'s id is `id`.
-    pub(crate) fn id_is(&self, i: usize, id: &TurnId) -> bool {
-        &self.get(i).id == id
+    pub(crate) fn id_is(&self, i: usize, id: &TurnId) -> Result<bool> {
+        Ok(&self.get(i)?.id == id)
     }
 
     /// The turns that may have id `id` (those whose id hashes the same),
     /// newest first, found by binary search in the id table (or, if its
     /// blocks cannot be read back whole, those of the covered log that
     /// have that id).
-    pub(crate) fn candidates(&self, id: &TurnId) -> Vec<usize> {
+    pub(crate) fn candidates(&self, id: &TurnId) -> Result<Vec<usize>> {
         let hash = id_hash(id.as_str().as_bytes());
         let from_table = || -> Option<Vec<usize>> {
             let lo = self.ids.partition_point(|row| u64_at(row, 0) < hash)?;
@@ -225,27 +267,43 @@ impl FrozenTurns {
             found.reverse();
             Some(found)
         };
-        from_table().unwrap_or_else(|| {
-            let turns = &self.fallback.needed().turns;
-            (0..self.len())
-                .rev()
-                .filter(|&i| turns.get(i).is_some_and(|t| &t.id == id))
-                .collect()
-        })
+        if let Some(found) = from_table() {
+            return Ok(found);
+        }
+        let turns = &self
+            .fallback
+            .index()
+            .map_err(|why| Error::TurnUnreadable {
+                turn: format!("turn {:?}", id.as_str()),
+                reason: why.to_owned(),
+            })?
+            .turns;
+        let mut found = Vec::new();
+        for i in (0..self.len()).rev() {
+            if turns.get(i)?.is_some_and(|t| &t.id == id) {
+                found.push(i);
+            }
+        }
+        Ok(found)
     }
 
-    pub(crate) fn get(&self, i: usize) -> &Turn {
-        self.cells[i].get_or_init(|| Box::new(self.decode(i)))
+    /// Turn `i`, decoded the first time it is asked for.
+    pub(crate) fn get(&self, i: usize) -> Result<&Turn> {
+        if let Some(t) = self.cells[i].get() {
+            return Ok(t);
+        }
+        let t = self.decode(i)?;
+        Ok(self.cells[i].get_or_init(|| Box::new(t)))
     }
 
-    pub(crate) fn get_mut(&mut self, i: usize) -> &mut Turn {
-        self.get(i);
-        self.cells[i]
+    pub(crate) fn get_mut(&mut self, i: usize) -> Result<&mut Turn> {
+        self.get(i)?;
+        Ok(self.cells[i]
             .get_mut()
-            .expect("the turn was decoded just above")
+            .expect("the turn was decoded just above"))
     }
 
-    fn decode(&self, i: usize) -> Turn {
+    fn decode(&self, i: usize) -> Result<Turn> {
         let decoded = self.raw(i).and_then(|bytes| {
             let mut r = Reader {
                 rest: &bytes,
@@ -253,7 +311,10 @@ impl FrozenTurns {
             };
             r.turn().filter(|_| r.rest.is_empty())
         });
-        decoded.unwrap_or_else(|| self.in_log(i).clone())
+        match decoded {
+            Some(t) => Ok(t),
+            None => self.in_log(i).cloned(),
+        }
     }
 
     /// Calls `each` with turn `i`'s bytes, a piece of at most 1 MiB at a

@@ -55,9 +55,10 @@
 
 use std::collections::HashMap;
 
+use crate::error::Result;
 use crate::exec_window::Window;
 use crate::id::TurnId;
-use crate::index::Index;
+use crate::index::{Index, Turn};
 use crate::log::FileEntry;
 use crate::path::RelPath;
 use crate::snapshot::CapturedSince;
@@ -274,14 +275,21 @@ pub(crate) fn assign(
     files: Vec<FileEntry>,
     index: &Index,
     base_seq: u64,
-) -> (Vec<Assigned>, Vec<CapturedSince>) {
+) -> Result<(Vec<Assigned>, Vec<CapturedSince>)> {
     let mut by_tool: HashMap<&RelPath, &TurnId> = HashMap::new();
-    for t in index.turns_captured_after(base_seq) {
+    for t in index.turns_captured_after(base_seq)? {
         for c in t.files.iter().filter(|c| c.seq > base_seq) {
             by_tool.entry(&c.entry.path).or_insert(&t.id);
         }
     }
     let turns: Vec<TurnId> = owners.iter().map(|o| o.turn.clone()).collect();
+    // Each owner's live turn, if it has one yet.
+    let mut live: HashMap<&TurnId, &Turn> = HashMap::new();
+    for (id, t) in turns.iter().zip(&owners) {
+        if let Some(found) = index.turn(&t.turn)? {
+            live.insert(id, found);
+        }
+    }
     // One owner (the common case) takes every pre-image: its list is made
     // to size, not doubled as it grows (100,000 entries are 8 MB).
     let room = if owners.len() == 1 { files.len() } else { 0 };
@@ -309,8 +317,7 @@ pub(crate) fn assign(
         }
         let takes = |a: &Assigned| tool.is_none_or(|u| *u == a.turn);
         let had = |a: &Assigned| {
-            index
-                .turn(&a.turn)
+            live.get(&a.turn)
                 .is_some_and(|t| t.captured(&f.path).is_some())
         };
         // The last turn to take the pre-image gets it moved, the others a
@@ -330,7 +337,7 @@ pub(crate) fn assign(
             out[k].fresh.push(f);
         }
     }
-    (out, elsewhere)
+    Ok((out, elsewhere))
 }
 
 #[cfg(test)]

@@ -513,17 +513,20 @@ impl Store {
         // The report's pre-images are copied from the turn only now, the
         // scan's entries freed: three copies of 100,000 of them were held
         // at once before.
-        let recorded = recorded.map(|(mut rec, seq)| {
-            if let (Some(seq), Some(t)) = (seq, self.index.turn(&rec.turn)) {
-                rec.captured = t
-                    .files
-                    .iter()
-                    .filter(|c| c.seq == seq)
-                    .map(|c| c.entry.clone())
-                    .collect();
+        let recorded = match recorded {
+            Some((mut rec, seq)) => {
+                if let (Some(seq), Some(t)) = (seq, self.index.turn(&rec.turn)?) {
+                    rec.captured = t
+                        .files
+                        .iter()
+                        .filter(|c| c.seq == seq)
+                        .map(|c| c.entry.clone())
+                        .collect();
+                }
+                Some(rec)
             }
-            rec
-        });
+            None => None,
+        };
         Ok(SnapshotReport {
             turn: turn.clone(),
             after,
@@ -578,7 +581,7 @@ impl Store {
         let (changes, mut files) = diff(&base.entries, &entries, blob_size);
         crate::links::add_unchanged_names(&base.entries, &mut files, blob_size);
         let (assigned, elsewhere) =
-            attribution::assign(plan.owners, files, &self.index, base.log_seq);
+            attribution::assign(plan.owners, files, &self.index, base.log_seq)?;
         drop(base);
         // The report describes the caller's turn when it is one of them.
         let reported = assigned
@@ -604,7 +607,7 @@ impl Store {
             // A command that changed nothing in a turn that exists already
             // appends nothing.
             let mut appended = None;
-            if !posts.is_empty() || self.index.turn(&a.turn).is_none() {
+            if !posts.is_empty() || self.index.turn(&a.turn)?.is_none() {
                 let shared = if a.fresh.is_empty() {
                     Vec::new()
                 } else {

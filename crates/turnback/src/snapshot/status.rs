@@ -44,7 +44,7 @@ impl Store {
         let mut captured = Vec::new();
         if let Some(t) = &old {
             let mut by_path: HashMap<String, &TurnId> = HashMap::new();
-            for turn in self.index.turns_captured_after(t.log_seq) {
+            for turn in self.index.turns_captured_after(t.log_seq)? {
                 for c in turn.files.iter().filter(|c| c.seq > t.log_seq) {
                     by_path.entry(c.entry.path.to_string()).or_insert(&turn.id);
                 }

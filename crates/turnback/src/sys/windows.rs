@@ -1183,18 +1183,10 @@ pub(crate) fn euid() -> u32 {
     0
 }
 
-/// `std::fs::canonicalize` without its verbatim prefix: `\\?\C:\x` is
-/// `C:\x` and `\\?\UNC\host\share` is `\\host\share`.
+/// `std::fs::canonicalize` without its verbatim prefix
+/// ([`crate::path::strip_verbatim`]).
 pub(crate) fn canonicalize(path: &Path) -> io::Result<PathBuf> {
-    let full = std::fs::canonicalize(path)?;
-    let text = full.to_string_lossy();
-    if let Some(unc) = text.strip_prefix(r"\\?\UNC\") {
-        return Ok(PathBuf::from(format!(r"\\{unc}")));
-    }
-    match text.strip_prefix(r"\\?\") {
-        Some(rest) if rest.as_bytes().get(1) == Some(&b':') => Ok(PathBuf::from(rest)),
-        _ => Ok(full),
-    }
+    std::fs::canonicalize(path).map(|full| crate::path::strip_verbatim(&full))
 }
 
 /// Whether a stored name must pass Windows' name rules here

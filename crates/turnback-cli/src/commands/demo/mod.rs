@@ -64,11 +64,11 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     if ctx.json() {
         ctx.print_json(&rows)?;
     } else {
-        print_table(&built, &rows, &version);
+        print_table(&built, &rows, &version)?;
     }
     if args.keep {
         let kept = tmp.keep();
-        eprintln!(
+        errln!(
             "turnback: the demo's folders are kept in {}",
             kept.display()
         );
@@ -77,7 +77,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         return Ok(0);
     }
     for s in &surprises {
-        eprintln!("turnback: demo surprise: {s}");
+        errln!("turnback: demo surprise: {s}");
     }
     Ok(1)
 }
@@ -138,23 +138,23 @@ fn summary(diffs: &[Difference]) -> String {
         .join(", ")
 }
 
-fn print_table(built: &Built, rows: &[Row], git_version: &str) {
+fn print_table(built: &Built, rows: &[Row], git_version: &str) -> std::io::Result<()> {
     let lines = |s: &Snapshot| scenario::line_count(s, "styles.css");
-    println!("turnback demo: undoing an AI agent's turn in a small site (git {git_version})");
-    println!();
-    println!("  before the turn  a git repository; since the last commit the user changed the");
-    println!("                   page title in index.html and began an untracked notes.md;");
-    println!("                   .env is git-ignored");
-    println!(
+    outln!("turnback demo: undoing an AI agent's turn in a small site (git {git_version})")?;
+    outln!()?;
+    outln!("  before the turn  a git repository; since the last commit the user changed the")?;
+    outln!("                   page title in index.html and began an untracked notes.md;")?;
+    outln!("                   .env is git-ignored")?;
+    outln!(
         "  the agent's turn rewrites styles.css ({} -> {} lines) and app.js, makes index.html",
         lines(&built.before),
         lines(&built.after)
-    );
-    println!("                   load a new theme.css, points API_URL in .env at localhost");
-    println!();
-    println!("Each method starts from its own copy of the folder as the agent left it.");
-    println!("Does the folder match its state before the turn, byte for byte?");
-    println!();
+    )?;
+    outln!("                   load a new theme.css, points API_URL in .env at localhost")?;
+    outln!()?;
+    outln!("Each method starts from its own copy of the folder as the agent left it.")?;
+    outln!("Does the folder match its state before the turn, byte for byte?")?;
+    outln!()?;
     let width = rows.iter().map(|r| r.method.len()).max().unwrap_or(0) + 2;
     let name_width = rows
         .iter()
@@ -163,11 +163,11 @@ fn print_table(built: &Built, rows: &[Row], git_version: &str) {
         .max()
         .unwrap_or(0)
         + 2;
-    println!("{:<width$}{:<9}DIFFERENCES", "METHOD", "MATCHES");
+    outln!("{:<width$}{:<9}DIFFERENCES", "METHOD", "MATCHES")?;
     for r in rows {
         let verdict = if r.matches { "yes" } else { "no" };
         if r.differences.is_empty() {
-            println!("{:<width$}{verdict:<9}none", r.method);
+            outln!("{:<width$}{verdict:<9}none", r.method)?;
         }
         for (i, d) in r.differences.iter().enumerate() {
             let (method, verdict) = if i == 0 {
@@ -180,37 +180,38 @@ fn print_table(built: &Built, rows: &[Row], git_version: &str) {
                 .as_deref()
                 .map(|t| format!(" ({t})"))
                 .unwrap_or_default();
-            println!(
+            outln!(
                 "{method:<width$}{verdict:<9}{:<name_width$}{}{detail}",
                 d.path,
                 d.how.as_str()
-            );
+            )?;
         }
     }
-    println!();
+    outln!()?;
     let matching: Vec<&str> = rows
         .iter()
         .filter(|r| r.matches)
         .map(|r| r.method)
         .collect();
     match matching.as_slice() {
-        [] => println!("No method put the folder back as it was before the turn."),
-        [only] => println!("Only `{only}` put the folder back as it was before the turn."),
-        many => println!(
+        [] => outln!("No method put the folder back as it was before the turn.")?,
+        [only] => outln!("Only `{only}` put the folder back as it was before the turn.")?,
+        many => outln!(
             "These put the folder back as it was before the turn: {}.",
             many.join(", ")
-        ),
+        )?,
     }
-    println!();
-    println!("How each was run:");
+    outln!()?;
+    outln!("How each was run:")?;
     for r in rows {
         let note = r
             .note
             .as_deref()
             .map(|n| format!("  ({n})"))
             .unwrap_or_default();
-        println!("  {:<width$}{}{note}", r.method, r.commands.join(", then "));
+        outln!("  {:<width$}{}{note}", r.method, r.commands.join(", then "))?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -205,13 +205,14 @@ enum Verdict {
 pub fn run(ctx: &Ctx, d: &Dialect, event_name: Option<&str>) -> Outcome {
     let verdict = match read_event(d, event_name) {
         Err(e) => {
-            eprintln!("turnback hook {}: ignoring the event: {e:#}", d.name);
+            errln!("turnback hook {}: ignoring the event: {e:#}", d.name);
             Verdict::Allow
         }
         Ok(event) => handle(ctx, d, &event).unwrap_or_else(|e| {
-            eprintln!(
+            errln!(
                 "turnback hook {}: {} was not recorded: {e:#}",
-                d.name, event.name
+                d.name,
+                event.name
             );
             Verdict::Allow
         }),
@@ -219,11 +220,11 @@ pub fn run(ctx: &Ctx, d: &Dialect, event_name: Option<&str>) -> Outcome {
     let (code, stdout) = match (verdict, d.block) {
         (Verdict::Allow, _) => (0, d.stdout_ok.to_owned()),
         (Verdict::Block(reason), Block::Exit2) => {
-            eprintln!("{reason}");
+            errln!("{reason}");
             return Ok(EXIT_BLOCK);
         }
         (Verdict::Block(reason), Block::CancelJson) => {
-            eprintln!("{reason}");
+            errln!("{reason}");
             let answer = json!({ "cancel": true, "errorMessage": reason });
             (0, answer.to_string())
         }
@@ -280,7 +281,7 @@ fn handle(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<Verdict> {
             Coverage::Recorded => {}
             Coverage::RecordedWithNotes(notes) => {
                 for n in notes {
-                    eprintln!("turnback: note: {n}");
+                    errln!("turnback: note: {n}");
                 }
             }
         }
@@ -369,7 +370,7 @@ fn open(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<Maintained> {
     let store = Maintained::open(&root, options)
         .with_context(|| format!("cannot open the turnback store of {}", root.display()))?;
     for w in store.warnings() {
-        eprintln!("turnback: warning: {w}");
+        errln!("turnback: warning: {w}");
     }
     Ok(store)
 }
@@ -453,7 +454,7 @@ fn fresh_tag(store: &Store, d: &Dialect, event: &Event) -> anyhow::Result<String
     let taken = format!("{}-{short}-", d.turn_prefix);
     let collides = store.session(&session_key(d, event))?.is_none()
         && store
-            .turns()
+            .turns()?
             .iter()
             .any(|t| t.id.as_str().starts_with(&taken));
     if !collides {
@@ -604,7 +605,7 @@ fn capture_before_write(ctx: &Ctx, d: &Dialect, event: &Event) -> Verdict {
     let tool = event.tool.as_deref().unwrap_or("");
     let paths = match tool_paths(d, event) {
         Ok(p) if p.is_empty() => {
-            eprintln!(
+            errln!(
                 "turnback hook {}: {tool} names no file path; nothing was captured",
                 d.name
             );
@@ -637,14 +638,14 @@ fn capture_one(store: &mut Store, session: &Session, path: &Path) -> anyhow::Res
     match store.capture(&session.turn, session.label.as_deref(), path) {
         Ok(report) => {
             for p in &report.links_outside {
-                eprintln!(
+                errln!(
                     "turnback: warning: {p} is a symlink that points outside the project; a write through it cannot be rewound"
                 );
             }
             Ok(())
         }
         Err(Error::BadPath { path: p, reason }) => {
-            eprintln!(
+            errln!(
                 "turnback: note: {p} is not checkpointed ({reason}); rewinds will not restore it"
             );
             Ok(())

@@ -145,7 +145,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     };
     let plan = plan(&program)?;
     if a.print {
-        print_plan(&plan);
+        print_plan(&plan)?;
         return Ok(0);
     }
     install(ctx, plan)
@@ -268,33 +268,34 @@ fn home_dir() -> Option<PathBuf> {
 /// `--print`: the settings to merge (JSON on stdout), or, for agents
 /// configured by files alone, each file after a `# PATH` line. Chat
 /// commands beside settings are named on stderr.
-fn print_plan(plan: &Plan) {
+fn print_plan(plan: &Plan) -> std::io::Result<()> {
     if let Some((_, doc)) = &plan.settings {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(doc).expect("JSON values serialize")
-        );
+        )?;
         for f in &plan.files {
-            eprintln!(
+            errln!(
                 "turnback: `turnback init {}` also writes the chat command {}",
                 plan.dialect.name,
                 f.path.display()
             );
         }
         if let Some(user) = plan.user_level {
-            eprintln!(
+            errln!(
                 "turnback: for every project, put the same file in {user} (`turnback init {}` in a project writes it; copy it from there)",
                 plan.dialect.name
             );
         }
-        return;
+        return Ok(());
     }
     for f in &plan.files {
-        println!("# {}\n{}", f.path.display(), f.text);
+        outln!("# {}\n{}", f.path.display(), f.text)?;
     }
     if let Some(user) = plan.user_level {
-        eprintln!("turnback: for every project, put them in {user}");
+        errln!("turnback: for every project, put them in {user}");
     }
+    Ok(())
 }
 
 fn install(ctx: &Ctx, plan: Plan) -> Outcome {
@@ -371,15 +372,15 @@ fn report(ctx: &Ctx, d: &Dialect, written: &[PathBuf], removed: &[PathBuf]) -> O
             "changed": changed,
         }))?;
     } else if !changed {
-        println!("turnback is already installed for {}", d.agent);
+        outln!("turnback is already installed for {}", d.agent)?;
     } else {
         for p in written {
-            println!("wrote {}", p.display());
+            outln!("wrote {}", p.display())?;
         }
         for p in removed {
-            println!("removed {} (no longer used)", p.display());
+            outln!("removed {} (no longer used)", p.display())?;
         }
-        println!("{} picks them up in its next session.", d.agent);
+        outln!("{} picks them up in its next session.", d.agent)?;
     }
     Ok(0)
 }
@@ -478,9 +479,62 @@ fn default_program() -> anyhow::Result<Program> {
             raw: "turnback".into(),
         });
     }
-    let raw = exe.to_string_lossy().into_owned();
-    Ok(Program {
+    Ok(program_at(&exe))
+}
+
+/// The program at `exe` as the hooks name it, its path spelled as shells
+/// read it: without Windows' verbatim prefix, which `canonicalize` adds
+/// (cmd.exe cannot run `"\\?\Z:\…\turnback.exe"`, and Git Bash reads it
+/// as `\?\Z:\…`).
+fn program_at(exe: &Path) -> Program {
+    let raw = turnback::path::strip_verbatim(exe)
+        .to_string_lossy()
+        .into_owned();
+    Program {
         shell: crate::platform::quote_program(&raw),
         raw,
-    })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The command text of a program found by its path, on every platform:
+    /// a verbatim path (what `canonicalize` gives on Windows when
+    /// `turnback.exe` is not on PATH) is spelled without its prefix.
+    #[test]
+    fn a_program_path_is_written_without_the_verbatim_prefix() {
+        for (exe, plain) in [
+            (r"\\?\Z:\tools\turnback.exe", r"Z:\tools\turnback.exe"),
+            (
+                r"\\?\UNC\server\share\bin\turnback.exe",
+                r"\\server\share\bin\turnback.exe",
+            ),
+            (
+                r"C:\Program Files\turnback.exe",
+                r"C:\Program Files\turnback.exe",
+            ),
+            ("/usr/local/bin/turnback", "/usr/local/bin/turnback"),
+        ] {
+            let p = program_at(Path::new(exe));
+            assert_eq!(p.raw, plain, "{exe}");
+            assert_eq!(p.shell, crate::platform::quote_program(plain), "{exe}");
+            assert!(!p.shell.contains(r"\?\"), "{}", p.shell);
+        }
+    }
+
+    /// The hook command `turnback init claude-code` writes names it so.
+    #[test]
+    fn the_written_hook_command_names_the_program_without_the_prefix() -> anyhow::Result<()> {
+        let exe = Path::new(r"\\?\Z:\tools\turnback.exe");
+        let plan = plan_claude_code(&program_at(exe))?;
+        let (_, settings) = plan.settings.context("claude-code has settings")?;
+        let text = settings.to_string();
+        let word = crate::platform::quote_program(r"Z:\tools\turnback.exe");
+        let command = serde_json::to_string(&format!("{word} hook claude-code"))?;
+        assert!(text.contains(&command), "{text}");
+        assert!(!text.contains(r"?\\"), "{text}");
+        Ok(())
+    }
 }
