@@ -588,8 +588,11 @@ fn user_prompt(root: &Path, session: &str, text: &str, prompt_id: &str) -> Value
     )
 }
 
-/// The live turns as `(id, label, paths)`, oldest first.
-fn turns(root: &Path) -> Result<Vec<(String, String, Vec<String>)>, Box<dyn std::error::Error>> {
+/// A live turn as `(id, label, paths)`.
+type Listed = (String, String, Vec<String>);
+
+/// The live turns, oldest first.
+fn turns(root: &Path) -> Result<Vec<Listed>, Box<dyn std::error::Error>> {
     let mut out = Vec::new();
     for t in list(root)? {
         let id = t["turn"].as_str().ok_or("turn id")?.to_owned();

@@ -260,7 +260,7 @@ fn handle(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<Verdict> {
         // recorded in its turn before the next turn begins.
         if let Some(report) = store.close_session_windows(&session_key(d, event))? {
             for w in report.warnings {
-                eprintln!("turnback: note: {w}");
+                errln!("turnback: note: {w}");
             }
         }
         begin_turn(&mut store, d, event, *rule)?;
