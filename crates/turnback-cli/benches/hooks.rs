@@ -483,6 +483,10 @@ struct Config {
     small_turns: usize,
     /// Only the `turnback write` rows (no hook tables; never written).
     only_write: bool,
+    /// Only the rows of calls made while maintenance runs (never written).
+    only_maintenance: bool,
+    /// Files of the project whose rewind leaves maintenance to do.
+    maint_files: usize,
     tmp: PathBuf,
     build_dir: PathBuf,
     out: PathBuf,
@@ -560,11 +564,17 @@ fn config() -> Res<Config> {
     } else {
         tmp.clone()
     };
-    let only_write = match std::env::var("TURNBACK_BENCH_ONLY") {
-        Ok(v) if v == "write" => true,
-        Ok(v) if v.is_empty() => false,
-        Ok(v) => return Err(format!("TURNBACK_BENCH_ONLY={v:?}: only \"write\" is known").into()),
-        Err(_) => false,
+    let (only_write, only_maintenance) = match std::env::var("TURNBACK_BENCH_ONLY") {
+        Ok(v) if v == "write" => (true, false),
+        Ok(v) if v == "maintenance" => (false, true),
+        Ok(v) if v.is_empty() => (false, false),
+        Ok(v) => {
+            return Err(format!(
+                "TURNBACK_BENCH_ONLY={v:?}: only \"write\" and \"maintenance\" are known"
+            )
+            .into());
+        }
+        Err(_) => (false, false),
     };
     Ok(Config {
         agents,
@@ -577,6 +587,8 @@ fn config() -> Res<Config> {
         turns: env_usize("TURNBACK_BENCH_TURNS", 10_000)?,
         small_turns: env_usize("TURNBACK_BENCH_SMALL_TURNS", 200)?,
         only_write,
+        only_maintenance,
+        maint_files: env_usize("TURNBACK_BENCH_MAINT_FILES", 20_000)?,
         tmp,
         build_dir,
         out: std::env::var_os("TURNBACK_BENCH_OUT")
@@ -993,9 +1005,203 @@ fn write_repetition(
     Ok((t, work))
 }
 
+/// Calls made right after a rewind that leaves maintenance to do (the
+/// files it kept aside, stored by a background `turnback maintain`), and
+/// the same calls after the same rewind with no maintenance running.
+#[derive(Default, Clone)]
+struct MaintTimes {
+    /// Per call kind ([`MAINT_CALLS`]): while maintenance runs.
+    during: [Vec<f64>; 2],
+    /// The same with no maintenance running (`TURNBACK_NO_BACKGROUND`).
+    peer: [Vec<f64>; 2],
+    /// Calls after which the kept files were still being stored (the
+    /// call ran wholly while maintenance did).
+    overlapped: usize,
+    /// How long the background maintenance took, from the rewind's exit.
+    maintenance: Vec<f64>,
+}
+
+/// The calls timed while maintenance runs.
+const MAINT_CALLS: [&str; 2] = [
+    "`turnback write` (capture, write)",
+    "`turnback hook claude-code` PreToolUse Write (capture)",
+];
+
+/// Whether the store of `root` still has work left for maintenance (the
+/// files kept aside, the trash).
+fn kept_pending(root: &Path) -> Res<bool> {
+    Ok(turnback::Store::open(root)?.maintenance_due())
+}
+
+/// A project of `n` small files in 100 directories, its store holding
+/// turn `t1` that changed every one (a command's before and after
+/// snapshots), rewound by the command line: the rewind keeps every file it
+/// replaces aside, so it leaves them to be stored. `background`: the
+/// rewind starts `turnback maintain` as it always does; otherwise it is
+/// kept from starting. Returns when the rewind has exited.
+fn rewound_project(bin: &Path, dir: &Path, n: usize, background: bool) -> Res<PathBuf> {
+    let root = dir.to_path_buf();
+    for i in 0..n {
+        let d = root.join(format!("src/d{}", i % 100));
+        fs::create_dir_all(&d)?;
+        fs::write(d.join(format!("f{i}.txt")), format!("file {i}\n"))?;
+    }
+    fs::write(root.join("x.txt"), "x\n")?;
+    let run = |args: &[&str]| -> Res<()> {
+        let mut c = Command::new(bin);
+        c.args(args).current_dir(&root).stdin(Stdio::null());
+        if !background {
+            c.env("TURNBACK_NO_BACKGROUND", "1");
+        } else {
+            c.env_remove("TURNBACK_NO_BACKGROUND");
+        }
+        let out = c.output()?;
+        if !out.status.success() {
+            return Err(format!(
+                "turnback {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            )
+            .into());
+        }
+        Ok(())
+    };
+    run(&["snapshot", "--turn", "t1"])?;
+    for i in 0..n {
+        let f = root.join(format!("src/d{}/f{i}.txt", i % 100));
+        fs::write(f, format!("file {i}, changed by the command\n"))?;
+    }
+    run(&["snapshot", "--turn", "t1", "--after"])?;
+    sync_fs(&root)?;
+    run(&["rewind", "t1"])?;
+    Ok(root)
+}
+
+/// One repetition of the maintenance rows: the two projects (maintenance
+/// running, and not) made the same way, which goes first alternating; in
+/// each, right after the rewind, one call of each kind.
+fn maintenance_repetition(cfg: &Config, bin: &Path, rep: usize) -> Res<(MaintTimes, TempDir)> {
+    let work = TempDir::with_prefix_in("turnback-bench-maint-", &cfg.tmp)?;
+    let mut t = MaintTimes::default();
+    let hook_event = |root: &Path| -> Res<Vec<u8>> {
+        Ok(serde_json::to_vec(&json!({
+            "session_id": "8c35adc1-4f1e-4c9a-9a51-0f6b7e2d1c3a",
+            "prompt_id": format!("p-{rep}"),
+            "transcript_path": "/home/user/.claude/projects/-proj/8c35adc1.jsonl",
+            "cwd": root,
+            "permission_mode": "default",
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Write",
+            "tool_input": { "file_path": root.join("src/d1/f1.txt"), "content": "new\n" },
+        }))?)
+    };
+    for side in 0..2 {
+        let background = (rep + side) % 2 == 0;
+        let root = rewound_project(
+            bin,
+            &work.path().join(format!("p{side}")),
+            cfg.maint_files,
+            background,
+        )?;
+        let after_rewind = Instant::now();
+        if background && !kept_pending(&root)? {
+            return Err(format!(
+                "{}: the rewind kept no file aside, so left no maintenance to measure",
+                root.display()
+            )
+            .into());
+        }
+        let times = [
+            spawn_write(bin, &root, "t2", "x.txt", b"y\n")?,
+            spawn(
+                bin,
+                &["hook", "claude-code"],
+                &root,
+                &hook_event(&root)?,
+                Some(""),
+            )?,
+        ];
+        let which = if background {
+            &mut t.during
+        } else {
+            &mut t.peer
+        };
+        for (k, time) in times.into_iter().enumerate() {
+            which[k].push(time);
+        }
+        if background {
+            if kept_pending(&root)? {
+                t.overlapped += 1;
+            }
+            let t0 = Instant::now();
+            while kept_pending(&root)? {
+                if t0.elapsed().as_secs() > 300 {
+                    return Err(format!(
+                        "{}: maintenance still running after 5 minutes",
+                        root.display()
+                    )
+                    .into());
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            t.maintenance.push(after_rewind.elapsed().as_secs_f64());
+        }
+    }
+    Ok((t, work))
+}
+
 /// The result cell of a row with a target.
 fn verdict(met: bool) -> &'static str {
     if met { "**met**" } else { "**missed**" }
+}
+
+/// The table of calls made while maintenance runs.
+fn render_maintenance(cfg: &Config, maint: &[MaintTimes]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\n### Calls while background maintenance runs\n\n\
+         Each cell is the median over the repetitions (one call each). The peer is the same call \
+         right after the same rewind, in a project made the same way, with no maintenance \
+         running (`TURNBACK_NO_BACKGROUND=1`); which of the two projects goes first alternates. \
+         Target (issue 26): a foreground call answered within 50 ms of the peer.\n\n\
+         | Call | while maintenance runs | peer: no maintenance running | difference of the medians | ratio of the medians | target | result |\n|---|---|---|---|---|---|---|"
+    );
+    for (k, name) in MAINT_CALLS.iter().enumerate() {
+        let during: Vec<f64> = maint.iter().flat_map(|m| m.during[k].clone()).collect();
+        let peer: Vec<f64> = maint.iter().flat_map(|m| m.peer[k].clone()).collect();
+        if during.is_empty() || peer.is_empty() {
+            continue;
+        }
+        let diff = median(&during) - median(&peer);
+        let _ = writeln!(
+            s,
+            "| {name} | {} | {} | {} | {:.2}x | ≤ +50 ms | {} |",
+            time_cell(&during),
+            time_cell(&peer),
+            ms(diff),
+            median(&during) / median(&peer),
+            verdict(diff <= 0.050),
+        );
+    }
+    let maintenance: Vec<f64> = maint.iter().flat_map(|m| m.maintenance.clone()).collect();
+    let overlapped: usize = maint.iter().map(|m| m.overlapped).sum();
+    let _ = writeln!(
+        s,
+        "\nThe project: {} files of a few bytes in 100 directories; its store holds one turn, \
+         `turnback snapshot --turn t1`, every file rewritten, `turnback snapshot --turn t1 --after`, \
+         then `turnback rewind t1`, which keeps each file it replaces aside in the store and \
+         leaves storing them to the `turnback maintain` it starts in the background. Right after \
+         the rewind exits, `turnback write` of another file (a new turn) and a Claude Code \
+         PreToolUse Write event on `turnback hook claude-code` (a capture), each timed from \
+         spawn to exit. In {overlapped} of {} repetitions the kept files were still being \
+         stored when both calls had answered; the background maintenance took {} from the \
+         rewind's exit.",
+        thousands(cfg.maint_files as u64),
+        maint.len(),
+        time_cell(&maintenance),
+    );
+    s
 }
 
 // ------------------------------------------------- copied from turnback's store bench
@@ -1266,6 +1472,22 @@ fn main() -> Res<()> {
     }
     let m = machine(&cfg.tmp)?;
     let commit = commit();
+    let mut maint = Vec::new();
+    for rep in 0..cfg.reps {
+        eprintln!(
+            "calls during maintenance: repetition {}/{} ...",
+            rep + 1,
+            cfg.reps
+        );
+        let (times, dir) = maintenance_repetition(&cfg, &bin, rep)?;
+        maint.push(times);
+        drop(dir);
+    }
+    if cfg.only_maintenance {
+        println!("{}", render_maintenance(&cfg, &maint));
+        println!("(not written: TURNBACK_BENCH_ONLY)");
+        return Ok(());
+    }
     eprintln!("loading {} files of {} ...", cfg.files, cfg.tree.display());
     let files = load_tree(&cfg.tree, cfg.files)?;
     let tree_bytes = files.iter().map(|(_, b)| b.len() as u64).sum();
@@ -1279,9 +1501,9 @@ fn main() -> Res<()> {
     let large = build_store(&files, cfg.turns, built_large.path())?;
     let built_small = TempDir::with_prefix_in("turnback-bench-small-", &cfg.build_dir)?;
     let small = build_store(&files, cfg.small_turns, built_small.path())?;
+    let mut keep = Vec::new();
     let mut writes = Vec::new();
     let mut per_rep_large = Vec::new();
-    let mut keep = Vec::new();
     for rep in 0..cfg.reps {
         eprintln!("turnback write: repetition {}/{} ...", rep + 1, cfg.reps);
         let (w, dir) = write_repetition(&files, &cfg, &bin, rep, &large, &small)?;
@@ -1320,7 +1542,7 @@ fn main() -> Res<()> {
         &bin,
         &load_end,
         &commit,
-    );
+    ) + &render_maintenance(&cfg, &maint);
     println!("{body}");
     if !cfg.write || cfg.only_write {
         println!("(not written: --no-write or TURNBACK_BENCH_ONLY)");
