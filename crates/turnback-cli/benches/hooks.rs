@@ -1096,7 +1096,7 @@ fn maintenance_repetition(cfg: &Config, bin: &Path, rep: usize) -> Res<(MaintTim
         }))?)
     };
     for side in 0..2 {
-        let background = (rep + side) % 2 == 0;
+        let background = (rep + side).is_multiple_of(2);
         let root = rewound_project(
             bin,
             &work.path().join(format!("p{side}")),

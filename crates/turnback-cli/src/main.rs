@@ -96,7 +96,7 @@ impl Ctx {
             Some(r) => Ok(r.clone()),
             None => {
                 let cwd = std::env::current_dir()?;
-                Ok(turnback::discover_root(&cwd))
+                Ok(turnback::discover_root(&cwd)?)
             }
         }
     }

@@ -149,6 +149,18 @@ pub enum Error {
         /// The value given.
         given: PathBuf,
     },
+    /// The folder found for a command is one turnback never takes as a
+    /// project root unless it is named with `--root`.
+    #[error(
+        "{} is {reason}: turnback does not make or use a store for it unless you name it with --root. Run turnback in your project's folder (or `cd` into it first), or pass --root {} if this folder really is the project",
+        path.display(), path.display()
+    )]
+    NotARoot {
+        /// The folder.
+        path: PathBuf,
+        /// What it is.
+        reason: &'static str,
+    },
     /// The store a project's marker or registry entry names is gone.
     #[error(
         "the store of {} is gone: {} (named by {}) does not exist, so the turns it held cannot be rewound here. If turnback ran with another home directory or TURNBACK_DATA_DIR when the store was made, run it with that one again; if the store was deleted, `turnback store --forget` forgets it and the next capture starts a new, empty store. The project's files are untouched",

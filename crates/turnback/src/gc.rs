@@ -141,6 +141,10 @@ impl Kept {
 impl Store {
     /// Drops turns beyond the limits and deletes what nothing refers to.
     pub fn gc(&mut self, options: &GcOptions) -> Result<GcReport> {
+        // No store yet: nothing to collect, and none is made for it.
+        if !self.has_store() {
+            return Ok(GcReport::default());
+        }
         let _guard = self.begin_mutation()?;
         self.gc_locked(options)
     }

@@ -101,7 +101,9 @@ pub use snapshot::{
     Baseline, CapturedSince, ChangeKind, Changes, DEFAULT_EXCLUDES, IGNORE_FILE, NoProgress,
     NotCaptured, NotCovered, Progress, Recorded, Renamed, ScanStats, SnapshotReport, Status,
 };
-pub use store::{CaptureReport, DEFAULT_MAX_FILE_SIZE, Options, Store, discover_root};
+pub use store::{
+    CaptureReport, DEFAULT_MAX_FILE_SIZE, Options, Store, discover_root, never_a_root,
+};
 pub use verify::{VerifyReport, verify_root};
 
 /// The README's Rust example, compiled as a doctest.

@@ -633,6 +633,108 @@ pub fn forget(root: &Path, data_dir: Option<&Path>) -> Result<Vec<PathBuf>> {
     forget_gone(&canonical_root(root)?, &data_for(data_dir)?)
 }
 
+/// Forgets the project at `root` whether or not its store still exists:
+/// removes its marker's `store.toml` and its registry entry, so nothing
+/// finds the store from that folder again and the next capture there
+/// starts a new one. The store's directory is left as it is (nothing a
+/// user might still want is deleted): its path is returned with the files
+/// removed. `root` need not exist (a folder deleted long ago). For a
+/// registration made by mistake (an older turnback adopted the home
+/// folder), or a project no longer wanted.
+pub fn forget_project(
+    root: &Path,
+    data_dir: Option<&Path>,
+) -> Result<(Vec<PathBuf>, Option<PathBuf>)> {
+    let root = crate::sys::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let data = data_for(data_dir)?;
+    let _guard = data.lock()?;
+    let mut removed = Vec::new();
+    let mut store = None;
+    let marker = root.join(STORE_DIR).join(MARKER_FILE);
+    if let Ok(Some(Marker::Id(id))) = read_marker(&marker) {
+        std::fs::remove_file(&marker).ctx("remove", &marker)?;
+        store = Some(data.store_dir(&id));
+        removed.push(marker);
+    }
+    if let Some(id) = data.registered(&root).ok().flatten() {
+        let entry = data.registry_entry(&root);
+        std::fs::remove_file(&entry).ctx("remove", &entry)?;
+        store = Some(data.store_dir(&id));
+        removed.push(entry);
+    }
+    Ok((removed, store.filter(|s| s.is_dir())))
+}
+
+/// A project the registry of the data directory knows.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Registered {
+    /// The project's root, as registered.
+    pub root: PathBuf,
+    /// Its store's directory.
+    pub store_dir: PathBuf,
+    /// Whether the store's directory exists.
+    pub store_exists: bool,
+    /// Whether the root folder exists.
+    pub root_exists: bool,
+    /// The bytes of the files in the store's directory.
+    pub bytes: u64,
+}
+
+/// Every project the registry of the data directory (`data_dir`: as
+/// [`crate::Options::data_dir`]) knows, sorted by root. A registry entry
+/// that cannot be read is left out.
+pub fn registered_projects(data_dir: Option<&Path>) -> Result<Vec<Registered>> {
+    let data = data_for(data_dir)?;
+    let dir = data.dir.join(PROJECTS);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).ctx("list", &dir),
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        let e = e.ctx("list", &dir)?;
+        let Some(text) = read_small(&e.path())? else {
+            continue;
+        };
+        let cut = text.iter().position(|&b| b == b'\n').unwrap_or(text.len());
+        let id = String::from_utf8_lossy(&text[..cut]).into_owned();
+        let Some(named) = text.get(cut + 1..) else {
+            continue;
+        };
+        if !valid_id(&id) || named.is_empty() {
+            continue;
+        }
+        // Written from `as_encoded_bytes` of a path by `register`.
+        let root = PathBuf::from(crate::sys::os_str(named));
+        let store_dir = data.store_dir(&id);
+        out.push(Registered {
+            root_exists: root.is_dir(),
+            store_exists: store_dir.is_dir(),
+            bytes: bytes_under(&store_dir),
+            root,
+            store_dir,
+        });
+    }
+    out.sort_by(|a, b| a.root.cmp(&b.root));
+    Ok(out)
+}
+
+/// The bytes of the regular files under `dir` (0 when it is not there).
+fn bytes_under(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => bytes_under(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
+}
+
 /// Chooses where the store of `root` lives: `in_project` true moves it into
 /// `<root>/.turnback/`, false into the data directory. Returns the new
 /// location; a store that is already there is left as it is.

@@ -468,6 +468,10 @@ impl Store {
     }
 
     fn rewind_holding(&mut self, turn: &TurnId, options: &RewindOptions) -> Result<Report> {
+        // No store yet: the turn is unknown, and none is made to say so.
+        if !self.has_store() {
+            self.turn(turn)?;
+        }
         let _guard = if options.dry_run {
             None
         } else {
@@ -535,6 +539,9 @@ impl Store {
     }
 
     fn revert_holding(&mut self, turn: &TurnId, options: &RevertOptions) -> Result<Report> {
+        if !self.has_store() {
+            self.turn(turn)?;
+        }
         let _guard = if options.dry_run {
             None
         } else {
@@ -636,8 +643,15 @@ impl Store {
     }
 
     fn reverse_holding(&mut self, undo: bool) -> Result<Report> {
-        let _guard = self.begin_mutation()?;
-        self.close_windows()?;
+        // No store yet: nothing to reverse, and none is made to say so.
+        let _guard = if self.has_store() {
+            Some(self.begin_mutation()?)
+        } else {
+            None
+        };
+        if _guard.is_some() {
+            self.close_windows()?;
+        }
         let (stack, nothing) = if undo {
             (
                 &self.index.done,

@@ -323,18 +323,55 @@ fn inside(root: &Path, dir: &Path) -> Option<Vec<u8>> {
     (!rel.as_os_str().is_empty()).then(|| rel.as_os_str().as_encoded_bytes().to_vec())
 }
 
-/// Finds the root for `start`: the nearest ancestor holding a `.turnback/`
-/// marker or known to the registry of the data directory (its marker
-/// deleted, or the folder deleted and made again), else `start` itself.
-pub fn discover_root(start: &Path) -> PathBuf {
+/// Why `dir` (canonical) is never found as a project root, only named
+/// with `--root`: the home folder (a store there would take in every
+/// project below it, and `init` would write the agents' user-wide
+/// settings), a file-system root, or a folder that holds turnback's data
+/// directory (its own store would be in its project). git's
+/// `safe.directory` and `GIT_CEILING_DIRECTORIES` draw the same lines.
+pub fn never_a_root(dir: &Path) -> Option<&'static str> {
+    let canonical = |p: PathBuf| crate::sys::canonicalize(&p).unwrap_or(p);
+    if dir.parent().is_none() {
+        return Some("a file-system root");
+    }
+    if dirs::home_dir().map(canonical).is_some_and(|h| h == dir) {
+        return Some("your home folder");
+    }
+    if location::data_dir()
+        .ok()
+        .map(canonical)
+        .is_some_and(|d| d.starts_with(dir))
+    {
+        return Some("a folder that holds turnback's data directory");
+    }
+    None
+}
+
+/// Finds the root for `start`, as git finds `.git`: the nearest ancestor
+/// holding a `.turnback/` marker or known to the registry of the data
+/// directory (its marker deleted, or the folder deleted and made again),
+/// else `start` itself. A folder [`never_a_root`] names is skipped, and is
+/// an error when it is what would be taken ([`Error::NotARoot`]): the
+/// caller names it with `--root` if it means it.
+pub fn discover_root(start: &Path) -> Result<PathBuf> {
     let data = location::data_dir().ok().map(Data::new);
     let canonical = crate::sys::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
     // The nearest ancestor that has either wins: an outer project's marker
     // must not capture a nested project whose marker a command deleted.
-    canonical
-        .ancestors()
-        .find(|a| a.join(STORE_DIR).is_dir() || data.as_ref().is_some_and(|d| d.knows(a)))
-        .map_or_else(|| start.to_path_buf(), Path::to_path_buf)
+    let found = canonical.ancestors().find(|a| {
+        (a.join(STORE_DIR).is_dir() || data.as_ref().is_some_and(|d| d.knows(a)))
+            && never_a_root(a).is_none()
+    });
+    if let Some(found) = found {
+        return Ok(found.to_path_buf());
+    }
+    match never_a_root(&canonical) {
+        Some(reason) => Err(Error::NotARoot {
+            path: canonical,
+            reason,
+        }),
+        None => Ok(start.to_path_buf()),
+    }
 }
 
 impl Store {
@@ -414,6 +451,14 @@ impl Store {
     /// Where the store is kept (`None` until the first capture creates it).
     pub fn location(&self) -> Option<&Location> {
         self.location.as_ref()
+    }
+
+    /// Whether the project has a store yet (its first capture makes one).
+    /// A command that captures nothing makes none: a rewind, revert, undo,
+    /// redo, seal or gc in a folder without a store fails or does nothing
+    /// and leaves no marker, registry entry or store behind.
+    pub fn has_store(&self) -> bool {
+        self.location.is_some()
     }
 
     /// The options in use.
@@ -1079,6 +1124,9 @@ impl Store {
     /// someone else's. Paths whose post-image a write through turnback
     /// already recorded keep it. Sealing twice is harmless.
     pub fn seal(&mut self, turn: &TurnId) -> Result<usize> {
+        if !self.has_store() {
+            self.turn(turn)?;
+        }
         let _guard = self.begin_mutation()?;
         let first = self.turn(turn)?.first_seq;
         self.seal_turn(first)

@@ -360,6 +360,9 @@ impl Store {
     /// turns. Called by the session's next prompt. `None` when none was
     /// open.
     pub fn close_session_windows(&mut self, session: &str) -> Result<Option<SnapshotReport>> {
+        if !self.has_store() {
+            return Ok(None);
+        }
         let _guard = self.begin_mutation()?;
         let dirs = self.dirs();
         let Some(turn) = tree::pending_turn(&dirs.store, &self.store_path)? else {
@@ -399,6 +402,13 @@ impl Store {
         how: &HalfOf<'_>,
         progress: &dyn Progress,
     ) -> Result<SnapshotReport> {
+        // An after half with no store has no before half: an error, and no
+        // store is made for it.
+        if how.after && !self.has_store() {
+            return Err(Error::NoSnapshot {
+                root: self.root.clone(),
+            });
+        }
         let _guard = self.begin_mutation()?;
         self.snapshot_locked(turn, label, how, progress)
     }

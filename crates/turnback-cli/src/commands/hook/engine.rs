@@ -348,17 +348,22 @@ fn root_for(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<PathBuf> {
         p.join(turnback::path::STORE_DIR).is_dir()
             || matches!(turnback::location::locate(p, None), Ok(Some(_)))
     };
+    // The home folder, a file-system root or the folder holding the data
+    // directory is never taken (`turnback::never_a_root`): an agent started
+    // there gets an error on stderr and its hooks record nothing.
     let found = turnback::discover_root(&cwd);
-    if has_store(&found) {
-        return Ok(found);
+    if let Ok(found) = &found
+        && has_store(found)
+    {
+        return Ok(found.clone());
     }
     if let Some(project) = d.project_env.and_then(std::env::var_os).map(PathBuf::from)
         && project.is_absolute()
     {
-        let found = turnback::discover_root(&project);
+        let found = turnback::discover_root(&project)?;
         return Ok(if has_store(&found) { found } else { project });
     }
-    Ok(cwd)
+    Ok(found?)
 }
 
 fn open(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<Maintained> {
