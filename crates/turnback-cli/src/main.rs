@@ -183,6 +183,9 @@ fn main() -> ExitCode {
     // The command has answered (its output is written): the work its store
     // left for later starts in the background.
     commands::maintain::start_noted();
+    if let Some(note) = turnback::durability_note() {
+        errln!("turnback: note: {note}");
+    }
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

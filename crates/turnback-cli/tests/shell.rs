@@ -119,7 +119,8 @@ fn git_project() -> tempfile::TempDir {
     dir
 }
 
-/// Unix only: the commands are Unix tools (`rm`, `sed -i`, `chmod +x`).
+/// Unix only: the commands are Unix tools (`rm`, `sed -i.orig`, `chmod +x`),
+/// spelled so that GNU and BSD (macOS) tools read them alike.
 #[cfg(unix)]
 #[test]
 fn real_commands_under_exec_rewind_byte_for_byte_and_git_is_untouched() -> TestResult {
@@ -131,7 +132,14 @@ fn real_commands_under_exec_rewind_byte_for_byte_and_git_is_untouched() -> TestR
         ("t1", &["rm", "README.md"]),
         (
             "t2",
-            &["sed", "-i", "s/api.example.com/localhost:8080/", ".env"],
+            // `sed -i` takes a suffix argument on macOS (BSD sed) and an
+            // attached one on Linux; both read `-i.orig` alike (the backup
+            // goes in the same command, so the turn shows `.env` alone).
+            &[
+                "sh",
+                "-c",
+                "sed -i.orig s/api.example.com/localhost:8080/ .env && rm .env.orig",
+            ],
         ),
         ("t3", &["mv", "src/lib.js", "src/old_lib.js"]),
         ("t4", &["sh", "gen.sh"]),

@@ -110,3 +110,20 @@ pub use verify::{VerifyReport, verify_root};
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 struct ReadmeDoctests;
+
+/// What durability this process had, when it was less than turnback
+/// promises (a macOS file system that refused `F_FULLFSYNC`, where a plain
+/// `fsync` stood in: the writes reached the drive, whose own cache may
+/// still lose them in a power cut). `None` when every flush was whole.
+pub fn durability_note() -> Option<&'static str> {
+    sys::durability_note()
+}
+
+/// Makes the entries of the directory at `path` durable (a file renamed or
+/// removed in it), the way the store does its own: on Windows through a
+/// directory handle (`FILE_FLAG_BACKUP_SEMANTICS`) flushed with write
+/// access where the file system gives one, which `std::fs::File::open` of
+/// a directory cannot open there ("Access denied").
+pub fn sync_dir(path: &std::path::Path) -> std::io::Result<()> {
+    fsx::fsync(&fsx::open_dir_path(path)?)
+}

@@ -63,9 +63,34 @@ pub(crate) fn perm(mode: u32) -> Mode {
     Mode::from_raw_mode((mode & 0o7777) as u16)
 }
 
-/// `F_FULLFSYNC`: the file, then the drive's cache.
+/// Whether a `F_FULLFSYNC` was refused and a plain `fsync` stood in for it
+/// (see [`fsync_durable`]).
+static FULLFSYNC_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `F_FULLFSYNC`: the file, then the drive's cache. A file system that
+/// refuses it (SMB and NFS shares, macFUSE, a VM's or container's shared
+/// folder, some external drives: `ENOTSUP`, `EINVAL`, `ENOTTY`) gets a
+/// plain `fsync`, as SQLite does there: the writes reach the drive, whose
+/// cache the system cannot empty. [`durability_note`] says so.
 pub(crate) fn fsync_durable(fd: &impl AsFd) -> io::Result<()> {
-    Ok(rustix::fs::fcntl_fullfsync(fd)?)
+    match rustix::fs::fcntl_fullfsync(fd) {
+        Ok(()) => Ok(()),
+        Err(Errno::NOTSUP | Errno::INVAL | Errno::NOTTY) => {
+            FULLFSYNC_REFUSED.store(true, std::sync::atomic::Ordering::Relaxed);
+            Ok(rustix::fs::fsync(fd)?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What durability this process had, when it was less than asked for: a
+/// `F_FULLFSYNC` refused by the file system (see [`fsync_durable`]).
+pub(crate) fn durability_note() -> Option<&'static str> {
+    FULLFSYNC_REFUSED
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .then_some(
+            "this file system refused F_FULLFSYNC, so writes were flushed with fsync: they reached the drive, but its own cache may still lose them in a power cut",
+        )
 }
 
 /// A plain `fsync`: made durable by the next [`flush_device`].
@@ -95,17 +120,62 @@ pub(crate) fn flush_device(fd: &impl AsFd) -> io::Result<()> {
     fsync_durable(fd)
 }
 
-/// Creates the FIFO `name` in `dir`, mode 0600 (the caller sets the mode).
+/// `mkfifoat`, looked up when first needed: it exists from macOS 13 only,
+/// and the deployment target is older (Rust's default: 11.0 on Apple
+/// silicon, 10.12 on Intel), so it is never linked by name (a binary naming
+/// it would not start on Big Sur or Monterey).
+type MkfifoatFn =
+    unsafe extern "C" fn(libc::c_int, *const libc::c_char, libc::mode_t) -> libc::c_int;
+
+fn mkfifoat_fn() -> Option<MkfifoatFn> {
+    static FOUND: std::sync::OnceLock<Option<MkfifoatFn>> = std::sync::OnceLock::new();
+    *FOUND.get_or_init(|| {
+        // SAFETY: `dlsym` with RTLD_DEFAULT and a NUL-terminated name only
+        // looks the symbol up; a non-null result is the address of libc's
+        // `mkfifoat`, whose C signature is the one `MkfifoatFn` names.
+        unsafe {
+            let p = libc::dlsym(libc::RTLD_DEFAULT, c"mkfifoat".as_ptr());
+            (!p.is_null()).then(|| std::mem::transmute::<*mut libc::c_void, MkfifoatFn>(p))
+        }
+    })
+}
+
+/// Creates the FIFO `name` in `dir`, mode 0600 (the caller sets the mode):
+/// `mkfifoat` where the system has it; before macOS 13, `mkfifo` on the
+/// directory's path (`F_GETPATH`), then a check through `dir` that the FIFO
+/// is there (a directory moved in between: the FIFO made at the old path
+/// is removed and the call fails, so nothing is left outside).
 pub(crate) fn mkfifo_exact(dir: &impl AsFd, name: &str) -> io::Result<()> {
-    let name = std::ffi::CString::new(name)
+    let cname = std::ffi::CString::new(name)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a name"))?;
-    // SAFETY: `name` is a NUL-terminated string that outlives the call, and
-    // the descriptor is borrowed open for its duration.
-    let rc = unsafe { libc::mkfifoat(dir.as_fd().as_raw_fd(), name.as_ptr(), 0o600) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+    if let Some(mkfifoat) = mkfifoat_fn() {
+        // SAFETY: `cname` is a NUL-terminated string that outlives the
+        // call, and the descriptor is borrowed open for its duration.
+        let rc = unsafe { mkfifoat(dir.as_fd().as_raw_fd(), cname.as_ptr(), 0o600) };
+        return if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        };
+    }
+    let dir_path = rustix::fs::getpath(dir)?;
+    let mut full = dir_path.into_bytes();
+    full.push(b'/');
+    full.extend_from_slice(name.as_bytes());
+    let full = std::ffi::CString::new(full)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a path"))?;
+    // SAFETY: `full` is a NUL-terminated path that outlives the call.
+    if unsafe { libc::mkfifo(full.as_ptr(), 0o600) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    match rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Fifo => Ok(()),
+        _ => {
+            let _ = rustix::fs::unlink(full.as_c_str());
+            Err(io::Error::other(
+                "the directory moved while its FIFO was made; nothing was left",
+            ))
+        }
     }
 }
 

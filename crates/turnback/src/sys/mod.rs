@@ -68,6 +68,20 @@ pub(crate) use imp::{
     give_back_free_memory, list_names, mkfifo_exact, mode, mtime_ns, nlink, perm,
 };
 
+/// What durability this process had when it was less than the flush
+/// functions promise: on macOS, a file system that refused `F_FULLFSYNC`
+/// (see `macos.rs`). `None` elsewhere.
+pub(crate) fn durability_note() -> Option<&'static str> {
+    #[cfg(target_os = "macos")]
+    {
+        imp::durability_note()
+    }
+    #[cfg(not(target_os = "macos"))]
+    {
+        None
+    }
+}
+
 /// A time of `sec` seconds and `nsec` nanoseconds since the epoch, in
 /// nanoseconds (saturating: a time past the year 2262 stays the largest).
 fn epoch_ns(sec: i64, nsec: i64) -> i64 {

@@ -357,9 +357,7 @@ fn remove_durably(path: &Path) -> anyhow::Result<()> {
         }
     }
     let dir = path.parent().expect("a removed file has a parent");
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("cannot fsync {}", dir.display()))
+    turnback::sync_dir(dir).with_context(|| format!("cannot fsync {}", dir.display()))
 }
 
 fn report(ctx: &Ctx, d: &Dialect, written: &[PathBuf], removed: &[PathBuf]) -> Outcome {
@@ -454,9 +452,7 @@ fn write_atomically(path: &Path, bytes: &[u8], executable: bool) -> anyhow::Resu
     tmp.persist(path)
         .map_err(|e| e.error)
         .with_context(|| format!("cannot replace {}", path.display()))?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("cannot fsync {}", dir.display()))?;
+    turnback::sync_dir(dir).with_context(|| format!("cannot fsync {}", dir.display()))?;
     Ok(())
 }
 
