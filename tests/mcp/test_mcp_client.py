@@ -60,12 +60,20 @@ def turn_of(result):
     return None
 
 
-def server(binary, root, gap):
+def server(binary, root, gap, data, home):
+    # The SDK starts the server with a few variables of its own (HOME, PATH,
+    # ...), not the test's: without these the server's store would be made
+    # in the real user's data directory.
     return Client(
         StdioServerParameters(
             command=binary,
             args=["--root", str(root), "mcp", "--turn-gap", str(gap)],
             cwd="/",
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": str(home),
+                "TURNBACK_DATA_DIR": str(data),
+            },
         )
     )
 
@@ -74,6 +82,8 @@ async def main(binary):
     with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as outside:
         root = Path(tmp) / "project"
         root.mkdir()
+        data, home = Path(tmp) / "data", Path(tmp) / "home"
+        home.mkdir()
         outside = Path(outside)
         (root / "README.md").write_text("# Project\n")
         (root / "a.txt").write_text("alpha\n")
@@ -86,7 +96,7 @@ async def main(binary):
         (root / "out").symlink_to(outside)
         before = tree(root)
 
-        async with server(binary, root, 600) as c:
+        async with server(binary, root, 600, data, home) as c:
             tools = {t.name: t for t in (await c.list_tools()).tools}
             wanted = {"write_file", "edit_file", "create_directory", "move_file", "delete_file",
                       "list_turns", "show_turn", "diff_turn", "rewind", "undo"}
@@ -175,7 +185,7 @@ async def main(binary):
             check(not r.is_error and tree(root) == after_rewind, "the undone turns rewind again")
 
         # A server with gap 0: each call without `turn` is a turn of its own.
-        async with server(binary, root, 0) as c:
+        async with server(binary, root, 0, data, home) as c:
             r1 = await c.call_tool("write_file", {"path": "x.txt", "content": "x\n"})
             r2 = await c.call_tool("write_file", {"path": "y.txt", "content": "y\n"})
             e1, e2 = turn_of(r1), turn_of(r2)
@@ -184,6 +194,8 @@ async def main(binary):
             check(not r.is_error, "rewind t1 and everything after it")
 
         check(tree(root) == before, "the folder is back byte for byte")
+        stores = list((data / "stores").iterdir()) if (data / "stores").is_dir() else []
+        check(len(stores) == 1, f"the server's store is in the test's data directory: {stores}")
 
     print(f"mcp: {PASSED} passed, {FAILED} failed")
     return 1 if FAILED else 0
