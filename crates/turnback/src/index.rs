@@ -668,6 +668,21 @@ impl Index {
                     });
                     self.live_count += 1;
                 }
+                // A turn an undone operation would end again took in new
+                // paths since the undo: redoing it would end the turn and
+                // leave those paths with the turn's bytes (a later rewind of
+                // an earlier turn would skip them), so nothing can be redone
+                // any more, as in an editor after a new edit.
+                let first_now = self.turn(turn)?.map(|t| t.first_seq);
+                if !files.is_empty()
+                    && let (Some(first), Some(top)) = (first_now, self.undone.last())
+                    && self
+                        .ops
+                        .get(&top.op)
+                        .is_some_and(|o| o.turns.contains(&first))
+                {
+                    self.undone.clear();
+                }
                 let t = self.turn_mut(turn)?.expect("just ensured");
                 let first = t.first_seq;
                 if t.label.is_none() {

@@ -55,7 +55,10 @@
 //!   [`StatKey`]). Older binaries ignore it.
 //! - A `rewind` record ends every live turn whose first record has
 //!   `seq >= from_seq`; `revert` ends one turn; `undo` and `redo` name the
-//!   operation they reverse, which must be on top of its stack.
+//!   operation they reverse, which must be on top of its stack. A `capture`
+//!   record that adds paths to a turn the undone operation on top would end
+//!   again empties the stack of undone operations (nothing can be redone
+//!   after that: redoing it would leave those paths with the turn's bytes).
 //! - A blob is introduced once, by the first record that needs it, with its
 //!   pack (the record's, or its own `pack` field after gc) and, for a delta,
 //!   its `base`, introduced earlier.

@@ -665,7 +665,7 @@ impl Store {
                 &self.index.undone,
                 Error::NothingTo {
                     what: "redo",
-                    why: "nothing has been undone since the last rewind or revert",
+                    why: "nothing has been undone since the last rewind or revert, or a turn the undone one would end again has changed since (rewind that turn instead)",
                 },
             )
         };

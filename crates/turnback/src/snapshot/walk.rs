@@ -7,7 +7,8 @@
 //! the root again, and a directory swapped for a symlink during the walk is
 //! not followed. Each task sorts its own listing; the listings are put
 //! together depth first ([`assemble`]), which gives the paths in byte order
-//! without a sort of every path. The root's `.git/` and `.turnback/` and a
+//! without a sort of every path. turnback's own temporary files
+//! (`.NAME.turnback-tmp-PID-N`) are never listed. The root's `.git/` and `.turnback/` and a
 //! store directory inside the project are never entered; what ignore rules
 //! or the size cap leave out is found as excluded (a directory with the
 //! stat of its whole subtree folded in, see [`crate::subtree_stat`]), and
@@ -228,7 +229,13 @@ impl WalkCtx<'_> {
             let root_git = rel.is_empty() && bytes == b".git";
             // Only the root's `.turnback` is turnback's.
             let root_marker = rel.is_empty() && bytes == STORE_DIR.as_bytes();
-            if bytes == b"." || bytes == b".." || root_git || root_marker {
+            // A temporary file of turnback's own (`.NAME.turnback-tmp-PID-N`:
+            // a write or a rewind staging, or one killed before its rename)
+            // is never the project's: a command that deletes its directory
+            // must not record it, and a rewind must not write it back.
+            let ours =
+                std::str::from_utf8(bytes).is_ok_and(|n| crate::fsx::temp_owner(n).is_some());
+            if bytes == b"." || bytes == b".." || root_git || root_marker || ours {
                 continue;
             }
             let mut path = Vec::with_capacity(rel.len() + 1 + bytes.len());
