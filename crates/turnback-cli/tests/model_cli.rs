@@ -31,7 +31,9 @@
 //! - Both first save the state of every path they change (and of its
 //!   directories); `undo` puts back what the last operation in effect
 //!   saved and brings its turns back (saving what it replaces), `redo`
-//!   does the same the other way. A new rewind or revert forgets what was
+//!   does the same the other way. A path a turn brought back by the undo
+//!   captured before the redo ended it again keeps the turn's change, and
+//!   counts as kept, like a revert's. A new rewind or revert forgets what was
 //!   undone; a new turn does not (as `Index::apply` has it).
 //! - Putting states back: files and directories that must be there are
 //!   made (with their missing directories), then paths that must not be
@@ -812,11 +814,21 @@ impl Model {
         let code = exit_code(&self.put_back(&op.saved));
         for id in &op.ended {
             let k = self.turn_at(id).expect("a turn of the model");
-            self.turns[k].ended = !undo;
-            self.turns[k].kept = if undo {
+            let t = &mut self.turns[k];
+            t.ended = !undo;
+            t.kept = if undo {
                 BTreeSet::new()
             } else {
-                op.kept.clone()
+                // A path the turn captured once the undo brought it back is
+                // not among the states the redo puts back: its change stays,
+                // and is still the turn's (like a kept path).
+                let later = t
+                    .entries
+                    .iter()
+                    .map(|(p, _)| p)
+                    .filter(|p| !op.saved.contains_key(*p))
+                    .cloned();
+                op.kept.iter().cloned().chain(later).collect()
             };
         }
         for (t, p) in &op.consumed {
@@ -2069,6 +2081,39 @@ fn revert_kept_then_rewind_of_an_earlier_turn() -> Result<(), Failure> {
         exec t3 rm a
         revert t2
         rewind t1
+        "#,
+    )
+}
+
+/// `redo` ends again the turns an undone rewind had ended, but a path one
+/// of them captured after the `undo` brought it back keeps that turn's
+/// change (the redo puts back only the paths the rewind had planned); a
+/// later rewind of an earlier turn skips it, since the turn is no longer
+/// live, and leaves the turn's bytes. In the shell:
+///
+/// ```sh
+/// echo a0 > a
+/// echo X | turnback write --turn t3 b
+/// echo x4 | turnback write --turn t4 b
+/// turnback rewind t4
+/// turnback undo                        # t4 live again
+/// echo t4-a | turnback write --turn t4 a
+/// turnback redo                        # t4 ended again; a keeps t4-a
+/// turnback rewind t3
+/// cat a                                # t4-a; expected: a0, as before t3
+/// ```
+#[test]
+#[ignore = "open: after a redo, a path the redone turn captured since the undo is left with that turn's bytes by a rewind of an earlier turn"]
+fn redo_then_rewind_of_an_earlier_turn() -> Result<(), Failure> {
+    replay(
+        r#"
+        write t3 b "X\n"
+        write t4 b "x4\n"
+        rewind t4
+        undo
+        write t4 a "t4-a\n"
+        redo
+        rewind t3
         "#,
     )
 }
