@@ -1677,6 +1677,14 @@ impl Gen {
         }
     }
 
+    /// A turn of `first` half the time (when there is one), else of `live`.
+    fn target(&mut self, live: &[String], first: &[String]) -> String {
+        if !first.is_empty() && self.rng.below(2) == 0 {
+            return self.rng.pick(first).clone();
+        }
+        self.rng.pick(live).clone()
+    }
+
     /// One to three actions, none touching a path another one touches
     /// (a directory removed and made again would be a change the model
     /// does not see).
@@ -1707,6 +1715,32 @@ impl Gen {
             .filter(|t| !t.ended)
             .map(|t| t.id.clone())
             .collect();
+        // Half the time, the turns whose rewind or revert meets a kept path
+        // (the cases where ended turns' changes are still in effect).
+        let rewind_first: Vec<String> = m
+            .turns
+            .iter()
+            .enumerate()
+            .filter(|(k, t)| {
+                !t.ended
+                    && m.turns[k + 1..]
+                        .iter()
+                        .any(|u| u.ended && !u.kept.is_empty())
+            })
+            .map(|(_, t)| t.id.clone())
+            .collect();
+        let revert_first: Vec<String> = m
+            .turns
+            .iter()
+            .enumerate()
+            .filter(|(k, t)| {
+                !t.ended
+                    && m.turns[k + 1..]
+                        .iter()
+                        .any(|u| !u.ended && t.entries.iter().any(|(p, _)| u.has(p)))
+            })
+            .map(|(_, t)| t.id.clone())
+            .collect();
         loop {
             let step = match self.rng.below(17) {
                 0..=3 => Step::Write {
@@ -1719,8 +1753,8 @@ impl Gen {
                     acts: self.acts(m),
                 },
                 7 | 8 => Step::User(self.act(&m.folder, true)),
-                9 | 10 if !live.is_empty() => Step::Rewind(self.rng.pick(&live).clone()),
-                11 | 12 if !live.is_empty() => Step::Revert(self.rng.pick(&live).clone()),
+                9 | 10 if !live.is_empty() => Step::Rewind(self.target(&live, &rewind_first)),
+                11 | 12 if !live.is_empty() => Step::Revert(self.target(&live, &revert_first)),
                 // Undo and redo with nothing to reverse now and then.
                 13 | 14 if !m.done.is_empty() || self.rng.below(4) == 0 => Step::Undo,
                 15 if !m.undone.is_empty() || self.rng.below(4) == 0 => Step::Redo,
