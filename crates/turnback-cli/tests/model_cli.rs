@@ -1165,6 +1165,7 @@ fn kill_wrapper(syscall: &str, n: u32) -> Vec<String> {
 }
 
 /// Why strace cannot inject here, if it cannot.
+#[cfg(target_os = "linux")]
 fn strace_problem() -> Option<String> {
     let out = Command::new("strace")
         .args([
