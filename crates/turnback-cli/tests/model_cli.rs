@@ -69,8 +69,8 @@
 //! runs that sequence first), and a failing sequence is shrunk (steps and
 //! shell actions left out while it still fails) and printed as a script
 //! that [`replay`] runs: paste it into a `#[test]` (see the regression
-//! tests at the end). While the bugs those tests are ignored for are open,
-//! the random tests find the first of them in most runs.
+//! tests at the end: the three bugs it found are fixed, and each stays as
+//! a test of its own).
 //!
 //! Every process gets the lab's own `TURNBACK_DATA_DIR` and `HOME`, and
 //! `TURNBACK_NO_BACKGROUND=1`.
