@@ -1186,31 +1186,11 @@ fn kill_wrapper(syscall: &str, n: u32) -> Vec<String> {
     .collect()
 }
 
-/// Why strace cannot inject here, if it cannot.
 #[cfg(target_os = "linux")]
-fn strace_problem() -> Option<String> {
-    let out = Command::new("strace")
-        .args([
-            "-f",
-            "-qq",
-            "-o",
-            "/dev/null",
-            "-e",
-            "trace=getpid",
-            "-e",
-            "inject=getpid:error=EPERM:when=1",
-            "true",
-        ])
-        .output();
-    match out {
-        Err(e) => Some(format!("strace cannot be started: {e}")),
-        Ok(o) if !o.status.success() => Some(format!(
-            "strace cannot trace here: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Ok(_) => None,
-    }
-}
+#[path = "common/strace.rs"]
+mod strace;
+#[cfg(target_os = "linux")]
+use strace::strace_problem;
 
 // ---------------------------------------------------------------------
 // Running steps against both

@@ -364,17 +364,7 @@ impl Store {
             return Ok(None);
         }
         let _guard = self.begin_mutation()?;
-        let dirs = self.dirs();
-        let Some(turn) = tree::pending_turn(&dirs.store, &self.store_path)? else {
-            return Ok(None);
-        };
-        let how = HalfOf {
-            closing: Some(Closing::Session),
-            session: Some(session),
-            ..HalfOf::plain(false)
-        };
-        self.snapshot_locked(&turn, None, &how, &NoProgress)
-            .map(Some)
+        self.close_open(Closing::Session, Some(session))
     }
 
     /// [`Store::snapshot`] for a process that takes both halves around a
@@ -422,19 +412,32 @@ impl Store {
     /// of it. Cheap when no window is open: the tree's header is read, not
     /// the tree.
     pub(crate) fn close_windows(&mut self) -> Result<()> {
+        if let Some(report) = self.close_open(Closing::All, None)? {
+            self.warnings.extend(report.warnings);
+        }
+        Ok(())
+    }
+
+    /// A closing half (see [`Closing`]) when the tree says a window is
+    /// open; `None` when none is (or there is no store). Under the lock.
+    fn close_open(
+        &mut self,
+        closing: Closing,
+        session: Option<&str>,
+    ) -> Result<Option<SnapshotReport>> {
         let Some(dirs) = self.dirs.as_ref() else {
-            return Ok(());
+            return Ok(None);
         };
         let Some(turn) = tree::pending_turn(&dirs.store, &self.store_path)? else {
-            return Ok(());
+            return Ok(None);
         };
         let how = HalfOf {
-            closing: Some(Closing::All),
+            closing: Some(closing),
+            session,
             ..HalfOf::plain(false)
         };
-        let report = self.snapshot_locked(&turn, None, &how, &NoProgress)?;
-        self.warnings.extend(report.warnings);
-        Ok(())
+        self.snapshot_locked(&turn, None, &how, &NoProgress)
+            .map(Some)
     }
 
     fn snapshot_locked(
