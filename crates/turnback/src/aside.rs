@@ -503,8 +503,8 @@ impl Store {
     ///
     /// The reading is done without the lock: a kept name is only ever read
     /// and removed with its whole directory (see the module doc), and the
-    /// pack is a temporary file of this live process, which no mutation
-    /// sweeps. Under the lock, with the log read again, the record is
+    /// temporary pack is held with a lock of its own, so no mutation sweeps
+    /// it meanwhile ([`PackWriter::hold`]). Under the lock, with the log read again, the record is
     /// appended only if the `saved` record still keeps the same files, is
     /// not the last one (an interrupted operation's), and every blob the
     /// states name is this pack's or still stored (a gc in between may have
@@ -516,6 +516,10 @@ impl Store {
         let kept = self.kept_of(seq);
         let shown = self.store_path.join(ASIDE_DIR).join(seq.to_string());
         let mut writer = PackWriter::create(&self.dirs().store, &self.store_path)?;
+        if let Err(e) = writer.hold() {
+            writer.abandon();
+            return Err(e);
+        }
         let stored = self.store_kept(&mut writer, seq, &kept, &shown);
         let (files, mut blobs) = match stored {
             Ok(s) => s,

@@ -242,6 +242,16 @@ impl PackWriter {
         })
     }
 
+    /// Takes an exclusive lock on the temporary pack for as long as the
+    /// writer lives (the lock goes with the file): a pack filled without
+    /// the store lock (the background storing of kept files) is then told
+    /// from one a killed process left, which the next mutation sweeps
+    /// (see `Store::sweep_temp_packs`). The kernel drops the lock when the
+    /// process dies.
+    pub(crate) fn hold(&self) -> Result<()> {
+        self.file.lock().ctx("lock", &self.shown)
+    }
+
     /// Appends one compressed frame; returns its offset.
     pub(crate) fn append(&mut self, frame: &[u8]) -> Result<u64> {
         let offset = self.len;
@@ -463,6 +473,41 @@ pub(crate) fn read_blob(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A temporary pack held by a writer that fills it without the store
+    /// lock survives another store's mutation; once the writer is gone
+    /// without committing (a killed process), the next mutation sweeps it.
+    #[test]
+    fn a_held_temporary_pack_is_not_swept_until_its_writer_is_gone()
+    -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        std::fs::write(dir.path().join("a"), b"a\n")?;
+        let mut store = crate::Store::open(dir.path())?;
+        store.ensure_created()?;
+        let store_dir = store.store_dir().to_path_buf();
+        let temps = || -> Vec<String> {
+            std::fs::read_dir(&store_dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(".pack") && n.contains(fsx::TEMP_MARK))
+                .collect()
+        };
+        let fd = fsx::open_dir_path(&store_dir)?;
+        let mut writer = PackWriter::create(&fd, &store_dir)?;
+        writer.hold()?;
+        writer.append(b"frame")?;
+        let mut other = crate::Store::open(dir.path())?;
+        other.capture(&crate::TurnId::new("t1")?, None, dir.path().join("a"))?;
+        assert_eq!(temps().len(), 1, "a held pack is in use");
+        // What a killed writer leaves: the file, with no lock on it.
+        let PackWriter { file, .. } = writer;
+        drop(file);
+        other.capture(&crate::TurnId::new("t2")?, None, dir.path().join("a"))?;
+        assert!(temps().is_empty(), "{:?}", temps());
+        Ok(())
+    }
 
     /// The context kept per thread gives each blob its own frame: one
     /// after another, and a frame cut short leaves the next decompression

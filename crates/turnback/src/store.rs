@@ -692,23 +692,28 @@ impl Store {
     }
 
     /// Removes the temporary packs a crashed process left in the store
-    /// directory (called under the exclusive lock; a pack of a live
-    /// process is in use: see `aside.rs`).
+    /// directory (called under the exclusive lock). A pack being filled
+    /// without the store lock (the background storing of kept files) holds
+    /// a lock of its own and is left ([`PackWriter::hold`]); any other is
+    /// stale: every other pack is filled under the store lock.
     fn sweep_temp_packs(&self) -> Result<()> {
         let entries = std::fs::read_dir(&self.store_path).ctx("list", &self.store_path)?;
         for e in entries {
             let e = e.ctx("list", &self.store_path)?;
-            // A pack being filled by this process or another live one
-            // (the background storing of kept files fills one without the
-            // lock) is not stale.
-            let filling = |pid: u32| pid == fsx::own_pid() || fsx::process_alive(pid);
-            if let Some(name) = e.file_name().to_str()
-                && name.starts_with(".pack")
-                && name.contains(fsx::TEMP_MARK)
-                && !fsx::temp_owner(name).is_some_and(filling)
-            {
-                fsx::unlink(&self.dirs().store, name)
-                    .ctx("remove stale temporary", self.store_path.join(name))?;
+            let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if !name.starts_with(".pack") || !name.contains(fsx::TEMP_MARK) {
+                continue;
+            }
+            let in_use =
+                match fsx::open_store_file(&self.dirs().store, &*name, OFlags::RDONLY, None) {
+                    Ok(Some(f)) => matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+                    _ => false,
+                };
+            if !in_use {
+                fsx::unlink(&self.dirs().store, &*name)
+                    .ctx("remove stale temporary", self.store_path.join(&name))?;
             }
         }
         Ok(())

@@ -354,7 +354,8 @@ impl Run {
                     keep_turns: Some(*keep),
                     ..GcOptions::default()
                 })?;
-                self.mutated = true;
+                // A gc in a project with no store yet makes none.
+                self.mutated = self.store.has_store();
                 // Live turns: the newest `keep`. Rewinds: the newest `keep`
                 // of all ever made, and the undone ones.
                 let n = self.live.len();

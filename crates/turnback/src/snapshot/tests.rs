@@ -326,11 +326,10 @@ fn an_after_half_with_no_snapshot_is_a_clear_error_and_stores_nothing() {
     let (dir, mut store) = project();
     let err = store.snapshot(&t("t1"), None, true, &NoProgress);
     assert!(matches!(err, Err(Error::NoSnapshot { .. })), "{err:?}");
-    assert!(
-        !crate::location::store_dir_of(dir.path())
-            .join(tree::TREE_FILE)
-            .exists()
-    );
+    // No store is made for it, so no tree either.
+    assert!(!store.has_store());
+    assert!(!Store::open(dir.path()).is_ok_and(|s| s.has_store()));
+    assert!(!dir.path().join(crate::path::STORE_DIR).exists());
     assert!(store.turns().is_ok_and(|t| t.is_empty()));
 }
 
