@@ -706,13 +706,13 @@ impl Store {
             if !name.starts_with(".pack") || !name.contains(fsx::TEMP_MARK) {
                 continue;
             }
-            let in_use =
-                match fsx::open_store_file(&self.dirs().store, &*name, OFlags::RDONLY, None) {
-                    Ok(Some(f)) => matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
-                    _ => false,
-                };
+            let in_use = match fsx::open_store_file(&self.dirs().store, &name, OFlags::RDONLY, None)
+            {
+                Ok(Some(f)) => matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+                _ => false,
+            };
             if !in_use {
-                fsx::unlink(&self.dirs().store, &*name)
+                fsx::unlink(&self.dirs().store, &name)
                     .ctx("remove stale temporary", self.store_path.join(&name))?;
             }
         }
