@@ -72,6 +72,11 @@
 //! build, every sequence passing); `TURNBACK_LONG=1` runs 1,000,
 //! `TURNBACK_CASES=N` runs N. `TURNBACK_KEEP_GOING=1` runs every sequence
 //! and reports every failure, shrunk, instead of the first.
+//!
+//! While the bug [`a_second_write_during_another_sessions_command_stays_its_own`]
+//! is ignored for is open, the random test finds it in most runs (a
+//! session's second Write of a path while another session's Bash call
+//! runs is frequent here).
 #![cfg(unix)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -1326,4 +1331,28 @@ fn replay_from_file() -> Result<(), Failure> {
     let path = std::env::var("TURNBACK_REPLAY")
         .map_err(|_| Failure("set TURNBACK_REPLAY to a script file".into()))?;
     replay(&std::fs::read_to_string(Path::new(&path))?)
+}
+
+/// A session writes a file a second time with Write while another
+/// session's Bash call runs: the second write is its turn's change (its
+/// Write captured the path after the last scan), but its turn had the path
+/// already, so the capture appends nothing and the after half records the
+/// change in the Bash call's turn, the later one, as well: rewinding that
+/// later turn undoes the earlier turn's write.
+#[test]
+#[ignore = "open: a Write of a path its turn captured already is recorded in another session's open window"]
+fn a_second_write_during_another_sessions_command_stays_its_own() -> Result<(), Failure> {
+    replay(
+        r#"
+        prompt a
+        prompt b
+        bash b
+        write a 1 b w1
+        post b
+        bash b
+        write a 1 b w2
+        post b
+        rewind last
+        "#,
+    )
 }
