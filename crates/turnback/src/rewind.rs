@@ -643,13 +643,14 @@ impl Store {
     }
 
     fn reverse_holding(&mut self, undo: bool) -> Result<Report> {
-        // No store yet: nothing to reverse, and none is made to say so.
-        let _guard = if self.has_store() {
+        // No store yet: nothing to reverse (the stacks are empty), and none
+        // is made to say so.
+        let guard = if self.has_store() {
             Some(self.begin_mutation()?)
         } else {
             None
         };
-        if _guard.is_some() {
+        if guard.is_some() {
             self.close_windows()?;
         }
         let (stack, nothing) = if undo {
