@@ -363,6 +363,15 @@ impl Store {
         if !self.has_store() {
             return Ok(None);
         }
+        // Every prompt asks, and a window is rarely open: the tree's header
+        // is read first without the lock (a window opened meanwhile is
+        // another event's, closed by the next one).
+        let store = self.store_path.clone();
+        if let Some(fd) = crate::location::open_store_dir(&store).ctx("open store", &store)?
+            && tree::pending_turn(&fd, &store)?.is_none()
+        {
+            return Ok(None);
+        }
         let _guard = self.begin_mutation()?;
         self.close_open(Closing::Session, Some(session))
     }
