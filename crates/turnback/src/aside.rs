@@ -504,7 +504,8 @@ impl Store {
     /// The reading is done without the lock: a kept name is only ever read
     /// and removed with its whole directory (see the module doc), and the
     /// temporary pack is held with a lock of its own, so no mutation sweeps
-    /// it meanwhile ([`PackWriter::hold`]). Under the lock, with the log read again, the record is
+    /// it meanwhile ([`PackWriter::hold`]). Under the lock, with the log
+    /// read again, the record is
     /// appended only if the `saved` record still keeps the same files, is
     /// not the last one (an interrupted operation's), and every blob the
     /// states name is this pack's or still stored (a gc in between may have

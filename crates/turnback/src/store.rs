@@ -330,21 +330,37 @@ fn inside(root: &Path, dir: &Path) -> Option<Vec<u8>> {
 /// directory (its own store would be in its project). git's
 /// `safe.directory` and `GIT_CEILING_DIRECTORIES` draw the same lines.
 pub fn never_a_root(dir: &Path) -> Option<&'static str> {
-    let canonical = |p: PathBuf| crate::sys::canonicalize(&p).unwrap_or(p);
     if dir.parent().is_none() {
         return Some("a file-system root");
     }
-    if dirs::home_dir().map(canonical).is_some_and(|h| h == dir) {
+    if dirs::home_dir().map(canonical_once).is_some_and(|h| h == dir) {
         return Some("your home folder");
     }
     if location::data_dir()
         .ok()
-        .map(canonical)
+        .map(canonical_once)
         .is_some_and(|d| d.starts_with(dir))
     {
         return Some("a folder that holds turnback's data directory");
     }
     None
+}
+
+/// `path` made canonical, remembered for the process (the home folder and
+/// the data directory, looked at for every folder a search passes; a hook
+/// searches once or twice). A path that cannot be made canonical stays as
+/// it is.
+fn canonical_once(path: PathBuf) -> PathBuf {
+    static SEEN: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, c)) = seen.iter().find(|(raw, _)| *raw == path) {
+        return c.clone();
+    }
+    let c = crate::sys::canonicalize(&path).unwrap_or_else(|_| path.clone());
+    if seen.len() < 8 {
+        seen.push((path, c.clone()));
+    }
+    c
 }
 
 /// Finds the root for `start`, as git finds `.git`: the nearest ancestor
