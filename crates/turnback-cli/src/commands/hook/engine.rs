@@ -22,9 +22,18 @@
 //! - The post-tool event of a file tool: the post-image goes through
 //!   [`post_image`].
 //!
+//! - A prompt event first closes the command windows its session's hooks
+//!   left open (a shell call the user interrupted gets no post-tool event;
+//!   one in the background keeps its window past it), recording what
+//!   changed in their turns. A session remembers the turns of its last 16
+//!   prompt ids, so a tool call of an earlier prompt (a subagent still
+//!   running) joins that prompt's turn.
+//!
 //! The root is `--root`, else the nearest ancestor of the event's `cwd` that
 //! has a store, else that of the agent's project directory variable
-//! (`$CLAUDE_PROJECT_DIR`), else the event's `cwd`.
+//! (`$CLAUDE_PROJECT_DIR`), else the event's `cwd`; never the home folder,
+//! a file-system root or a folder holding the data directory
+//! (`turnback::never_a_root`).
 //!
 //! A hook must never break the agent: an internal error prints a message on
 //! stderr and the hook succeeds, and stdout holds only what the agent
