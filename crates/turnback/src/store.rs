@@ -333,7 +333,10 @@ pub fn never_a_root(dir: &Path) -> Option<&'static str> {
     if dir.parent().is_none() {
         return Some("a file-system root");
     }
-    if dirs::home_dir().map(canonical_once).is_some_and(|h| h == dir) {
+    if dirs::home_dir()
+        .map(canonical_once)
+        .is_some_and(|h| h == dir)
+    {
         return Some("your home folder");
     }
     if location::data_dir()
@@ -352,7 +355,9 @@ pub fn never_a_root(dir: &Path) -> Option<&'static str> {
 /// it is.
 fn canonical_once(path: PathBuf) -> PathBuf {
     static SEEN: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> = std::sync::Mutex::new(Vec::new());
-    let mut seen = SEEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut seen = SEEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some((_, c)) = seen.iter().find(|(raw, _)| *raw == path) {
         return c.clone();
     }
