@@ -1009,26 +1009,9 @@ impl Runner {
 // Random sequences
 // ---------------------------------------------------------------------
 
-/// A small deterministic generator (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[self.below(v.len())]
-    }
-}
+#[path = "common/rng.rs"]
+mod rng;
+use rng::Rng;
 
 struct Gen {
     rng: Rng,
@@ -1046,7 +1029,7 @@ impl Gen {
     }
 
     fn put(&mut self) -> Option<String> {
-        if self.rng.below(4) == 0 {
+        if self.rng.index(4) == 0 {
             None
         } else {
             Some(self.word())
@@ -1055,7 +1038,7 @@ impl Gen {
 
     /// The next event step, from the state the model is in.
     fn step(&mut self, m: &Model, sessions: usize) -> Step {
-        let s = self.rng.below(sessions);
+        let s = self.rng.index(sessions);
         let running: Vec<usize> = m.windows.iter().map(|w| w.session).collect();
         let pending: Vec<usize> = m
             .windows
@@ -1063,7 +1046,7 @@ impl Gen {
             .filter(|w| !w.background)
             .map(|w| w.session)
             .collect();
-        let roll = self.rng.below(20);
+        let roll = self.rng.index(20);
         if m.prompts[s] == 0 || roll < 3 {
             return Step::Prompt(s);
         }
@@ -1071,8 +1054,8 @@ impl Gen {
             3..=6 => {
                 let cur = m.prompts[s];
                 // A third of them a late call of an earlier prompt.
-                let prompt = if cur > 1 && self.rng.below(3) == 0 {
-                    cur - 1 - self.rng.below((cur - 1).min(EARLIER_KEPT) as usize) as u32
+                let prompt = if cur > 1 && self.rng.index(3) == 0 {
+                    cur - 1 - self.rng.index((cur - 1).min(EARLIER_KEPT) as usize) as u32
                 } else {
                     cur
                 };
@@ -1120,11 +1103,11 @@ fn failed(r: &Runner, stop: Stop) -> Failed {
 /// rewinds.
 fn run_random(seed: u64) -> Result<usize, Failed> {
     let mut g = Gen {
-        rng: Rng(seed),
+        rng: Rng::seeded(seed),
         words: 0,
     };
-    let sessions = 2 + g.rng.below(2);
-    let len = 10 + g.rng.below(20);
+    let sessions = 2 + g.rng.index(2);
+    let len = 10 + g.rng.index(20);
     let mut r = Runner::new().map_err(|e| Failed {
         steps: Vec::new(),
         message: format!("{e:?}"),
@@ -1143,7 +1126,7 @@ fn run_random(seed: u64) -> Result<usize, Failed> {
         if live == 0 {
             break;
         }
-        let step = Step::Rewind(Target::Nth(g.rng.below(live)));
+        let step = Step::Rewind(Target::Nth(g.rng.index(live)));
         r.step(&step).map_err(|e| failed(&r, e))?;
     }
     r.finish().map_err(|e| failed(&r, e))?;
@@ -1219,16 +1202,7 @@ fn set_umask() {
 /// shrunk, as a script.
 fn run_many(test: &str, count: usize) -> Result<(), Failure> {
     set_umask();
-    let base = std::env::var("TURNBACK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        });
-    println!("{test}: seed {base} (replay with TURNBACK_SEED={base})");
+    let base = rng::env_seed(test);
     let started = std::time::Instant::now();
     let keep_going = std::env::var("TURNBACK_KEEP_GOING").is_ok_and(|v| v == "1");
     let mut steps = 0;
@@ -1292,7 +1266,7 @@ fn hooks_match_model() -> Result<(), Failure> {
 #[test]
 fn script_form_reads_back() -> Result<(), Failure> {
     let mut g = Gen {
-        rng: Rng(7),
+        rng: Rng::seeded(7),
         words: 0,
     };
     let mut m = Model::new(initial_folder());

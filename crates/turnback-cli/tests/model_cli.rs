@@ -1361,10 +1361,10 @@ impl Runner {
         }
         let made: Vec<(&str, u32)> = most.into_iter().collect();
         let (syscall, n) = if made.is_empty() {
-            (*rng.pick(KILL_AT), 1 + rng.below(40) as u32)
+            (*rng.pick(KILL_AT), 1 + rng.index(40) as u32)
         } else {
             let (sc, count) = *rng.pick(&made);
-            (sc, 1 + rng.below(count.min(40) as usize) as u32)
+            (sc, 1 + rng.index(count.min(40) as usize) as u32)
         };
         Ok(Step::Kill {
             syscall: syscall.to_owned(),
@@ -1610,26 +1610,9 @@ fn dedup(v: Vec<Model>) -> Vec<Model> {
 // Random sequences
 // ---------------------------------------------------------------------
 
-/// A small deterministic generator (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[self.below(v.len())]
-    }
-}
+#[path = "common/rng.rs"]
+mod rng;
+use rng::Rng;
 
 /// Picks the steps of one sequence as it runs (each from the state the
 /// model is in).
@@ -1641,7 +1624,7 @@ struct Gen {
 
 impl Gen {
     fn bytes(&mut self) -> Vec<u8> {
-        let len = self.rng.below(5);
+        let len = self.rng.index(5);
         (0..len).map(|_| *self.rng.pick(b"xy\n")).collect()
     }
 
@@ -1649,7 +1632,7 @@ impl Gen {
     fn turn(&mut self, m: &Model) -> String {
         if let Some(t) = m.turns.last()
             && !t.ended
-            && self.rng.below(2) == 0
+            && self.rng.index(2) == 0
         {
             return t.id.clone();
         }
@@ -1658,7 +1641,7 @@ impl Gen {
     }
 
     fn act(&mut self, f: &Folder, user: bool) -> Act {
-        match self.rng.below(8) {
+        match self.rng.index(8) {
             0..=3 => {
                 let path = self.rng.pick(FILES).to_string();
                 let bytes = if user {
@@ -1682,7 +1665,7 @@ impl Gen {
 
     /// A turn of `first` half the time (when there is one), else of `live`.
     fn target(&mut self, live: &[String], first: &[String]) -> String {
-        if !first.is_empty() && self.rng.below(2) == 0 {
+        if !first.is_empty() && self.rng.index(2) == 0 {
             return self.rng.pick(first).clone();
         }
         self.rng.pick(live).clone()
@@ -1695,7 +1678,7 @@ impl Gen {
         let mut f = m.folder.clone();
         let mut touched = BTreeSet::new();
         let mut acts = Vec::new();
-        for _ in 0..1 + self.rng.below(3) {
+        for _ in 0..1 + self.rng.index(3) {
             let a = self.act(&f, false);
             let t = a.touched(&f);
             if t.iter().any(|p| touched.contains(p)) {
@@ -1745,7 +1728,7 @@ impl Gen {
             .map(|(_, t)| t.id.clone())
             .collect();
         loop {
-            let step = match self.rng.below(17) {
+            let step = match self.rng.index(17) {
                 0..=3 => Step::Write {
                     turn: self.turn(m),
                     path: self.rng.pick(FILES).to_string(),
@@ -1759,8 +1742,8 @@ impl Gen {
                 9 | 10 if !live.is_empty() => Step::Rewind(self.target(&live, &rewind_first)),
                 11 | 12 if !live.is_empty() => Step::Revert(self.target(&live, &revert_first)),
                 // Undo and redo with nothing to reverse now and then.
-                13 | 14 if !m.done.is_empty() || self.rng.below(4) == 0 => Step::Undo,
-                15 if !m.undone.is_empty() || self.rng.below(4) == 0 => Step::Redo,
+                13 | 14 if !m.done.is_empty() || self.rng.index(4) == 0 => Step::Undo,
+                15 if !m.undone.is_empty() || self.rng.index(4) == 0 => Step::Redo,
                 16 => Step::Gc,
                 _ => continue,
             };
@@ -1789,12 +1772,12 @@ struct Failed {
 /// Runs one random sequence.
 fn run_random(seed: u64, with_kill: bool) -> Result<Stats, Failed> {
     let mut g = Gen {
-        rng: Rng(seed),
+        rng: Rng::seeded(seed),
         next_turn: 0,
         next_user: 0,
     };
-    let len = 6 + g.rng.below(7);
-    let kill_at = with_kill.then(|| len / 3 + g.rng.below(len - len / 3));
+    let len = 6 + g.rng.index(7);
+    let kill_at = with_kill.then(|| len / 3 + g.rng.index(len - len / 3));
     let mut r = Runner::new().map_err(|message| Failed {
         steps: Vec::new(),
         message,
@@ -1968,16 +1951,7 @@ fn set_umask() {
 /// shrunk, as a script.
 fn run_many(test: &str, count: usize, with_kill: bool) -> Result<(), Failure> {
     set_umask();
-    let base = std::env::var("TURNBACK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        });
-    println!("{test}: seed {base} (replay with TURNBACK_SEED={base})");
+    let base = rng::env_seed(test);
     let started = std::time::Instant::now();
     let keep_going = std::env::var("TURNBACK_KEEP_GOING").is_ok_and(|v| v == "1");
     let mut stats = Stats::default();

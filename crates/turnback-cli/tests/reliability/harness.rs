@@ -47,42 +47,9 @@ pub fn long_mode() -> bool {
     std::env::var("TURNBACK_LONG").is_ok_and(|v| v == "1")
 }
 
-/// A small deterministic generator (splitmix64); every test that uses one
-/// prints its seed, and `TURNBACK_SEED` replays it.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn from_env(test: &str) -> Rng {
-        let seed = std::env::var("TURNBACK_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as u64)
-                    .unwrap_or(1)
-            });
-        println!("{test}: seed {seed} (replay with TURNBACK_SEED={seed})");
-        Rng(seed)
-    }
-
-    pub fn seeded(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+#[path = "../common/rng.rs"]
+mod rng;
+pub use rng::Rng;
 
 /// Says why a test that needs a tool cannot run, and fails: a fault test
 /// that injected no fault proves nothing, so a missing tool is never a
