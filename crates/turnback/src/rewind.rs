@@ -458,6 +458,19 @@ impl Store {
         self.reporting(|s| s.holding_dirs(|s| s.rewind_holding(turn, options)))
     }
 
+    /// Takes the store lock for a rewind, revert, undo or redo and closes
+    /// the command windows left open (see [`Store::close_windows`]); none
+    /// for a dry run, or where there is no store yet (none is made for an
+    /// operation that changes nothing).
+    fn begin_restoring(&mut self, dry_run: bool) -> Result<Option<crate::lock::LockGuard>> {
+        if dry_run || !self.has_store() {
+            return Ok(None);
+        }
+        let guard = self.begin_mutation()?;
+        self.close_windows()?;
+        Ok(Some(guard))
+    }
+
     /// Runs `op`, and gives its report the warnings the store gathered
     /// meanwhile (what was settled before it began).
     fn reporting(&mut self, op: impl FnOnce(&mut Self) -> Result<Report>) -> Result<Report> {
@@ -472,14 +485,7 @@ impl Store {
         if !self.has_store() {
             self.turn(turn)?;
         }
-        let _guard = if options.dry_run {
-            None
-        } else {
-            Some(self.begin_mutation()?)
-        };
-        if !options.dry_run {
-            self.close_windows()?;
-        }
+        let _guard = self.begin_restoring(options.dry_run)?;
         let plan = self.plan_rewind(turn)?;
         let mut report = Report::new(
             "rewind",
@@ -542,14 +548,7 @@ impl Store {
         if !self.has_store() {
             self.turn(turn)?;
         }
-        let _guard = if options.dry_run {
-            None
-        } else {
-            Some(self.begin_mutation()?)
-        };
-        if !options.dry_run {
-            self.close_windows()?;
-        }
+        let _guard = self.begin_restoring(options.dry_run)?;
         let t = self.turn(turn)?;
         let turn_seq = t.first_seq;
         let steps = steps_from(t.files.iter().map(|c| (&c.entry.path, &c.entry.pre)), self);
@@ -643,16 +642,8 @@ impl Store {
     }
 
     fn reverse_holding(&mut self, undo: bool) -> Result<Report> {
-        // No store yet: nothing to reverse (the stacks are empty), and none
-        // is made to say so.
-        let guard = if self.has_store() {
-            Some(self.begin_mutation()?)
-        } else {
-            None
-        };
-        if guard.is_some() {
-            self.close_windows()?;
-        }
+        // No store yet: nothing to reverse (the stacks are empty).
+        let _guard = self.begin_restoring(false)?;
         let (stack, nothing) = if undo {
             (
                 &self.index.done,
