@@ -394,6 +394,107 @@ fn a_new_clone_at_the_old_path_of_a_moved_project_and_the_moved_project_both_kee
     Ok(())
 }
 
+/// The store a folder uses, by `turnback --json store` run in it.
+fn store_of(r: &Repo, dir: &Path) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    let out = r.tb_in(dir, &["--json", "store"])?;
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    Ok(PathBuf::from(v["store"].as_str().ok_or("a store")?))
+}
+
+#[test]
+fn a_copy_never_takes_over_the_store_of_an_original_that_was_deleted() -> TestResult {
+    let r = Repo::new()?;
+    let before = tree(&r.root)?;
+    r.earlier_turn()?;
+    let original_store = r.store_dir()?;
+    // The copy ships the original's marker; then the original is deleted.
+    let clone = r.root.with_file_name("clone");
+    copy_dir(&r.root, &clone)?;
+    std::fs::remove_dir_all(&r.root)?;
+    let out = r.tb_in(&clone, &["list"])?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        err.contains("is a copy of") && !err.contains("moved"),
+        "{err}"
+    );
+    assert_ne!(store_of(&r, &clone)?, original_store);
+    // The copy's own turns stay in its own store.
+    let out = r.tb_in(&clone, &["capture", "--turn", "in-clone", "notes.txt"])?;
+    assert!(out.status.success(), "{out:?}");
+    // The original made again at its path finds its own history, whole,
+    // and nothing the copy did.
+    std::fs::create_dir(&r.root)?;
+    assert_eq!(r.store_dir()?, original_store);
+    let listed = r.tb(&["list"])?;
+    assert!(
+        listed.contains("t0") && !listed.contains("in-clone"),
+        "{listed}"
+    );
+    r.tb(&["rewind", "t0"])?;
+    assert_eq!(
+        tree(&r.root)?.get("main.c"),
+        before.get("main.c"),
+        "the original's pre-image comes back at its own path"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_moved_project_keeps_its_store_though_its_old_path_was_made_again() -> TestResult {
+    let r = Repo::new()?;
+    r.earlier_turn()?;
+    let store = r.store_dir()?;
+    let moved = r.root.with_file_name("moved");
+    std::fs::rename(&r.root, &moved)?;
+    // Something made a folder at the old path before the moved project
+    // was used again: the path is taken, yet this is still the same folder.
+    std::fs::create_dir(&r.root)?;
+    let out = r.tb_in(&moved, &["list"])?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("t0"),
+        "{out:?}"
+    );
+    assert!(err.contains("moved from") && !err.contains("copy"), "{err}");
+    assert_eq!(store_of(&r, &moved)?, store, "the store follows a move");
+    // The folder at the old path is another project: it has no store.
+    let out = r.tb_in(&r.root, &["list"])?;
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("t0"),
+        "{out:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_copy_and_its_original_each_keep_their_own_turns() -> TestResult {
+    let r = Repo::new()?;
+    r.earlier_turn()?;
+    let copy = r.root.with_file_name("copy");
+    copy_dir(&r.root, &copy)?;
+    let out = r.tb_in(&copy, &["capture", "--turn", "in-copy", "notes.txt"])?;
+    assert!(out.status.success(), "{out:?}");
+    r.tb(&["capture", "--turn", "in-original", "notes.txt"])?;
+    let here = r.tb(&["list"])?;
+    let out = r.tb_in(&copy, &["list"])?;
+    let there = String::from_utf8_lossy(&out.stdout);
+    // Both start from the original's turns; each sees only its own after.
+    assert!(here.contains("t0") && there.contains("t0"), "{here}{there}");
+    assert!(
+        here.contains("in-original") && !here.contains("in-copy"),
+        "{here}"
+    );
+    assert!(
+        there.contains("in-copy") && !there.contains("in-original"),
+        "{there}"
+    );
+    assert_ne!(store_of(&r, &copy)?, r.store_dir()?);
+    Ok(())
+}
+
 /// Unix only: a symlink on Windows needs a privilege tests cannot count on.
 #[cfg(unix)]
 #[test]

@@ -13,6 +13,8 @@
 //!                             Support (macOS), %LOCALAPPDATA% (Windows)
 //!   stores/<id>/              one project's store (log.jsonl, packs/, lock, ...)
 //!     project                 the root it belongs to: its path, raw bytes
+//!     project-identity        and the root directory's identity: "<dev> <ino>"
+//!                             (volume serial and file index on Windows)
 //!   projects/<sha256(root)>   the registry: "<id>\n" then the root's path
 //!   lock                      flock held while a store is created, migrated,
 //!                             moved or forked (rare; never on a capture's path)
@@ -25,10 +27,21 @@
 //!
 //! Finding the store of a root (the canonical project path):
 //! 1. The marker's `store.toml` names it. If that store's `project` is
-//!    another path, the project was moved (that path no longer holds a marker
-//!    naming the store: the store follows, and the registry is updated) or
-//!    copied (it still does: the copy gets a store of its own, forked from the
-//!    original's, so several checkouts never share one log).
+//!    another path, the folder is told apart by its identity, not by its
+//!    path: a move keeps the directory's device and inode, so a root with
+//!    the recorded identity is the project moved (the store follows, and the
+//!    registry is updated); any other root is a copy (`cp -a`, a clone that
+//!    shipped the marker), which gets a store of its own forked from the
+//!    original's, whether or not the original still exists: a copy never
+//!    takes over or writes into the original's store, so several checkouts
+//!    never share one log. A move across file systems is a copy and a
+//!    delete, and is treated as a copy (nothing is lost: the fork holds
+//!    every turn). When the path matches and the identity does not (the
+//!    folder deleted and made again, restored from a backup), the path wins
+//!    and the new identity is recorded. A store of an earlier version has
+//!    no identity recorded: there, a root whose old path still exists or
+//!    still holds a marker naming the store is a copy, and the identity is
+//!    recorded from then on.
 //! 2. No marker (deleted by `git clean -fdx` or `rm -rf .turnback`, or never
 //!    written): the registry entry of the root names it, and the marker is
 //!    written again. A project deleted and re-created at the same path finds
@@ -79,6 +92,8 @@ pub const STORE_ENV: &str = "TURNBACK_STORE";
 pub const MARKER_FILE: &str = "store.toml";
 /// The file in a store directory that names its project root.
 pub const PROJECT_FILE: &str = "project";
+/// The file in a store directory that holds its root directory's identity.
+const IDENTITY_FILE: &str = "project-identity";
 
 const STORES: &str = "stores";
 const PROJECTS: &str = "projects";
@@ -291,8 +306,17 @@ fn find_in(root: &Path, held: &mut Held<'_>) -> Result<Option<Location>> {
                         marker_path.display()
                     )),
                 }
+                // A folder made again at the path (`rm -rf` and a new
+                // clone) is the store's folder from now on: its identity is
+                // recorded, so the folder that was moved away is a copy.
+                let id = if settled(root, data, &id)? {
+                    id
+                } else {
+                    held.take()?;
+                    settle_named(root, held, id, &mut notes)?
+                };
                 Ok(Some(Location {
-                    store_dir,
+                    store_dir: data.store_dir(&id),
                     kind: Kind::DataDir(id),
                     notes,
                 }))
@@ -381,9 +405,7 @@ fn settle_named(
         .as_deref()
         .map(|b| PathBuf::from(crate::sys::os_str(b)));
     let id = match owner_path {
-        // The store's project is still there (its marker maybe deleted by a
-        // command): this folder is a copy of it.
-        Some(other) if !same_root && (names_store(&other, &id) || other.is_dir()) => {
+        Some(other) if !same_root && is_copy(root, data, &id, &other)? => {
             // No mutation of the original (a capture, a gc) while it is copied.
             let from = data.store_dir(&id);
             let from_fd = fsx::open_dir_path(&from).ctx("open", &from)?;
@@ -398,16 +420,16 @@ fn settle_named(
             fork
         }
         other => {
-            if !same_root {
-                let fd = fsx::open_dir_path(&store_dir).ctx("open", &store_dir)?;
-                write_project(&fd, &store_dir, root)?;
-                if let Some(old) = &other {
-                    data.unregister_if(old, &id)?;
-                    notes.push(format!(
-                        "the project moved from {}; its store follows it",
-                        old.display()
-                    ));
-                }
+            // The store's own folder (its path, or its identity after a
+            // move): record both as they are now.
+            let fd = fsx::open_dir_path(&store_dir).ctx("open", &store_dir)?;
+            write_project(&fd, &store_dir, root)?;
+            if let Some(old) = other.filter(|_| !same_root) {
+                data.unregister_if(&old, &id)?;
+                notes.push(format!(
+                    "the project moved from {}; its store follows it",
+                    old.display()
+                ));
             }
             id
         }
@@ -424,8 +446,62 @@ fn settle_named(
 /// in-project layout is left beside the marker.
 fn settled(root: &Path, data: &Data, id: &str) -> Result<bool> {
     Ok(owned_by(data, id, root)?
+        && recorded_identity(data, id)? == Some(Identity::of(root)?)
         && data.registered(root).ok().flatten().as_deref() == Some(id)
         && !has_leftovers(root))
+}
+
+/// Whether `root`, whose marker names store `id` while the store's
+/// `project` names `other`, is a copy of `other` rather than `other` moved:
+/// by the recorded identity of the store's folder, or, for a store of an
+/// earlier version that has none, by whether `other` is still there.
+fn is_copy(root: &Path, data: &Data, id: &str, other: &Path) -> Result<bool> {
+    Ok(match recorded_identity(data, id)? {
+        Some(recorded) => recorded != Identity::of(root)?,
+        None => names_store(other, id) || other.is_dir(),
+    })
+}
+
+/// A directory's identity: what a rename keeps and a copy does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+}
+
+impl Identity {
+    /// The identity of the directory `root` (canonical).
+    fn of(root: &Path) -> Result<Identity> {
+        let fd = fsx::open_dir_path(root).ctx("open", root)?;
+        let st = crate::sys::fs::fstat(&fd).ctx("stat", root)?;
+        Ok(Identity {
+            dev: crate::sys::dev(&st),
+            ino: st.st_ino,
+        })
+    }
+
+    fn encode(self) -> Vec<u8> {
+        format!("{} {}\n", self.dev, self.ino).into_bytes()
+    }
+
+    /// `None` for anything but what [`Identity::encode`] writes.
+    fn decode(bytes: &[u8]) -> Option<Identity> {
+        let text = std::str::from_utf8(bytes).ok()?.strip_suffix('\n')?;
+        let (dev, ino) = text.split_once(' ')?;
+        Some(Identity {
+            dev: dev.parse().ok()?,
+            ino: ino.parse().ok()?,
+        })
+    }
+}
+
+/// The identity recorded for store `id`'s folder. `None` when none is (a
+/// store of an earlier version) or the file is not one turnback wrote:
+/// the next settle under the lock writes it again.
+fn recorded_identity(data: &Data, id: &str) -> Result<Option<Identity>> {
+    Ok(read_small(&data.store_dir(id).join(IDENTITY_FILE))?
+        .as_deref()
+        .and_then(Identity::decode))
 }
 
 /// Whether store `id`'s `project` file names `root`.
@@ -932,9 +1008,12 @@ fn read_small(path: &Path) -> Result<Option<Vec<u8>>> {
     Ok(Some(bytes))
 }
 
+/// Records `root` as the store's folder: its path and its identity.
 fn write_project(store_fd: &OwnedFd, store_dir: &Path, root: &Path) -> Result<()> {
     fsx::replace_file(store_fd, PROJECT_FILE, root.as_os_str().as_encoded_bytes())
         .ctx("write", store_dir.join(PROJECT_FILE))?;
+    fsx::replace_file(store_fd, IDENTITY_FILE, &Identity::of(root)?.encode())
+        .ctx("write", store_dir.join(IDENTITY_FILE))?;
     fsx::fsync(store_fd).ctx("fsync", store_dir)
 }
 
@@ -1024,6 +1103,44 @@ mod tests {
         assert!(found.notes[0].contains("registry"), "{:?}", found.notes);
         assert!(root.join(STORE_DIR).join(MARKER_FILE).is_file());
         Ok(())
+    }
+
+    #[test]
+    fn a_store_of_an_earlier_version_gets_its_identity_and_moves_by_it_from_then_on() -> TestResult
+    {
+        let (tmp, root, data) = setup()?;
+        let loc = create(&root, &data)?;
+        let identity = loc.store_dir.join(IDENTITY_FILE);
+        assert_eq!(
+            recorded_identity(&data, &id_of(&loc)?)?,
+            Some(Identity::of(&root)?)
+        );
+        // An earlier version wrote no identity: the next look records it.
+        std::fs::remove_file(&identity)?;
+        assert!(find(&root, &data)?.is_some());
+        assert!(identity.is_file());
+        // A damaged one is written again, never trusted.
+        std::fs::write(&identity, "12 not-a-number\n")?;
+        assert!(find(&root, &data)?.is_some());
+        assert_eq!(
+            recorded_identity(&data, &id_of(&loc)?)?,
+            Some(Identity::of(&root)?)
+        );
+        // Renamed: the same directory, so the same store.
+        let moved = tmp.path().join("moved");
+        std::fs::rename(&root, &moved)?;
+        std::fs::create_dir(&root)?;
+        let found = find(&moved, &data)?.ok_or("found")?;
+        assert_eq!(found.store_dir, loc.store_dir, "{:?}", found.notes);
+        assert!(found.notes[0].contains("moved from"), "{:?}", found.notes);
+        Ok(())
+    }
+
+    fn id_of(loc: &Location) -> std::result::Result<String, Box<dyn std::error::Error>> {
+        match &loc.kind {
+            Kind::DataDir(id) => Ok(id.clone()),
+            Kind::InProject => Err("a store in the data directory".into()),
+        }
     }
 
     #[test]
