@@ -86,9 +86,80 @@ pub fn same_identity(a: &str, b: &str) -> bool {
     a == b || identity_key(a) == identity_key(b)
 }
 
+/// What the file system a project lives on does not tell apart in names:
+/// case (APFS and NTFS by default), Unicode normalization (APFS and HFS+:
+/// `é` as one code point and as `e` plus a combining accent are one name).
+/// Two spellings with one [`Folding::key`] are one file there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Folding {
+    /// Case is not told apart.
+    pub case: bool,
+    /// Unicode normalization is not told apart.
+    pub normalization: bool,
+}
+
+impl Folding {
+    /// Whether it folds anything.
+    pub fn any(self) -> bool {
+        self.case || self.normalization
+    }
+
+    /// The key a file system with this folding files the path (raw bytes)
+    /// under. Bytes that are not UTF-8 are their own key: they are never
+    /// taken for another spelling.
+    pub fn key(self, path: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+        use std::borrow::Cow;
+        let Some(text) = std::str::from_utf8(path).ok().filter(|_| self.any()) else {
+            return Cow::Borrowed(path);
+        };
+        if text.is_ascii() {
+            return match self.case && text.bytes().any(|b| b.is_ascii_uppercase()) {
+                true => Cow::Owned(text.to_ascii_lowercase().into_bytes()),
+                false => Cow::Borrowed(path),
+            };
+        }
+        let text: String = match (self.case, self.normalization) {
+            (true, true) => identity_key(text),
+            (true, false) => text.to_lowercase(),
+            (false, _) => text.nfc().collect(),
+        };
+        Cow::Owned(text.into_bytes())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folding_keys_case_and_normalization_only_as_it_says() {
+        let nfc = "caf\u{e9}/Readme.md".as_bytes();
+        let nfd = "cafe\u{301}/readme.md".as_bytes();
+        let both = Folding {
+            case: true,
+            normalization: true,
+        };
+        let case = Folding {
+            case: true,
+            normalization: false,
+        };
+        let norm = Folding {
+            case: false,
+            normalization: true,
+        };
+        assert_eq!(both.key(nfc), both.key(nfd));
+        assert_ne!(case.key(nfc), case.key(nfd), "NTFS keeps é and e + ◌́ apart");
+        assert_eq!(case.key(b"Readme.md"), case.key(b"README.MD"));
+        assert_ne!(norm.key(nfc), norm.key(nfd), "case is told apart");
+        assert_eq!(
+            norm.key("caf\u{e9}".as_bytes()),
+            norm.key("cafe\u{301}".as_bytes())
+        );
+        assert_eq!(Folding::default().key(b"A"), &b"A"[..]);
+        assert_ne!(Folding::default().key(nfc), Folding::default().key(nfd));
+        // Bytes that are not UTF-8 are only ever themselves.
+        assert_eq!(both.key(b"A\xff"), &b"A\xff"[..]);
+    }
 
     #[test]
     fn names_windows_cannot_hold_are_named_with_the_reason() {

@@ -129,6 +129,7 @@ use crate::index::Turn;
 use crate::lift::Lifts;
 use crate::links::{self, LinkSplit};
 use crate::log::{FailedPath, FileEntry, Op, Post, PostEntry, Pre};
+use crate::names::Folding;
 use crate::path::RelPath;
 use crate::restore;
 use crate::store::{Expect, Store, post_of};
@@ -333,6 +334,47 @@ pub struct RewindPlan {
 /// Turns recorded states into steps. (A path that must not exist but is
 /// the directory of a restored path is handled in [`Store::execute`]: only
 /// a file or symlink standing there is removed.)
+/// `oldest` (each path's oldest capture, sorted by path) with the
+/// spellings of one file taken as one path where the file system folds
+/// them: `Readme.md` captured by a file tool and `README.md` found by a
+/// later command's snapshot, or `café` in NFC and in NFD, are one file
+/// there, and restoring both would write it twice (the later write
+/// winning, whichever it is) or delete as "created" what the other
+/// restores. The oldest capture among the spellings stands, under its own
+/// spelling. Spellings captured by one record all stand: a case-only
+/// rename is recorded as one spelling gone and the other made, and a
+/// rewind needs both.
+fn fold_spellings<'a, T>(
+    oldest: Vec<(&'a RelPath, u64, T)>,
+    folding: Folding,
+) -> Vec<(&'a RelPath, u64, T)> {
+    if !folding.any() {
+        return oldest;
+    }
+    let keys: Vec<std::borrow::Cow<'a, [u8]>> = oldest
+        .iter()
+        .map(|(path, ..)| folding.key(path.as_bytes()))
+        .collect();
+    let mut first: HashMap<&[u8], u64> = HashMap::with_capacity(oldest.len());
+    for (key, (_, seq, _)) in keys.iter().zip(&oldest) {
+        first
+            .entry(key.as_ref())
+            .and_modify(|s| *s = (*s).min(*seq))
+            .or_insert(*seq);
+    }
+    let keep: Vec<bool> = keys
+        .iter()
+        .zip(&oldest)
+        .map(|(key, (_, seq, _))| first.get(key.as_ref()) == Some(seq))
+        .collect();
+    drop(first);
+    oldest
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(e, k)| k.then_some(e))
+        .collect()
+}
+
 pub(crate) fn steps_from<'a>(
     states: impl Iterator<Item = (&'a RelPath, &'a Pre)>,
     store: &Store,
@@ -444,12 +486,42 @@ impl Store {
         }
         oldest.sort_unstable_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
         oldest.dedup_by(|later, first| later.0 == first.0);
+        let oldest = fold_spellings(oldest, self.folding());
         let steps = steps_from(oldest.into_iter().map(|(p, _, pre)| (p, pre)), self);
         Ok(RewindPlan {
             from_seq: first,
             turns: turns.iter().map(|t| t.id.clone()).collect(),
             steps,
         })
+    }
+
+    /// What the project's file system does not tell apart in names:
+    /// Unicode normalization on macOS (APFS, HFS+), and case where the
+    /// platform's default file systems fold it (macOS, Windows) and the
+    /// project's does too: its marker directory answers to `.TURNBACK` as
+    /// well (a case-sensitive APFS volume, or a Windows directory made
+    /// case-sensitive, does not).
+    pub(crate) fn folding(&self) -> Folding {
+        let case = crate::sys::CASE_INSENSITIVE_DEFAULT && {
+            let ident = |name: &str| {
+                crate::sys::fs::statat(
+                    &self.root_fd,
+                    name,
+                    crate::sys::fs::AtFlags::SYMLINK_NOFOLLOW,
+                )
+                .ok()
+                .map(|st| (crate::sys::dev(&st), st.st_ino))
+            };
+            match ident(crate::path::STORE_DIR) {
+                Some(marker) => ident(&crate::path::STORE_DIR.to_ascii_uppercase()) == Some(marker),
+                // No marker to ask: the platform's default.
+                None => true,
+            }
+        };
+        Folding {
+            case,
+            normalization: crate::sys::NORMALIZATION_INSENSITIVE,
+        }
     }
 
     /// Rewinds the project to its state before `turn`, undoing it and every
@@ -494,7 +566,7 @@ impl Store {
             options.dry_run,
             plan.steps,
         );
-        let posts = LastPosts::of(&self.turns_from(turn)?);
+        let posts = LastPosts::of(&self.turns_from(turn)?, self.folding());
         // Read before anything is saved or changed: a config file in error
         // fails the rewind before it starts.
         let config = self.config()?;
@@ -1402,6 +1474,46 @@ impl DirCache {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn spellings_of_one_file_are_one_path_where_the_file_system_folds_them() {
+        let path = |s: &str| RelPath::parse(s).expect("a relative path");
+        let (nfc, nfd) = (path("caf\u{e9}.txt"), path("cafe\u{301}.txt"));
+        let (upper, lower) = (path("README.md"), path("readme.md"));
+        let other = path("other.txt");
+        // A file tool captured `café` (NFC) and `readme.md` at 3 and 4; a
+        // snapshot found them as the directory spells them at 7.
+        let mut oldest = vec![
+            (&upper, 7, 'u'),
+            (&nfd, 7, 'd'),
+            (&nfc, 3, 'c'),
+            (&other, 7, 'o'),
+            (&lower, 4, 'l'),
+        ];
+        oldest.sort_by(|a, b| a.0.cmp(b.0));
+        let kept = |f: Folding| -> Vec<char> {
+            let mut v: Vec<char> = fold_spellings(oldest.clone(), f)
+                .into_iter()
+                .map(|e| e.2)
+                .collect();
+            v.sort();
+            v
+        };
+        let macos = Folding {
+            case: true,
+            normalization: true,
+        };
+        let windows = Folding {
+            case: true,
+            normalization: false,
+        };
+        assert_eq!(kept(macos), ['c', 'l', 'o']);
+        assert_eq!(kept(windows), ['c', 'd', 'l', 'o'], "NTFS: two names");
+        assert_eq!(kept(Folding::default()), ['c', 'd', 'l', 'o', 'u']);
+        // A case-only rename, recorded by one snapshot: both stand.
+        let renamed = vec![(&upper, 5, 'u'), (&lower, 5, 'l')];
+        assert_eq!(fold_spellings(renamed, macos).len(), 2);
+    }
+
     use super::*;
 
     fn step(path: &str, action: Action) -> Step {

@@ -78,6 +78,50 @@ fn write_capture_exec_rewind_undo_verify_give_back_the_folder_byte_for_byte() ->
     Ok(())
 }
 
+/// A file tool's spelling (`README.md`) and the directory's (`readme.md`)
+/// of one file, captured in two turns (the tool's capture, then a later
+/// command's snapshot), are one file where the file system does not tell
+/// case apart: rewinding the first turn gives back its pre-image once, not
+/// the later turn's written over it (sorted by bytes, `README.md` came
+/// first and `readme.md` last). Where case is told apart they are two
+/// files, each rewound as its own.
+#[test]
+fn two_spellings_of_one_file_from_a_tool_and_a_snapshot_rewind_once() -> TestResult {
+    let p = Project::new()?;
+    p.write("readme.md", "v0\n")?;
+    let case_insensitive = p.root.join("README.md").exists();
+    let before = p.state()?;
+    let out = p
+        .tb()
+        .args(["capture", "--turn", "t1", "README.md"])
+        .output()?;
+    assert!(out.status.success(), "capture: {:?}", texts(&out));
+    // The agent's tool writes after the capture.
+    std::fs::write(p.root.join("readme.md"), "v1\n")?;
+    let script: Vec<&str> = if cfg!(windows) {
+        vec!["cmd", "/c", "echo v2> readme.md"]
+    } else {
+        vec!["sh", "-c", "echo v2 > readme.md"]
+    };
+    let out = p
+        .tb()
+        .args(["exec", "--turn", "t2", "--"])
+        .args(&script)
+        .output()?;
+    assert!(out.status.success(), "exec: {:?}", texts(&out));
+    let out = p.tb().args(["rewind", "t1"]).output()?;
+    assert_eq!(out.status.code(), Some(0), "rewind: {:?}", texts(&out));
+    if case_insensitive {
+        assert_eq!(p.state()?, before, "the pre-image of t1, once");
+    } else {
+        // Two files: README.md was absent before t1; readme.md's change
+        // was t2's (v1 → v2), and the tool's write (v0 → v1) no turn's.
+        assert!(!p.root.join("README.md").exists());
+        assert_eq!(std::fs::read_to_string(p.root.join("readme.md"))?, "v1\n");
+    }
+    Ok(())
+}
+
 /// A turn that renamed `Readme.md` to `README.md` (only the case changes)
 /// rewinds to the old spelling, on a file system that tells case apart and
 /// on one that does not (on Windows the rename is made in two steps, as

@@ -118,6 +118,9 @@ pub(crate) fn list_names(dir: &impl AsFd) -> (Names, Option<Errno>) {
 /// ext4 and most Linux file systems tell case apart.
 pub(crate) const CASE_INSENSITIVE_DEFAULT: bool = false;
 
+/// ext4 tells Unicode normalization apart (casefold directories aside).
+pub(crate) const NORMALIZATION_INSENSITIVE: bool = false;
+
 /// A rename over a file frees the replaced inode, and ext4 mounted with
 /// `discard` pays for the free synchronously (measured: 0.55 s of renames
 /// for 4,686 files against 0.22-0.26 s with the old files linked aside):

@@ -200,5 +200,8 @@ pub(crate) fn list_names(dir: &impl AsFd) -> (Names, Option<Errno>) {
 /// APFS, by default, does not tell case or Unicode normalization apart.
 pub(crate) const CASE_INSENSITIVE_DEFAULT: bool = true;
 
+/// APFS and HFS+ do not tell Unicode normalization apart (HFS+ stores NFD).
+pub(crate) const NORMALIZATION_INSENSITIVE: bool = true;
+
 /// Not measured on APFS: a rename frees the replaced file as it goes.
 pub(crate) const DEFER_FREES: bool = false;

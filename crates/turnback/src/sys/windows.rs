@@ -1199,6 +1199,9 @@ pub(crate) const HANDLES_KEEP_NAMES: bool = true;
 /// NTFS, by default, does not tell case apart.
 pub(crate) const CASE_INSENSITIVE_DEFAULT: bool = true;
 
+/// NTFS tells Unicode normalization apart.
+pub(crate) const NORMALIZATION_INSENSITIVE: bool = false;
+
 /// Not measured on NTFS: a rename frees the replaced file as it goes.
 pub(crate) const DEFER_FREES: bool = false;
 
