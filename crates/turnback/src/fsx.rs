@@ -243,6 +243,32 @@ pub(crate) fn create_temp_beside(
     name: impl Name,
     mode: u32,
 ) -> io::Result<(File, Temp)> {
+    create_temp_with(dir, name, mode, |_| ())
+}
+
+/// [`create_temp_beside`] for a file about to be renamed over `name`:
+/// when `name` is a regular file now, the new one takes its extended
+/// attributes (see `sys::copy_xattrs`), before its mode is set (a
+/// read-only mode would refuse them). Also returns what could not be
+/// kept, one line per attribute, for the caller's report.
+pub(crate) fn create_temp_replacing(
+    dir: &OwnedFd,
+    name: impl Name,
+    mode: u32,
+) -> io::Result<(File, Temp, Vec<String>)> {
+    let mut lost = Vec::new();
+    let (file, temp) = create_temp_with(dir, name, mode, |new| {
+        lost = copy_xattrs_from(dir, name, new);
+    })?;
+    Ok((file, temp, lost))
+}
+
+fn create_temp_with(
+    dir: &OwnedFd,
+    name: impl Name,
+    mode: u32,
+    prepare: impl FnOnce(&OwnedFd),
+) -> io::Result<(File, Temp)> {
     loop {
         let temp = Temp::fresh();
         let tmp = temp.beside(name);
@@ -253,6 +279,7 @@ pub(crate) fn create_temp_beside(
             Mode::from_raw_mode(0o600),
         ) {
             Ok(fd) => {
+                prepare(&fd);
                 crate::sys::fs::fchmod(&fd, sys::perm(mode))?;
                 return Ok((File::from(fd), temp));
             }
@@ -260,6 +287,40 @@ pub(crate) fn create_temp_beside(
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// Copies the extended attributes of `name` in `dir`, if it is a regular
+/// file, onto `to`; returns what could not be copied, as
+/// "extended attribute NAME not kept: WHY".
+fn copy_xattrs_from(dir: &OwnedFd, name: impl Name, to: &OwnedFd) -> Vec<String> {
+    if cfg!(windows) {
+        return Vec::new();
+    }
+    let old = match crate::sys::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        // Nothing there, or not a file: nothing to keep.
+        Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR | Errno::ISDIR) => return Vec::new(),
+        Err(e) => {
+            return vec![format!(
+                "its extended attributes were not kept (it cannot be opened to read them: {})",
+                io::Error::from(e)
+            )];
+        }
+    };
+    match crate::sys::fs::fstat(&old) {
+        Ok(st) if matches!(node_of(&st), Node::File { .. }) => {}
+        _ => return Vec::new(),
+    }
+    use crate::sys::AsFd;
+    crate::sys::copy_xattrs(old.as_fd(), to.as_fd())
+        .into_iter()
+        .map(|(attr, e)| format!("extended attribute {attr} not kept: {}", io::Error::from(e)))
+        .collect()
 }
 
 /// Replaces (or creates) `name` in `dir` with `bytes`, mode 0644, durably

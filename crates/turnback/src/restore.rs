@@ -175,8 +175,9 @@ fn finish(w: SparseWriter, per_file: bool) -> Result<(), String> {
 impl Store {
     /// Writes every job's bytes into a temporary file beside its path
     /// (missing directories on the way are made), `fsync`ed when
-    /// `per_file`. Returns the staged files, sorted by path; the paths
-    /// that failed go to `failed`.
+    /// `per_file`; the file there now gives it its extended attributes.
+    /// Returns the staged files, sorted by path; the paths that failed go
+    /// to `failed`, what could not be kept of a file replaced to `lost`.
     /// A kept file that is gone (its operation left the path as it was)
     /// stages nothing and fails nothing.
     pub(crate) fn stage_all<'a>(
@@ -186,6 +187,7 @@ impl Store {
         jobs: &'a [Job<'a>],
         per_file: bool,
         failed: &mut Vec<FailedPath>,
+        lost: &mut Vec<String>,
     ) -> Result<Vec<Staged<'a>>> {
         let mut walk = self.walk().sweeping();
         let done = in_dirs(
@@ -195,7 +197,7 @@ impl Store {
             true,
             "its directory cannot be created",
             |dir, &(path, source, mode)| {
-                let (file, temp) = fsx::create_temp_beside(dir, path.file_name(), mode)
+                let (file, temp, lost) = fsx::create_temp_replacing(dir, path.file_name(), mode)
                     .map_err(|e| format!("cannot create a temporary file: {e}"))?;
                 let written = match source {
                     Source::Blob(blob) => self.stage_blob(packs, blob, file, per_file),
@@ -204,13 +206,16 @@ impl Store {
                 if !matches!(written, Ok(true)) {
                     let _ = fsx::unlink(dir, temp.beside(path.file_name()).as_str());
                 }
-                written.map(|w| w.then_some(temp))
+                written.map(|w| w.then_some((temp, lost)))
             },
         );
         let mut staged = Vec::with_capacity(jobs.len());
         for (&(path, _, _), res) in done {
             match res {
-                Ok(Some(tmp)) => staged.push((path, tmp)),
+                Ok(Some((tmp, not_kept))) => {
+                    lost.extend(not_kept.into_iter().map(|w| format!("{path}: {w}")));
+                    staged.push((path, tmp));
+                }
                 Ok(None) => {}
                 Err(reason) => failed.push(FailedPath {
                     path: path.clone(),

@@ -548,7 +548,9 @@ impl Store {
     fn reporting(&mut self, op: impl FnOnce(&mut Self) -> Result<Report>) -> Result<Report> {
         let before = self.warnings.len();
         let mut report = op(self)?;
-        report.warnings = self.warnings.get(before..).unwrap_or_default().to_vec();
+        let mut warnings = self.warnings.get(before..).unwrap_or_default().to_vec();
+        warnings.append(&mut report.warnings);
+        report.warnings = warnings;
         Ok(report)
     }
 
@@ -1051,7 +1053,14 @@ impl Store {
             }
         }
         let per_file = durability == Durability::PerFile;
-        let staged = self.stage_all(&packs, &buckets, &jobs, per_file, &mut report.failed)?;
+        let staged = self.stage_all(
+            &packs,
+            &buckets,
+            &jobs,
+            per_file,
+            &mut report.failed,
+            &mut report.warnings,
+        )?;
         drop(packs);
         drop(buckets);
         // Their bytes are durable before any of them replaces a file.

@@ -101,6 +101,10 @@ pub struct CaptureReport {
     pub new_blobs: usize,
     /// Compressed bytes written by this call.
     pub stored_bytes: u64,
+    /// What a write could not keep of the file it replaced (an extended
+    /// attribute), one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// How [`Store::collect`] treats what it finds.
@@ -1880,8 +1884,11 @@ impl Store {
             });
         }
         let rels: Vec<RelPath> = std::iter::once(rel).chain(names.found.clone()).collect();
-        let report = self.capture_locked(turn, label, &rels, posts)?;
-        self.write_file(&target, bytes)?;
+        let mut report = self.capture_locked(turn, label, &rels, posts)?;
+        let lost = self.write_file(&target, bytes)?;
+        report
+            .warnings
+            .extend(lost.into_iter().map(|w| format!("{target}: {w}")));
         crate::links::relink(self, &target, &names.found)?;
         Ok(report)
     }
@@ -1908,7 +1915,9 @@ impl Store {
         Ok(Vec::new())
     }
 
-    fn write_file(&self, rel: &RelPath, bytes: &[u8]) -> Result<()> {
+    /// Replaces `rel` by `bytes`, keeping the mode and extended attributes
+    /// of the file there; returns what of those could not be kept.
+    fn write_file(&self, rel: &RelPath, bytes: &[u8]) -> Result<Vec<String>> {
         let shown = self.root.join(rel.as_path());
         let mut dir = crate::sys::dup(&self.root_fd).ctx("open", &self.root)?;
         for anc in rel.ancestors() {
@@ -1934,8 +1943,9 @@ impl Store {
             }
             _ => 0o644,
         };
-        let (file, tmp) =
-            fsx::create_temp(&dir, name, mode).ctx("create a temporary file beside", &shown)?;
+        let (file, temp, lost) = fsx::create_temp_replacing(&dir, name, mode)
+            .ctx("create a temporary file beside", &shown)?;
+        let tmp = temp.beside(name);
         let mut w = BufWriter::new(file);
         let res = w
             .write_all(bytes)
@@ -1948,15 +1958,16 @@ impl Store {
                 fsx::fsync(f).ctx("fsync", &shown)
             })
             .and_then(|()| fsx::rename(&dir, &tmp, name).ctx("replace", &shown));
-        if res.is_err() {
+        if let Err(e) = res {
             let _ = fsx::unlink(&dir, &tmp);
-            return res;
+            return Err(e);
         }
         // The rename is durable only once its directory is: without this, a
         // power loss after the command answered could bring back the old
         // bytes.
         let parent = shown.parent().unwrap_or(&self.root);
-        fsx::fsync(&dir).ctx("fsync", parent)
+        fsx::fsync(&dir).ctx("fsync", parent)?;
+        Ok(lost)
     }
 
     /// Reads a blob's verified bytes into memory (for diffs).

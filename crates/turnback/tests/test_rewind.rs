@@ -250,3 +250,53 @@ fn a_file_linked_from_outside_after_the_agent_is_not_written_through() -> TestRe
     );
     Ok(())
 }
+
+/// A file replaced by a `write` or a rewind keeps the extended attributes
+/// the user had on it (a download's origin, a quarantine mark, tags), also
+/// when its mode is read-only. Unix only: Windows has none that turnback
+/// can reach.
+#[cfg(unix)]
+#[test]
+fn a_replaced_file_keeps_its_extended_attributes() -> TestResult {
+    use rustix::fs::{XattrFlags, getxattr, setxattr};
+    let get = |path: &std::path::Path| -> TestResult<Vec<u8>> {
+        let mut buf = vec![0u8; 256];
+        let n = getxattr(path, "user.turnback.origin", &mut buf[..])?;
+        buf.truncate(n);
+        Ok(buf)
+    };
+    let p = Project::new()?;
+    p.write("a.txt", "a0\n")?;
+    p.write("ro.txt", "r0\n")?;
+    for name in ["a.txt", "ro.txt"] {
+        // A file system without user attributes fails the test: it would
+        // prove nothing.
+        setxattr(
+            p.path(name),
+            "user.turnback.origin",
+            b"https://example.com/dl",
+            XattrFlags::empty(),
+        )
+        .map_err(|e| format!("this file system must hold user.* attributes: {e}"))?;
+    }
+    p.chmod("ro.txt", 0o444)?;
+    let mut store = p.open()?;
+    let t1 = turn("t1")?;
+    let report = store.write(&t1, None, "a.txt", b"a1\n")?;
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert_eq!(p.read("a.txt")?, b"a1\n");
+    assert_eq!(get(&p.path("a.txt"))?, b"https://example.com/dl");
+    let t2 = turn("t2")?;
+    store.write(&t2, None, "ro.txt", b"r1\n")?;
+    assert_eq!(get(&p.path("ro.txt"))?, b"https://example.com/dl");
+    let report = store.rewind(&t1, &RewindOptions::default())?;
+    assert!(report.complete(), "{:?}", report.failed);
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert_eq!(p.read("a.txt")?, b"a0\n");
+    assert_eq!(p.read("ro.txt")?, b"r0\n");
+    assert_eq!(p.mode("ro.txt")? & 0o777, 0o444);
+    for name in ["a.txt", "ro.txt"] {
+        assert_eq!(get(&p.path(name))?, b"https://example.com/dl", "{name}");
+    }
+    Ok(())
+}

@@ -89,5 +89,8 @@ pub fn print_capture(report: &turnback::CaptureReport) -> std::io::Result<()> {
             "turnback: warning: {p} has hard links outside the project; those names keep the old bytes after a write or a rewind"
         );
     }
+    for w in &report.warnings {
+        errln!("turnback: warning: {w}");
+    }
     Ok(())
 }

@@ -47,7 +47,8 @@ use macos as imp;
 mod unix;
 #[cfg(unix)]
 pub(crate) use unix::{
-    AsFd, BorrowedFd, Errno, KEEP_ASIDE, OwnedFd, dup, euid, fs, held_dir_handles, process_alive,
+    AsFd, BorrowedFd, Errno, KEEP_ASIDE, OwnedFd, copy_xattrs, dup, euid, fs, held_dir_handles,
+    process_alive,
 };
 
 #[cfg(windows)]
@@ -56,7 +57,8 @@ mod windows;
 use windows as imp;
 #[cfg(windows)]
 pub(crate) use windows::{
-    AsFd, BorrowedFd, Errno, KEEP_ASIDE, OwnedFd, dup, euid, fs, held_dir_handles, process_alive,
+    AsFd, BorrowedFd, Errno, KEEP_ASIDE, OwnedFd, copy_xattrs, dup, euid, fs, held_dir_handles,
+    process_alive,
 };
 
 #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]

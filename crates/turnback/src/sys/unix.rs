@@ -35,6 +35,80 @@ pub(crate) fn held_dir_handles() -> usize {
     (limit / 4).min(16_384)
 }
 
+/// Copies the extended attributes of the regular file `from` onto `to`:
+/// a file replaced by a new one (a `write`, a rewind) keeps what the user
+/// had on it: `user.*` attributes and POSIX ACLs (`system.posix_acl_*`) on
+/// Linux; the quarantine and provenance marks, Finder tags and ACLs on
+/// macOS. Linux's `security.*` and `trusted.*` belong to the system (a new
+/// file gets its label from the policy) and are left alone. Returns each
+/// attribute it could not copy, with why.
+pub(crate) fn copy_xattrs(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> Vec<(String, Errno)> {
+    let mut failed = Vec::new();
+    let names = match list_xattrs(from) {
+        Ok(names) => names,
+        // The file system has none to give.
+        Err(Errno::NOTSUP) => return failed,
+        Err(e) => {
+            failed.push(("(the list of them)".to_owned(), e));
+            return failed;
+        }
+    };
+    for name in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let shown = String::from_utf8_lossy(name).into_owned();
+        if cfg!(target_os = "linux")
+            && (name.starts_with(b"security.") || name.starts_with(b"trusted."))
+        {
+            continue;
+        }
+        let copied = read_xattr(from, name).and_then(|value| {
+            rustix::fs::fsetxattr(to, name, &value, rustix::fs::XattrFlags::empty())
+        });
+        if let Err(e) = copied {
+            failed.push((shown, e));
+        }
+    }
+    failed
+}
+
+/// The names of `fd`'s extended attributes, each ended by a NUL.
+fn list_xattrs(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
+    // The list may grow between asking its size and reading it.
+    for _ in 0..4 {
+        let mut buf = vec![0u8; rustix::fs::flistxattr_query(fd)?];
+        if buf.is_empty() {
+            return Ok(buf);
+        }
+        match rustix::fs::flistxattr(fd, &mut buf[..]) {
+            Ok(n) => {
+                buf.truncate(n);
+                return Ok(buf);
+            }
+            Err(Errno::RANGE) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Errno::RANGE)
+}
+
+/// The value of `fd`'s extended attribute `name`.
+fn read_xattr(fd: BorrowedFd<'_>, name: &[u8]) -> Result<Vec<u8>, Errno> {
+    for _ in 0..4 {
+        let mut buf = vec![0u8; rustix::fs::fgetxattr_query(fd, name)?];
+        if buf.is_empty() {
+            return Ok(buf);
+        }
+        match rustix::fs::fgetxattr(fd, name, &mut buf[..]) {
+            Ok(n) => {
+                buf.truncate(n);
+                return Ok(buf);
+            }
+            Err(Errno::RANGE) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Errno::RANGE)
+}
+
 /// The effective user id of this process.
 pub(crate) fn euid() -> u32 {
     rustix::process::geteuid().as_raw()

@@ -1178,6 +1178,12 @@ pub(crate) fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// Extended attributes: NTFS's are not reachable through the calls
+/// turnback uses, and nothing is copied (docs/PLATFORMS.md).
+pub(crate) fn copy_xattrs(_from: BorrowedFd<'_>, _to: BorrowedFd<'_>) -> Vec<(String, Errno)> {
+    Vec::new()
+}
+
 /// Windows has no user ids here: 0, as [`Stat::st_uid`].
 pub(crate) fn euid() -> u32 {
     0
