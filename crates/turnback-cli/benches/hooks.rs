@@ -1150,6 +1150,146 @@ fn maintenance_repetition(cfg: &Config, bin: &Path, rep: usize) -> Res<(MaintTim
     Ok((t, work))
 }
 
+/// Calls made right after the one that makes automatic gc due (the gc then
+/// runs in a background `turnback maintain`), and the same calls into a
+/// copy where gc is not due.
+#[derive(Default, Clone)]
+struct GcTimes {
+    during: Vec<f64>,
+    peer: Vec<f64>,
+    /// Calls that ended before the gc had put its log in place.
+    overlapped: usize,
+    /// From the gc-due call's exit until the compacted log was in place.
+    gc: Vec<f64>,
+}
+
+/// Timed calls after the one that makes gc due, per repetition.
+const GC_CALLS: usize = 5;
+
+/// The identity of the log of the project `root` (its store is in the
+/// project: the benchmark sets `TURNBACK_STORE=project`).
+fn log_ino(root: &Path) -> Res<u64> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(fs::metadata(root.join(".turnback/log.jsonl"))?.ino())
+}
+
+/// One repetition of the gc rows: two fresh copies of the large store,
+/// one whose config makes the next call make gc due; in each, that call
+/// (untimed), then [`GC_CALLS`] timed calls, each a new turn. Which copy
+/// goes first alternates.
+fn gc_repetition(
+    files: &[(String, Vec<u8>)],
+    cfg: &Config,
+    bin: &Path,
+    rep: usize,
+    large: &Path,
+) -> Res<(GcTimes, TempDir)> {
+    let work = TempDir::with_prefix_in("turnback-bench-gc-", &cfg.tmp)?;
+    let mut t = GcTimes::default();
+    let copy = |name: &str, config: Option<String>| -> Res<PathBuf> {
+        let root = copy_prebuilt(large, &work.path().join(name))?;
+        if let Some(config) = config {
+            fs::write(root.join(".turnback/config.toml"), config)?;
+        }
+        sync_fs(&root)?;
+        Ok(root)
+    };
+    let due = copy("due", Some(gc_due_config(cfg.turns)))?;
+    let not_due = copy("not-due", None)?;
+    let call = |root: &Path, i: usize| -> Res<f64> {
+        let (rel, bytes) = &files[(11 * i + 5) % files.len()];
+        let mut content = bytes.clone();
+        content.extend_from_slice(format!("\n/* gc row, call {i} */\n").as_bytes());
+        spawn_write(bin, root, &format!("gc-{rep}-{i}"), rel, &content)
+    };
+    for side in 0..2 {
+        let gc = (rep + side).is_multiple_of(2);
+        let root = if gc { &due } else { &not_due };
+        let before = log_ino(root)?;
+        call(root, 0)?;
+        let exit = Instant::now();
+        for i in 1..=GC_CALLS {
+            let time = call(root, i)?;
+            if gc {
+                t.during.push(time);
+                if log_ino(root)? == before {
+                    t.overlapped += 1;
+                }
+            } else {
+                t.peer.push(time);
+            }
+        }
+        if gc {
+            while log_ino(root)? == before {
+                if exit.elapsed().as_secs() > 120 {
+                    return Err(format!(
+                        "{}: no gc two minutes after the call that made it due",
+                        root.display()
+                    )
+                    .into());
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            t.gc.push(exit.elapsed().as_secs_f64());
+            // Every call's turn is there, and the limit holds.
+            let store = turnback::Store::open(root)?;
+            let turns = store.turns()?;
+            let ours = turns
+                .iter()
+                .filter(|x| x.id.as_str().starts_with(&format!("gc-{rep}-")))
+                .count();
+            if ours != GC_CALLS + 1 || turns.len() > cfg.turns * 9 / 10 + GC_CALLS + 1 {
+                return Err(format!(
+                    "{}: {} turns, {ours} of the {} calls made after the gc came due",
+                    root.display(),
+                    turns.len(),
+                    GC_CALLS + 1
+                )
+                .into());
+            }
+            if !store.verify()?.whole {
+                return Err(format!("{}: not whole after the gc", root.display()).into());
+            }
+        }
+    }
+    Ok((t, work))
+}
+
+/// The rows of calls made while a background gc runs.
+fn render_gc(cfg: &Config, gc: &[GcTimes]) -> String {
+    let during: Vec<f64> = gc.iter().flat_map(|g| g.during.clone()).collect();
+    let peer: Vec<f64> = gc.iter().flat_map(|g| g.peer.clone()).collect();
+    let took: Vec<f64> = gc.iter().flat_map(|g| g.gc.clone()).collect();
+    let overlapped: usize = gc.iter().map(|g| g.overlapped).sum();
+    if during.is_empty() || peer.is_empty() {
+        return String::new();
+    }
+    let diff = median(&during) - median(&peer);
+    format!(
+        "\n| Call | while the background gc runs | peer: the same calls, gc not due | difference of the medians | ratio of the medians | target | result |\n\
+         |---|---|---|---|---|---|---|\n\
+         | `turnback write` (capture, write) while an automatic gc of {} turns runs | {} | {} | {} | {:.2}x | ≤ +50 ms | {} |\n\n\
+         The gc row: fresh copies of a store of {} single-file turns (built by `Store::write`); \
+         in one, the config keeps {} turns and checks after every capture, so the first call \
+         (untimed) makes gc due and leaves it to a background `turnback maintain`; then {GC_CALLS} \
+         calls, each a new turn, are timed from spawn to exit. The peer is the same calls into \
+         the other copy, where gc is not due; which goes first alternates. {overlapped} of {} \
+         timed calls ended before the gc had put its compacted log in place; the gc took {} \
+         from the first call's exit. Afterwards every call's turn is in the store and \
+         `verify` finds it whole.\n",
+        thousands(cfg.turns as u64),
+        time_cell(&during),
+        time_cell(&peer),
+        ms(diff),
+        median(&during) / median(&peer),
+        verdict(diff <= 0.050),
+        thousands(cfg.turns as u64),
+        thousands((cfg.turns * 9 / 10) as u64),
+        during.len(),
+        time_cell(&took),
+    )
+}
+
 /// The result cell of a row with a target.
 fn verdict(met: bool) -> &'static str {
     if met { "**met**" } else { "**missed**" }
@@ -1483,22 +1623,34 @@ fn main() -> Res<()> {
         maint.push(times);
         drop(dir);
     }
-    if cfg.only_maintenance {
-        println!("{}", render_maintenance(&cfg, &maint));
-        println!("(not written: TURNBACK_BENCH_ONLY)");
-        return Ok(());
-    }
     eprintln!("loading {} files of {} ...", cfg.files, cfg.tree.display());
     let files = load_tree(&cfg.tree, cfg.files)?;
     let tree_bytes = files.iter().map(|(_, b)| b.len() as u64).sum();
     eprintln!(
-        "building stores of {} and {} turns in {} ...",
+        "building a store of {} turns in {} ...",
         cfg.turns,
-        cfg.small_turns,
         cfg.build_dir.display()
     );
     let built_large = TempDir::with_prefix_in("turnback-bench-large-", &cfg.build_dir)?;
     let large = build_store(&files, cfg.turns, built_large.path())?;
+    let mut gc = Vec::new();
+    for rep in 0..cfg.reps {
+        eprintln!("calls during gc: repetition {}/{} ...", rep + 1, cfg.reps);
+        let (times, dir) = gc_repetition(&files, &cfg, &bin, rep, &large)?;
+        gc.push(times);
+        drop(dir);
+    }
+    let maintenance_rows = render_maintenance(&cfg, &maint) + &render_gc(&cfg, &gc);
+    if cfg.only_maintenance {
+        println!("{maintenance_rows}");
+        println!("(not written: TURNBACK_BENCH_ONLY)");
+        return Ok(());
+    }
+    eprintln!(
+        "building a store of {} turns in {} ...",
+        cfg.small_turns,
+        cfg.build_dir.display()
+    );
     let built_small = TempDir::with_prefix_in("turnback-bench-small-", &cfg.build_dir)?;
     let small = build_store(&files, cfg.small_turns, built_small.path())?;
     let mut keep = Vec::new();
@@ -1542,7 +1694,7 @@ fn main() -> Res<()> {
         &bin,
         &load_end,
         &commit,
-    ) + &render_maintenance(&cfg, &maint);
+    ) + &maintenance_rows;
     println!("{body}");
     if !cfg.write || cfg.only_write {
         println!("(not written: --no-write or TURNBACK_BENCH_ONLY)");

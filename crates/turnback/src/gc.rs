@@ -1,8 +1,14 @@
 //! Retention and garbage collection.
 //!
-//! gc runs under the store lock, so no capture is between writing its pack
-//! and appending its record while gc decides what is referenced: a capture
-//! started elsewhere waits for the lock, then re-reads the (new) log.
+//! gc is planned without the store lock and committed under it
+//! ([`Store::gc_plan`], [`Store::gc_commit`]): the plan reads only what the
+//! index covers (the log only grows while the store is not locked), decides
+//! what to drop and writes the compacted log and its index checkpoint
+//! under temporary names; the commit, under the lock, takes in what was
+//! appended meanwhile and puts the new log in place. So a capture that
+//! arrives during a background gc waits for the commit (a rename and the
+//! packs' removal), not for the reading, encoding and writing of the whole
+//! log. `turnback gc` holds the lock from plan to commit.
 //!
 //! 1. Choose what to drop: the oldest live turns beyond `keep_turns`, those
 //!    older than `keep_days` (never the newest), then the oldest until the
@@ -14,24 +20,33 @@
 //! 2. Compact the log: every kept record is rewritten with its original
 //!    sequence number; a kept record that names a blob introduced by a
 //!    dropped one now introduces it itself, with that blob's own pack (so no
-//!    blob data is copied). The new log is written to a temporary file,
-//!    fsynced, renamed over `log.jsonl`, and the store directory fsynced.
-//!    The index checkpoint is removed just before the rename: it names the
-//!    old log (see [`crate::checkpoint`]).
+//!    blob data is copied). The new log is written to a temporary file and
+//!    fsynced, with the index checkpoint of it beside it (plan). Under the
+//!    lock, the records appended since the plan are carried over, made to
+//!    introduce what they name as above, when they are captures and seals
+//!    of turns the plan keeps; any other (a rewind, a snapshot, a turn the
+//!    plan drops), a new tree state or a replaced log makes the plan stale,
+//!    and nothing is changed (the background run plans again, at most
+//!    three times, then leaves it to the next). Then the index checkpoint
+//!    is removed (it names the old log, see [`crate::checkpoint`]), the new
+//!    log renamed over `log.jsonl`, the store directory fsynced, and the
+//!    new checkpoint put in place.
 //!    A snapshot record (see [`crate::snapshot`]) keeps only the blobs the
 //!    tree state names (the current bytes of the covered files, which the
 //!    next scan needs as pre-images) and is dropped when it keeps none; a
 //!    kept capture that names one of its other blobs introduces it itself,
 //!    as above. When the tree state cannot be read, snapshot records are
 //!    kept whole.
-//! 3. Only then are packs no kept record refers to deleted (also packs left
-//!    by a capture that crashed before its record), and `packs/` fsynced.
+//! 3. Only then, still under the lock, are packs no kept record refers to
+//!    deleted (also packs left by a capture that crashed before its
+//!    record), and `packs/` fsynced.
 //!
 //! 4. Last, the files kept aside (see [`crate::aside`]) for `saved` records
 //!    no longer kept are removed, directory by directory.
 //!
-//! A crash before the rename leaves the old log; after it, at worst
-//! unreferenced packs and kept files, which the next gc deletes.
+//! A crash before the rename leaves the old log (and temporary files of a
+//! process that is gone, which the next mutation sweeps); after it, at
+//! worst unreferenced packs and kept files, which the next gc deletes.
 //!
 //! Automatic gc (`[gc] auto_every_captures` in `config.toml`), and why it
 //! stays off the latency of the call that triggers it:
@@ -65,6 +80,7 @@
 //!   named are cleaned by any gc run, automatic or not.
 
 use std::collections::{HashMap, HashSet};
+use std::io::Write;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -79,6 +95,7 @@ use crate::index::{Index, Misfit};
 use crate::log::{self, FileEntry, LOG_FILE, Op, Pre, Record, StoredBlob};
 use crate::pack;
 use crate::store::{PACKS_DIR, Store};
+use crate::sys::fs::OFlags;
 use crate::tree::{self, Loaded};
 
 /// Automatic gc waits until a limit is exceeded by 1/`AUTO_MARGIN` of it
@@ -135,6 +152,67 @@ impl Kept {
             Op::RolledBack { saved, .. } | Op::Packed { saved, .. } => Kept::OfSaved(*saved),
             _ => Kept::Other,
         }
+    }
+}
+
+/// A gc decided and its compacted log written under a temporary name, not
+/// yet in place (see [`Store::gc_plan`] and [`Store::gc_commit`]).
+pub(crate) struct GcPlan {
+    report: GcReport,
+    /// The log the plan read, and how much of it.
+    log_ident: (u64, u64),
+    covered: u64,
+    /// The tree state's file as the plan read it.
+    tree_look: Option<(u64, u64, i64)>,
+    /// The first records of the turns the plan drops.
+    dropped_turns: HashSet<u64>,
+    /// `None`: nothing dropped, the log stays as it is.
+    rewrite: Option<Rewrite>,
+}
+
+impl GcPlan {
+    /// Drops a plan that is not committed, with its files.
+    pub(crate) fn discard(self, store: &crate::sys::OwnedFd) {
+        if let Some(r) = self.rewrite {
+            r.discard(store);
+        }
+    }
+}
+
+/// The compacted log under its temporary name, and the index it gives.
+struct Rewrite {
+    file: std::fs::File,
+    temp: String,
+    ident: (u64, u64),
+    len: u64,
+    lines: usize,
+    check: Index,
+    /// The blobs its records introduce.
+    introduced: HashSet<BlobId>,
+    checkpoint: Option<checkpoint::Prepared>,
+    /// What the checkpoint covers (0: none).
+    checkpointed: u64,
+}
+
+impl Rewrite {
+    /// Appends the records taken in at commit, durably.
+    fn append(&mut self, bytes: &[u8], log_path: &std::path::Path) -> Result<()> {
+        use std::io::{Seek, SeekFrom};
+        self.file
+            .seek(SeekFrom::End(0))
+            .and_then(|_| self.file.write_all(bytes))
+            .and_then(|()| fsx::fdatasync(&self.file))
+            .ctx("write", log_path)?;
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn discard(self, store: &crate::sys::OwnedFd) {
+        if let Some(c) = self.checkpoint {
+            c.discard(store);
+        }
+        drop(self.file);
+        let _ = fsx::unlink(store, &self.temp);
     }
 }
 
@@ -225,7 +303,19 @@ impl Store {
         self.gc_with(options, &config)
     }
 
+    /// gc, planned and committed under the lock the caller holds.
     pub(crate) fn gc_with(&mut self, options: &GcOptions, config: &Config) -> Result<GcReport> {
+        let plan = self.gc_plan(options, config)?;
+        let report = self.gc_commit(plan)?;
+        Ok(report.expect("under the lock held throughout, nothing was appended since the plan"))
+    }
+
+    /// Decides what gc drops and writes the compacted log under a
+    /// temporary name, with the index checkpoint of it, from the index as
+    /// it is and the log it covers. Needs no lock: the log only grows
+    /// while the store is not locked, and [`Store::gc_commit`] takes in
+    /// what was appended meanwhile, or finds the plan stale.
+    pub(crate) fn gc_plan(&self, options: &GcOptions, config: &Config) -> Result<GcPlan> {
         // The newest turn (the one just captured) is never dropped, whatever
         // the limit says.
         let keep_turns = options
@@ -235,12 +325,12 @@ impl Store {
         let keep_days = options.keep_days.unwrap_or(config.retention.keep_days);
         let max_size = options.max_size.unwrap_or(config.retention.max_size);
         let log_path = self.store_path.join(LOG_FILE);
-        let packs_before = self.pack_sizes()?;
-        let log_before = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
+        let log_before = self.index.consumed;
         let mut report = GcReport {
-            bytes_before: packs_before.values().sum::<u64>() + log_before,
+            bytes_before: self.pack_sizes()?.values().sum::<u64>() + log_before,
             ..GcReport::default()
         };
+        let tree_look = self.tree_look();
 
         // 1. Which live turns stay.
         let live: Vec<(u64, u64, String)> = self
@@ -313,6 +403,7 @@ impl Store {
             .unwrap_or(u64::MAX);
         report.dropped_operations = self.index.ops.len() - kept_ops.len();
         let mut kept_turns: HashSet<u64> = HashSet::new();
+        let mut dropped_turns: HashSet<u64> = HashSet::new();
         for t in &self.index.turns {
             let t = t?;
             let kept = match t.ended_by {
@@ -321,6 +412,8 @@ impl Store {
             };
             if kept {
                 kept_turns.insert(t.first_seq);
+            } else {
+                dropped_turns.insert(t.first_seq);
             }
         }
 
@@ -370,7 +463,7 @@ impl Store {
         };
         // One record at a time: the log's records are never all in memory
         // at once (at 100,000 paths they took 260 MB).
-        let log_bytes = self.read_log_bytes()?;
+        let (log_bytes, log_ident) = self.read_log_covered()?;
         let mut total = 0;
         // (seq, what kind of record) of the records kept.
         let mut kept_seqs: Vec<(u64, Kept)> = Vec::new();
@@ -411,13 +504,9 @@ impl Store {
         // it is and the index already says which packs it refers to, so the
         // whole log is neither encoded again nor parsed again (at 100,000
         // paths that was most of a rewind's memory).
-        let referenced: HashSet<String> = if unchanged {
+        let rewrite = if unchanged {
             report.records_after = report.records_before;
-            self.index
-                .blobs
-                .iter()
-                .map(|(_, l)| l.pack.to_string())
-                .collect()
+            None
         } else {
             let keep: HashSet<u64> = kept_seqs.iter().map(|k| k.0).collect();
             let mut chosen = Vec::with_capacity(keep.len());
@@ -428,14 +517,105 @@ impl Store {
                 Ok(())
             })?;
             drop(log_bytes);
-            self.compact(chosen, tree_blobs.as_ref(), &log_path, &mut report)?
+            Some(self.compact(chosen, tree_blobs.as_ref(), &log_path, &mut report)?)
         };
+        Ok(GcPlan {
+            report,
+            log_ident,
+            covered: log_before,
+            tree_look,
+            dropped_turns,
+            rewrite,
+        })
+    }
 
-        // 3. Packs nothing refers to.
+    /// Puts a [`GcPlan`] in place, under the lock the caller holds, with
+    /// the index read up to the end of the log: the records appended since
+    /// the plan (captures and seals of turns it keeps) are carried over
+    /// into the compacted log, its blobs made to stay. `Ok(None)`, and
+    /// nothing changed, when the store changed in a way the plan cannot
+    /// take in (another record, the log replaced, a new tree state): the
+    /// caller plans again or leaves it to the next run.
+    pub(crate) fn gc_commit(&mut self, plan: GcPlan) -> Result<Option<GcReport>> {
+        let GcPlan {
+            mut report,
+            log_ident,
+            covered,
+            tree_look,
+            dropped_turns,
+            rewrite,
+        } = plan;
+        let dirs_store = crate::sys::dup(&self.dirs().store).ctx("open", &self.store_path)?;
+        let stale = self.index.ident != Some(log_ident)
+            || self.index.consumed < covered
+            || self.tree_look() != tree_look;
+        if stale {
+            if let Some(r) = rewrite {
+                r.discard(&dirs_store);
+            }
+            return Ok(None);
+        }
+        let log_path = self.store_path.join(LOG_FILE);
+        let mut adopted = None;
+        if let Some(mut r) = rewrite {
+            if self.index.consumed > covered {
+                let tail = self.read_log_range(covered, self.index.consumed)?;
+                let mut appended = Vec::new();
+                let mut fits = true;
+                for_each_record(&tail, &log_path, |mut rec| {
+                    let keeps = matches!(rec.op, Op::Capture { .. } | Op::Seal { .. })
+                        && self
+                            .index
+                            .record_turn
+                            .get(&rec.seq)?
+                            .is_some_and(|t| !dropped_turns.contains(&t));
+                    if !fits || !keeps {
+                        fits = false;
+                        return Ok(());
+                    }
+                    self.relink_blobs(&mut rec, &mut r.introduced)?;
+                    r.check.apply(&rec).map_err(|reason| Error::LogDamaged {
+                        path: log_path.join("(compacted)"),
+                        line: r.lines + 1,
+                        reason: reason.to_string(),
+                    })?;
+                    r.lines += 1;
+                    appended.extend_from_slice(&log::encode(&rec));
+                    Ok(())
+                })?;
+                if !fits {
+                    r.discard(&dirs_store);
+                    return Ok(None);
+                }
+                r.append(&appended, &log_path)?;
+            }
+            report.records_after = r.lines;
+            // The index checkpoint names the old log; once the new one is
+            // in place its inode number may be reused by a later log, so
+            // the checkpoint goes first (see [`crate::checkpoint`]), and
+            // the new log's comes last.
+            checkpoint::remove(&dirs_store)
+                .ctx("remove", self.store_path.join(checkpoint::INDEX_FILE))?;
+            fsx::rename(&dirs_store, &r.temp, LOG_FILE).ctx("replace", &log_path)?;
+            fsx::fsync(&dirs_store).ctx("fsync", &self.store_path)?;
+            if let Some(c) = r.checkpoint.take() {
+                c.install(&dirs_store);
+            }
+            adopted = Some(r);
+        }
+
+        // 3. Packs nothing refers to, listed now: a pack is written and
+        // named by its record under the lock.
+        let referenced: HashSet<String> = adopted
+            .as_ref()
+            .map_or(&self.index.blobs, |r| &r.check.blobs)
+            .iter()
+            .map(|(_, l)| l.pack.to_string())
+            .collect();
         let dirs = self.dirs();
         let packs_path = self.store_path.join(PACKS_DIR);
         let mut removed_bytes = 0;
-        for (name, size) in &packs_before {
+        for (name, size) in &self.pack_sizes()? {
             if !referenced.contains(name) {
                 fsx::unlink(&dirs.packs, name).ctx("remove", packs_path.join(name))?;
                 report.packs_removed += 1;
@@ -445,9 +625,15 @@ impl Store {
         if report.packs_removed > 0 {
             fsx::fsync(&dirs.packs).ctx("fsync", &packs_path)?;
         }
-        if !unchanged {
-            // Re-read the compacted log (its inode changed).
-            self.reload()?;
+        if let Some(r) = adopted {
+            // The index of the compacted log: built as it was checked.
+            let mut index = r.check;
+            index.turns.fit();
+            index.ident = Some(r.ident);
+            index.consumed = r.len;
+            index.lines = r.lines;
+            index.checkpointed = r.checkpointed;
+            self.index = index;
         }
         // 4. Files kept aside for `saved` records no longer kept (see
         // `aside.rs`).
@@ -458,21 +644,31 @@ impl Store {
                 .is_some_and(|files| files.iter().any(|f| matches!(f.pre, Pre::Aside { .. })))
         });
         let log_after = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
-        report.bytes_after = report.bytes_before - log_before - removed_bytes + log_after;
-        Ok(report)
+        report.bytes_after = (report.bytes_before + log_after)
+            .saturating_sub(covered)
+            .saturating_sub(removed_bytes);
+        Ok(Some(report))
+    }
+
+    /// The look of the tree state's file (see [`crate::tree`]): a scan
+    /// that wrote a new one names other blobs than a plan read.
+    fn tree_look(&self) -> Option<(u64, u64, i64)> {
+        let st = fsx::lstat_at(&self.dirs().store, tree::TREE_FILE).ok()??;
+        Some((st.st_ino, st.st_size as u64, crate::sys::mtime_ns(&st)))
     }
 
     /// Writes the log of the `chosen` records (blobs the tree state no
     /// longer names dropped from snapshot records, every blob introduced
-    /// by the first record that needs it), after checking that it parses
-    /// into an index. Returns the packs it refers to.
+    /// by the first record that needs it) under a temporary name, after
+    /// checking that it parses into an index, with that index's
+    /// checkpoint beside it.
     fn compact(
         &self,
         chosen: Vec<Record>,
         tree_blobs: Option<&HashSet<BlobId>>,
         log_path: &std::path::Path,
         report: &mut GcReport,
-    ) -> Result<HashSet<String>> {
+    ) -> Result<Rewrite> {
         let mut introduced: HashSet<BlobId> = HashSet::new();
         let mut out = Vec::new();
         for mut rec in chosen {
@@ -500,27 +696,77 @@ impl Store {
             }
         }
         report.records_after = parsed.lines.len();
-        let dirs = self.dirs();
-        // The index checkpoint names the old log; once the new one is in
-        // place its inode number may be reused by a later log, so the
-        // checkpoint goes first (see [`crate::checkpoint`]).
-        checkpoint::remove(&dirs.store)
-            .ctx("remove", self.store_path.join(checkpoint::INDEX_FILE))?;
-        self.write_store_file(&dirs.store, LOG_FILE, &out)?;
-        fsx::fsync(&dirs.store).ctx("fsync", &self.store_path)?;
-        Ok(check
-            .blobs
-            .iter()
-            .map(|(_, l)| l.pack.to_string())
-            .collect())
+        let lines = parsed.lines.len();
+        drop(parsed);
+        let store = &self.dirs().store;
+        let (mut file, temp) = fsx::create_temp(store, LOG_FILE, 0o644)
+            .ctx("create a temporary file beside", log_path)?;
+        let written = file
+            .write_all(&out)
+            .and_then(|()| fsx::fdatasync(&file))
+            .and_then(|()| crate::sys::fs::fstat(&file).map_err(std::io::Error::from));
+        let st = match written {
+            Ok(st) => st,
+            Err(e) => {
+                let _ = fsx::unlink(store, &temp);
+                return Err(e).ctx("write", log_path);
+            }
+        };
+        let ident = (crate::sys::dev(&st), st.st_ino);
+        let len = out.len() as u64;
+        check.ident = Some(ident);
+        check.consumed = len;
+        check.lines = lines;
+        // As an open that read this much would (see `Store::refresh`).
+        let checkpoint = (len >= checkpoint::WRITE_AFTER)
+            .then(|| checkpoint::prepare(store, &check, &file, ident))
+            .flatten();
+        Ok(Rewrite {
+            checkpointed: if checkpoint.is_some() { len } else { 0 },
+            file,
+            temp,
+            ident,
+            len,
+            lines,
+            check,
+            introduced,
+            checkpoint,
+        })
     }
 
-    /// The log's bytes.
-    fn read_log_bytes(&self) -> Result<Vec<u8>> {
+    /// The log's bytes the index covers, with the log's identity.
+    fn read_log_covered(&self) -> Result<(Vec<u8>, (u64, u64))> {
         let path = self.store_path.join(LOG_FILE);
-        Ok(fsx::read_store_file(&self.dirs().store, LOG_FILE)
-            .ctx("read", &path)?
-            .unwrap_or_default())
+        let f = self.open_log(OFlags::RDONLY)?;
+        let st = crate::sys::fs::fstat(&f).ctx("stat", &path)?;
+        let ident = (crate::sys::dev(&st), st.st_ino);
+        if self.index.ident.is_some_and(|i| i != ident) {
+            return Err(Error::Io {
+                op: "read",
+                path,
+                source: std::io::Error::other("the log was replaced while gc read it"),
+            });
+        }
+        let bytes = self.read_log_range_of(&f, 0, self.index.consumed)?;
+        Ok((bytes, ident))
+    }
+
+    /// Bytes `from..to` of the log.
+    fn read_log_range(&self, from: u64, to: u64) -> Result<Vec<u8>> {
+        let f = self.open_log(OFlags::RDONLY)?;
+        self.read_log_range_of(&f, from, to)
+    }
+
+    fn read_log_range_of(&self, f: &std::fs::File, from: u64, to: u64) -> Result<Vec<u8>> {
+        let path = self.store_path.join(LOG_FILE);
+        let n = usize::try_from(to.saturating_sub(from)).map_err(|_| Error::Io {
+            op: "read",
+            path: path.clone(),
+            source: std::io::Error::from(std::io::ErrorKind::OutOfMemory),
+        })?;
+        let mut bytes = vec![0; n];
+        crate::sys::read_exact_at(f, &mut bytes, from).ctx("read", &path)?;
+        Ok(bytes)
     }
 
     /// Makes `rec` introduce every blob it names that no earlier kept
@@ -599,4 +845,109 @@ fn for_each_record(
         start += n + 1;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id::TurnId;
+    use crate::rewind::RewindOptions;
+    use crate::test_project::Beside;
+
+    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+    fn t(id: &str) -> TurnId {
+        TurnId::new(id).expect("a valid turn id")
+    }
+
+    fn keep(n: usize) -> GcOptions {
+        GcOptions {
+            keep_turns: Some(n),
+            ..GcOptions::default()
+        }
+    }
+
+    /// Names in the store directory made by `fsx::temp_name`.
+    fn temps(store: &Store) -> Vec<String> {
+        std::fs::read_dir(&store.store_path)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.contains(fsx::TEMP_MARK))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Three turns, the first of which a gc keeping two drops; its
+    /// pre-image of `a.txt` ("a0") is a blob only its record introduces.
+    fn three_turns(p: &Beside) -> Result<Store> {
+        let mut store = p.open()?;
+        store.write(&t("t1"), None, "a.txt", b"a1\n")?;
+        store.write(&t("t2"), None, "b.txt", b"b1\n")?;
+        store.write(&t("t3"), None, "a.txt", b"a2\n")?;
+        Ok(store)
+    }
+
+    #[test]
+    fn captures_made_while_a_gc_was_planned_are_carried_into_its_log() -> TestResult {
+        let p = Beside::new(&[("a.txt", "a0\n"), ("b.txt", "b0\n"), ("d.txt", "a0\n")])?;
+        let mut store = three_turns(&p)?;
+        let plan = store.gc_plan(&keep(2), &store.config()?)?;
+        // Another process captures meanwhile: into a turn the plan keeps,
+        // and a new turn whose pre-image is the blob only the dropped
+        // turn's record introduced.
+        let mut other = p.open()?;
+        other.write(&t("t3"), None, "b.txt", b"b3\n")?;
+        other.write(&t("t4"), None, "d.txt", b"d4\n")?;
+        drop(other);
+        let report = {
+            let _guard = store.begin_mutation()?;
+            store.gc_commit(plan)?.ok_or("the plan takes captures in")?
+        };
+        assert_eq!(report.dropped_turns, ["t1"]);
+        assert!(temps(&store).is_empty(), "{:?}", temps(&store));
+        for mut s in [p.open()?, store] {
+            let live: Vec<String> = s.turns()?.iter().map(|t| t.id.to_string()).collect();
+            assert_eq!(live, ["t2", "t3", "t4"]);
+            let v = s.verify()?;
+            assert!(v.whole, "{v:?}");
+            let r = s.rewind(&t("t4"), &RewindOptions::default())?;
+            assert!(r.complete(), "{:?}", r.failed);
+            assert_eq!(std::fs::read(p.root.join("d.txt"))?, b"a0\n");
+            let r = s.rewind(&t("t2"), &RewindOptions::default())?;
+            assert!(r.complete(), "{:?}", r.failed);
+            assert_eq!(std::fs::read(p.root.join("b.txt"))?, b"b0\n");
+            assert_eq!(std::fs::read(p.root.join("a.txt"))?, b"a1\n");
+            // Once with the store that committed, once reopened.
+            s.undo()?;
+            s.undo()?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_plan_that_a_rewind_made_stale_changes_nothing() -> TestResult {
+        let p = Beside::new(&[("a.txt", "a0\n"), ("b.txt", "b0\n")])?;
+        let mut store = three_turns(&p)?;
+        let plan = store.gc_plan(&keep(2), &store.config()?)?;
+        let mut other = p.open()?;
+        other.rewind(&t("t3"), &RewindOptions::default())?;
+        drop(other);
+        let log = store.store_path.join(LOG_FILE);
+        let before = std::fs::read(&log)?;
+        {
+            let _guard = store.begin_mutation()?;
+            assert!(store.gc_commit(plan)?.is_none());
+        }
+        assert_eq!(std::fs::read(&log)?, before);
+        assert!(temps(&store).is_empty(), "{:?}", temps(&store));
+        let live: Vec<String> = store.turns()?.iter().map(|t| t.id.to_string()).collect();
+        assert_eq!(live, ["t1", "t2"]);
+        // Planned again, it goes through.
+        let report = store.gc(&keep(1))?;
+        assert_eq!(report.dropped_turns, ["t1"]);
+        assert!(p.open()?.verify()?.whole);
+        Ok(())
+    }
 }

@@ -22,7 +22,8 @@
 //!   maintaining process reads (the same counters as [`crate::gc`]'s
 //!   automatic check, so not the flag of the process that deferred it):
 //!   two maintainers started one after the other run gc at most once, and
-//!   one started after a `turnback gc` finds nothing to do.
+//!   one started after a `turnback gc` finds nothing to do. It is decided
+//!   once more when the plan, made without the lock, is committed under it.
 //! - Maintenance is crash-safe at any point: the trash's entries are only
 //!   second names, kept files are removed only once their `packed` record
 //!   is durable, and gc is (see [`crate::gc`]). A maintainer killed
@@ -32,6 +33,10 @@
 use crate::error::Result;
 use crate::gc::GcReport;
 use crate::store::Store;
+
+/// Plans of an automatic gc made before one is left to the next run,
+/// when records keep being appended that a plan cannot take in.
+const GC_TRIES: usize = 3;
 
 /// What one [`Store::maintain`] call did.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -74,7 +79,8 @@ impl Store {
     }
 
     /// Runs the automatic gc when the store's config has it on and a limit
-    /// is exceeded by its margin, decided under the lock.
+    /// is exceeded by its margin, decided under the lock; the work itself is
+    /// done without it (see [`Store::gc_plan`]).
     fn gc_if_due(&mut self) -> Result<Option<GcReport>> {
         // No store yet: nothing to collect, and none is made for it.
         if self.location.is_none() {
@@ -84,11 +90,31 @@ impl Store {
         if config.gc.auto_every_captures == 0 {
             return Ok(None);
         }
-        let _guard = self.begin_mutation()?;
-        if !self.gc_due(&config, crate::id::now_ns())? {
-            return Ok(None);
+        // Decided under the lock, from the log as it is now.
+        {
+            let _guard = self.begin_mutation()?;
+            if !self.gc_due(&config, crate::id::now_ns())? {
+                return Ok(None);
+            }
         }
-        self.gc_with(&crate::gc::GcOptions::default(), &config)
-            .map(Some)
+        // Planned and written without the lock, which is taken again only
+        // to put the new log in place: a capture that comes meanwhile
+        // waits for that, not for the whole gc. A plan that the records
+        // appended meanwhile make stale is made again; one still stale
+        // after that is left to the next maintenance.
+        let options = crate::gc::GcOptions::default();
+        for _ in 0..GC_TRIES {
+            let plan = self.gc_plan(&options, &config)?;
+            let _guard = self.begin_mutation()?;
+            if !self.gc_due(&config, crate::id::now_ns())? {
+                plan.discard(&self.dirs().store);
+                return Ok(None);
+            }
+            if let Some(report) = self.gc_commit(plan)? {
+                return Ok(Some(report));
+            }
+        }
+        // The next capture that finds gc due starts it again.
+        Ok(None)
     }
 }

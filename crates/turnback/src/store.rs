@@ -744,7 +744,7 @@ impl Store {
         Ok(())
     }
 
-    fn open_log(&self, mode: OFlags) -> Result<File> {
+    pub(crate) fn open_log(&self, mode: OFlags) -> Result<File> {
         let path = self.store_path.join(LOG_FILE);
         fsx::open_store_file(&self.dirs().store, LOG_FILE, mode, Some(0o644))
             .ctx("open", &path)?
@@ -796,12 +796,6 @@ impl Store {
     /// again.
     fn forget_index(&mut self) {
         self.index = Index::default();
-    }
-
-    /// Forgets the index and reads the whole log again.
-    pub(crate) fn reload(&mut self) -> Result<()> {
-        self.index = Index::default();
-        self.refresh().map(|_| ())
     }
 
     /// Reads lines appended since the last read (or the whole log if it was

@@ -260,7 +260,7 @@ pub struct PathIssue {
 impl Store {
     /// Checks this store (see [`verify_root`]).
     pub fn verify(&self) -> Result<VerifyReport> {
-        verify_root(self.root())
+        verify_in(self.root(), self.options.data_dir.as_deref())
     }
 }
 
@@ -269,9 +269,13 @@ impl Store {
 /// leniently. `Err` only when the root cannot be opened, a file cannot be
 /// read at all (permissions), or another process holds the lock too long.
 pub fn verify_root(root: impl AsRef<Path>) -> Result<VerifyReport> {
-    let given = root.as_ref();
+    verify_in(root.as_ref(), None)
+}
+
+/// [`verify_root`] with the store's data directory (`None`: the default).
+fn verify_in(given: &Path, data_dir: Option<&Path>) -> Result<VerifyReport> {
     let root = crate::sys::canonicalize(given).ctx("open project root", given)?;
-    let located = crate::location::locate(&root, None)?;
+    let located = crate::location::locate(&root, data_dir)?;
     let store_path = located
         .as_ref()
         .map_or_else(|| root.join(STORE_DIR), |l| l.store_dir.clone());

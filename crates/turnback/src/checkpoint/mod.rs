@@ -214,15 +214,47 @@ pub(crate) fn load(store: &OwnedFd, log: &File, ident: (u64, u64), size: u64) ->
 /// effort: the checkpoint is a cache, so an error only means the next open
 /// reads more of the log.
 pub(crate) fn write(store: &OwnedFd, index: &Index, log: &File, ident: (u64, u64)) {
-    let Some(covered) = Covered::of(log, ident, index.consumed) else {
-        return;
-    };
-    let Ok((f, tmp)) = fsx::create_temp(store, INDEX_FILE, 0o644) else {
-        return;
-    };
-    let written = matches!(encode::write(index, &covered, &f), Ok(true));
-    if !written || fsx::rename(store, &tmp, INDEX_FILE).is_err() {
-        let _ = fsx::unlink(store, &tmp);
+    if let Some(prepared) = prepare(store, index, log, ident) {
+        prepared.install(store);
+    }
+}
+
+/// A checkpoint written under a temporary name, to be put in place later
+/// ([`Prepared::install`]): gc writes the checkpoint of the log it
+/// compacts before it holds the lock that replaces the log.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    temp: String,
+}
+
+/// [`write`], but left under a temporary name. `None` when it could not be
+/// written (a cache: the next open reads more of the log).
+pub(crate) fn prepare(
+    store: &OwnedFd,
+    index: &Index,
+    log: &File,
+    ident: (u64, u64),
+) -> Option<Prepared> {
+    let covered = Covered::of(log, ident, index.consumed)?;
+    let (f, temp) = fsx::create_temp(store, INDEX_FILE, 0o644).ok()?;
+    if !matches!(encode::write(index, &covered, &f), Ok(true)) {
+        let _ = fsx::unlink(store, &temp);
+        return None;
+    }
+    Some(Prepared { temp })
+}
+
+impl Prepared {
+    /// Puts it in place of the checkpoint (best effort, as [`write`]).
+    pub(crate) fn install(self, store: &OwnedFd) {
+        if fsx::rename(store, &self.temp, INDEX_FILE).is_err() {
+            self.discard(store);
+        }
+    }
+
+    /// Removes it.
+    pub(crate) fn discard(self, store: &OwnedFd) {
+        let _ = fsx::unlink(store, &self.temp);
     }
 }
 
