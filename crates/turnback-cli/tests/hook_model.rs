@@ -73,13 +73,7 @@
 //! disagreement); `TURNBACK_LONG=1` runs 1,000,
 //! `TURNBACK_CASES=N` runs N. `TURNBACK_KEEP_GOING=1` runs every sequence
 //! and reports every failure, shrunk, instead of the first.
-//!
-//! One rule of the model follows the binary, not the attribution's doc,
-//! while the bug [`a_second_write_during_another_sessions_command_stays_its_own`]
-//! is open (that test is ignored): a session's second Write of a path its
-//! turn captured already counts as nobody's tool change for the next scan
-//! (see `Model::apply`). With the doc's rule the random test finds the bug
-//! in most runs.
+
 #![cfg(unix)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -469,16 +463,10 @@ impl Model {
                     let pre = self.folder.get(path).cloned();
                     let k = self.turn_index(&id, &label);
                     self.turns[k].caps.insert(path.clone(), (seq, pre));
-                    self.by_tool.insert(path.clone());
                 }
-                // A second Write of a path its turn had captured already
-                // appends nothing, so the next scan does not know it was
-                // the tool's: the binary records that change in every open
-                // window's turn as well. That is the open bug of
-                // `a_second_write_during_another_sessions_command_stays_its_own`
-                // (ignored); the model follows the binary here so that the
-                // random test keeps guarding everything else. When the bug
-                // is fixed, insert into `by_tool` on every Write again.
+                // Every Write is the tool's change for the next scan, also
+                // a second one of a path its turn captured already.
+                self.by_tool.insert(path.clone());
                 self.folder.insert(path.clone(), bytes_of(word));
             }
             Step::Bash(s) | Step::Background(s) => {
@@ -1319,16 +1307,14 @@ fn replay_from_file() -> Result<(), Failure> {
 }
 
 /// A session writes a file a second time with Write while another
-/// session's Bash call runs: the second write is its turn's change (its
-/// Write captured the path after the last scan), but its turn had the path
-/// already, so the capture appends nothing and the after half records the
-/// change in the Bash call's turn, the later one, as well: rewinding that
-/// later turn undoes the earlier turn's write. (The same happens when the
-/// turn had the path from its own Bash call's scan: `prompt b`, `bash b`,
-/// `prompt a`, `user e w3`, `bg a`, `write b 1 e w9`, `rewind last` gives
-/// `e` back as `w3`, undoing turn b1's Write.)
+/// session's Bash call runs: the second write is its turn's change, though
+/// its turn had the path already. Its capture appended nothing, so the
+/// after half recorded the change in the Bash call's turn, the later one,
+/// as well, and rewinding that turn undid the earlier turn's write. The
+/// capture now records the path's post-image while a window is open, and
+/// the scan takes a post-image recorded since it began as the tool's.
+/// Found by the random test.
 #[test]
-#[ignore = "open: a Write of a path its turn captured already is recorded in another session's open window"]
 fn a_second_write_during_another_sessions_command_stays_its_own() -> Result<(), Failure> {
     replay(
         r#"
@@ -1340,6 +1326,24 @@ fn a_second_write_during_another_sessions_command_stays_its_own() -> Result<(), 
         bash b
         write a 1 b w2
         post b
+        rewind last
+        "#,
+    )
+}
+
+/// The same when the turn had the path from its own Bash call's scan, and
+/// another session's background command is the open window.
+#[test]
+fn a_second_write_during_another_sessions_background_command_stays_its_own() -> Result<(), Failure>
+{
+    replay(
+        r#"
+        prompt b
+        bash b
+        prompt a
+        user e w3
+        bg a
+        write b 1 e w9
         rewind last
         "#,
     )

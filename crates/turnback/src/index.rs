@@ -57,7 +57,8 @@ pub struct Turn {
     pub started_at: u64,
     /// The paths captured, first capture of each path only, in order.
     pub files: Vec<Captured>,
-    /// The latest post-image recorded per path, with its record's seq.
+    /// The latest post-image recorded per path, with its record's seq (0
+    /// for a seal's).
     #[serde(skip)]
     pub(crate) posts: Posts,
     /// Whether the turn was sealed (its post-images hashed).
@@ -697,8 +698,13 @@ impl Index {
                     .turn_mut(turn)?
                     .ok_or_else(|| format!("seals turn {turn:?}, which is not live"))?;
                 t.sealed = true;
+                // A seal hashes what the turn's paths hold when the next
+                // turn begins; it touches none of them, so its post-images
+                // carry no record of their own (seq 0): a command's scan
+                // never takes them for a file tool's write (see
+                // `snapshot::attribution::assign`).
                 t.posts
-                    .insert_all(rec.seq, taken.posts.unwrap_or_else(|| posts.clone()));
+                    .insert_all(0, taken.posts.unwrap_or_else(|| posts.clone()));
                 let first = t.first_seq;
                 self.record_turn.insert(rec.seq, first);
             }

@@ -1091,6 +1091,29 @@ impl Store {
             ..CaptureReport::default()
         };
         let mut entries = collected.entries;
+        // A write of a path the turn captured already, while a command's
+        // window is open (another session's Bash call): nothing in its
+        // record would name the path, so that command's scan would take
+        // the write for its own. A post-image of the path as it is now,
+        // before the write, marks it the tool's (see
+        // `snapshot::attribution::assign`); a path the caller gives a
+        // post-image of keeps that one.
+        let posts = if !report.already_captured.is_empty()
+            && crate::tree::pending_turn(&self.dirs().store, &self.store_path)?.is_some()
+        {
+            let own: HashSet<&RelPath> = posts.iter().map(|p| &p.path).collect();
+            let rest: Vec<RelPath> = report
+                .already_captured
+                .iter()
+                .filter(|p| !own.contains(p))
+                .cloned()
+                .collect();
+            let mut touched = self.hash_states(&rest, true)?;
+            touched.extend(posts);
+            touched
+        } else {
+            posts
+        };
         if entries.is_empty() && posts.is_empty() {
             if let Some(first) = seal {
                 self.seal_turn(first)?;

@@ -164,3 +164,35 @@ fn a_case_only_rename_rewinds_to_the_old_spelling() -> TestResult {
     assert_eq!(p.state()?, before);
     Ok(())
 }
+
+/// A seal (the next turn beginning) hashes what an earlier turn's paths
+/// hold; it touches none of them. So a change a command makes during its
+/// window to a path an earlier turn's tool captured before that window is
+/// the command's, even when the earlier turn was sealed meanwhile:
+/// rewinding the command's turn gives the file back.
+#[test]
+fn a_seal_during_a_command_window_does_not_take_the_command_s_change() -> TestResult {
+    let p = Project::new()?;
+    p.write("f.txt", "f0\n")?;
+    p.write("g.txt", "g0\n")?;
+    let run = |args: &[&str]| -> TestResult {
+        let out = p.tb().args(args).output()?;
+        assert!(out.status.success(), "{args:?}: {:?}", texts(&out));
+        Ok(())
+    };
+    // A file tool's capture, its write and no post-image (the tool was
+    // interrupted): the turn's post-image comes from its seal.
+    run(&["capture", "--turn", "t1", "f.txt"])?;
+    p.write("f.txt", "f1\n")?;
+    run(&["snapshot", "--turn", "t2"])?;
+    // Another turn begins while t2's command runs: t1 is sealed.
+    run(&["capture", "--turn", "t3", "g.txt"])?;
+    // t2's command changes f.txt.
+    p.write("f.txt", "f2\n")?;
+    run(&["snapshot", "--turn", "t2", "--after"])?;
+    let out = p.tb().args(["--json", "show", "t2"]).output()?;
+    let v = parse_json(&out.stdout)?;
+    let paths = strings(&v["files"], Some("path"));
+    assert_eq!(paths, ["f.txt"], "{v}");
+    Ok(())
+}

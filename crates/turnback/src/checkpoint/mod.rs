@@ -13,7 +13,7 @@
 //! bytes:
 //!
 //! ```text
-//! magic     "turnback-index-7\n"       (17 bytes; the 7 is the version:
+//! magic     "turnback-index-8\n"       (17 bytes; the 8 is the version:
 //!                                      version 2 added each capture's
 //!                                      `shared_with` turns, version 3
 //!                                      names the log by identity instead
@@ -25,7 +25,10 @@
 //!                                      version 6 checks each block of
 //!                                      each table on its own, version 7
 //!                                      each operation's paths of
-//!                                      reverted turns that still stand)
+//!                                      reverted turns that still stand,
+//!                                      version 8 a seal's post-images
+//!                                      with seq 0: a seal touches no
+//!                                      path)
 //! head_len  u64: bytes from the start of the file to the end of the head
 //! -- head --
 //! log_dev   st_dev of the log file it was built from
@@ -184,7 +187,7 @@ use turns::TURN_ROW;
 /// The file name in the store directory.
 pub const INDEX_FILE: &str = "index";
 
-const MAGIC: &[u8] = b"turnback-index-7\n";
+const MAGIC: &[u8] = b"turnback-index-8\n";
 
 /// A process that parsed, or appended, at least this many bytes of log
 /// past the checkpoint writes a new one.

@@ -10,7 +10,7 @@ use crate::log::{Post, PostEntry};
 use crate::path::RelPath;
 
 /// See the module doc. Invariant: paths strictly increase; `seqs` has
-/// the seq of each entry's record.
+/// the seq of each entry's record (0 for a seal's, which touches nothing).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Posts {
     list: Vec<PostEntry>,

@@ -276,10 +276,17 @@ pub(crate) fn assign(
     index: &Index,
     base_seq: u64,
 ) -> Result<(Vec<Assigned>, Vec<CapturedSince>)> {
+    // A path a file tool touched since the scan: its capture (the first
+    // write of the path in its turn) or the post-image a later write of
+    // it recorded (its PostToolUse, or the capture of a write to a path
+    // the turn had captured already: see `Store::capture_locked`).
     let mut by_tool: HashMap<&RelPath, &TurnId> = HashMap::new();
     for t in index.turns_captured_after(base_seq)? {
         for c in t.files.iter().filter(|c| c.seq > base_seq) {
             by_tool.entry(&c.entry.path).or_insert(&t.id);
+        }
+        for (path, _, _) in t.posts.iter().filter(|(_, seq, _)| *seq > base_seq) {
+            by_tool.entry(path).or_insert(&t.id);
         }
     }
     let turns: Vec<TurnId> = owners.iter().map(|o| o.turn.clone()).collect();
