@@ -13,7 +13,7 @@
 //! commands (Claude Code, Gemini CLI, opencode; Codex's and Copilot's
 //! skill; Cline's workflows), a rewind of the first turn and an undo asked
 //! for from the chat must do the same: Codex's in its `workspace-write`
-//! sandbox.
+//! sandbox, Gemini CLI's outside yolo mode.
 //!
 //! An agent that is not installed, or whose hooks did not run, fails the
 //! test. Every process an agent leaves behind is killed with its process
@@ -273,6 +273,11 @@ fn gemini_answer(call: Option<(&str, Value)>) -> Value {
     ]})
 }
 
+/// The chat commands run headless in Gemini CLI's default approval mode
+/// (not yolo, which the scripted prompts' tool calls need): their
+/// `turnback` command runs only because of the policy `init` installed in
+/// the user's `~/.gemini/policies/` (init runs with the HOME Gemini CLI
+/// runs with).
 #[test]
 fn gemini_cli_real_binary() -> TestResult {
     let agents = agents_dir()?;
@@ -288,7 +293,8 @@ fn gemini_cli_real_binary() -> TestResult {
         undo: "/turnback:undo",
     };
     let mut n = 0;
-    scenario_with("gemini-cli", "gemini", &[], Some(chat), |root, text| {
+    let env = [("HOME", home.as_path())];
+    scenario_with("gemini-cli", "gemini", &env, Some(chat), |root, text| {
         n += 1;
         let answers = if text == PROMPT_1 {
             vec![
@@ -326,10 +332,11 @@ fn gemini_cli_real_binary() -> TestResult {
             ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
         ];
         let mut cmd = agent_command(Path::new("node"), root, &home, &vars);
-        cmd.arg(&gemini)
-            .args(["-p", text, "--approval-mode", "yolo", "-o", "json"])
-            .arg("--fake-responses-non-strict")
-            .arg(&file);
+        cmd.arg(&gemini).args(["-p", text, "-o", "json"]);
+        if !text.starts_with("/turnback:") {
+            cmd.args(["--approval-mode", "yolo"]);
+        }
+        cmd.arg("--fake-responses-non-strict").arg(&file);
         let out = run_agent(cmd, "gemini")?;
         let report: Value = serde_json::from_slice(&out.stdout)?;
         let calls = &report["stats"]["tools"];

@@ -27,9 +27,12 @@
 //! it still carries the marker. `--print` prints the configuration for a
 //! user-level install instead and writes nothing.
 //!
-//! For its skill to run under Codex's sandbox, `init codex` also adds
-//! turnback's data directory to the sandbox's writable roots in
-//! `.codex/config.toml` (see [`codex_config`]).
+//! Two agents need more for their chat commands to run as users run them:
+//! `init codex` adds turnback's data directory to the sandbox's writable
+//! roots in `.codex/config.toml` (see [`codex_config`]), and `init
+//! gemini-cli` writes the user-level policy `~/.gemini/policies/turnback.toml`
+//! that lets the commands' turnback command run (see
+//! [`chat::gemini_policy`]).
 
 mod chat;
 mod codex_config;
@@ -59,7 +62,8 @@ enum Agent {
     /// .claude/commands/turnback-{list,rewind,undo}.md
     ClaudeCode(AgentArgs),
     /// Merge turnback's hooks into .gemini/settings.json; add
-    /// .gemini/commands/turnback/{list,rewind,undo}.toml
+    /// .gemini/commands/turnback/{list,rewind,undo}.toml and the policy
+    /// ~/.gemini/policies/turnback.toml that lets them run turnback
     GeminiCli(AgentArgs),
     /// Merge turnback's hooks into .codex/hooks.json; add the skill
     /// .agents/skills/turnback/SKILL.md ($turnback list, rewind TURN, undo)
@@ -182,10 +186,14 @@ fn plan_claude_code(p: &Program) -> anyhow::Result<Plan> {
 fn plan_gemini_cli(p: &Program) -> anyhow::Result<Plan> {
     let d = &gemini_cli::DIALECT;
     let hooks = gemini_cli::settings_hooks(&format!("{} hook {}", p.shell, d.name));
+    let mut files = chat::gemini_cli(&p.shell);
+    // Without an allow rule, Gemini CLI refuses the commands' turnback
+    // command outside yolo mode; only a user-level policy can allow it.
+    files.push(chat::gemini_policy(&p.shell, &gemini_dir()?));
     Ok(Plan {
         dialect: d,
         settings: Some((d.settings_file, hooks_doc(hooks))),
-        files: chat::gemini_cli(&p.shell),
+        files,
         stale: Vec::new(),
         user_level: None,
         writable_root: None,
@@ -280,6 +288,19 @@ fn plan_opencode(p: &Program) -> anyhow::Result<Plan> {
     })
 }
 
+/// Gemini CLI's user folder: `$GEMINI_CLI_HOME/.gemini`, else the home
+/// folder's `.gemini` (Gemini CLI's `homedir()`: `os.homedir()`, which is
+/// `$HOME` on Unix and the profile folder on Windows).
+fn gemini_dir() -> anyhow::Result<PathBuf> {
+    std::env::var_os("GEMINI_CLI_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(std::env::home_dir)
+        .filter(|h| h.is_absolute())
+        .map(|h| h.join(".gemini"))
+        .context("cannot find the home folder, whose .gemini/policies/ Gemini CLI reads; set HOME (or GEMINI_CLI_HOME)")
+}
+
 fn home_dir() -> Option<PathBuf> {
     std::env::var_os("HOME")
         .map(PathBuf::from)
@@ -296,8 +317,13 @@ fn print_plan(plan: &Plan) -> std::io::Result<()> {
             serde_json::to_string_pretty(doc).expect("JSON values serialize")
         )?;
         for f in &plan.files {
+            let what = if f.path.is_absolute() {
+                "the policy"
+            } else {
+                "the chat command"
+            };
             errln!(
-                "turnback: `turnback init {}` also writes the chat command {}",
+                "turnback: `turnback init {}` also writes {what} {}",
                 plan.dialect.name,
                 f.path.display()
             );
