@@ -107,13 +107,7 @@ const POLICY: &str = ".gemini/policies/turnback.toml";
 fn init_allows_the_chat_commands_turnback_command_and_keeps_a_users_policy() -> TestResult {
     let tmp = project()?;
     let root = tmp.path();
-    let home = tempfile::tempdir()?;
-    let out = init_in(root, home.path())?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let home = init(root)?;
     let policy = std::fs::read_to_string(home.path().join(POLICY))?;
     assert!(policy.starts_with("# Installed by `turnback init gemini-cli`."));
     // The rule names exactly the commands the chat commands run.
