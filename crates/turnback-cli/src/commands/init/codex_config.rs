@@ -182,9 +182,6 @@ fn push_ours(roots: &mut Array, entry: &str) {
             }
         }
     }
-    if roots.is_empty() {
-        roots.set_trailing("\n");
-    }
     roots.set_trailing_comma(true);
     let mut v = Value::from(entry);
     v.decor_mut()
