@@ -12,7 +12,8 @@
 //! must give each state back byte for byte. Where `init` installs chat
 //! commands (Claude Code, Gemini CLI, opencode; Codex's and Copilot's
 //! skill; Cline's workflows), a rewind of the first turn and an undo asked
-//! for from the chat must do the same.
+//! for from the chat must do the same: Codex's in its `workspace-write`
+//! sandbox, Gemini CLI's outside yolo mode.
 //!
 //! An agent that is not installed, or whose hooks did not run, fails the
 //! test. Every process an agent leaves behind is killed with its process
@@ -272,6 +273,11 @@ fn gemini_answer(call: Option<(&str, Value)>) -> Value {
     ]})
 }
 
+/// The chat commands run headless in Gemini CLI's default approval mode
+/// (not yolo, which the scripted prompts' tool calls need): their
+/// `turnback` command runs only because of the policy `init` installed in
+/// the user's `~/.gemini/policies/` (init runs with the HOME Gemini CLI
+/// runs with).
 #[test]
 fn gemini_cli_real_binary() -> TestResult {
     let agents = agents_dir()?;
@@ -287,7 +293,8 @@ fn gemini_cli_real_binary() -> TestResult {
         undo: "/turnback:undo",
     };
     let mut n = 0;
-    scenario_with("gemini-cli", "gemini", &[], Some(chat), |root, text| {
+    let env = [("HOME", home.as_path())];
+    scenario_with("gemini-cli", "gemini", &env, Some(chat), |root, text| {
         n += 1;
         let answers = if text == PROMPT_1 {
             vec![
@@ -325,10 +332,11 @@ fn gemini_cli_real_binary() -> TestResult {
             ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
         ];
         let mut cmd = agent_command(Path::new("node"), root, &home, &vars);
-        cmd.arg(&gemini)
-            .args(["-p", text, "--approval-mode", "yolo", "-o", "json"])
-            .arg("--fake-responses-non-strict")
-            .arg(&file);
+        cmd.arg(&gemini).args(["-p", text, "-o", "json"]);
+        if !text.starts_with("/turnback:") {
+            cmd.args(["--approval-mode", "yolo"]);
+        }
+        cmd.arg("--fake-responses-non-strict").arg(&file);
         let out = run_agent(cmd, "gemini")?;
         let report: Value = serde_json::from_slice(&out.stdout)?;
         let calls = &report["stats"]["tools"];
@@ -402,10 +410,121 @@ fn codex_request_carries_skill(log: &Path, skill: &str) -> Result<bool, Error> {
     Ok(false)
 }
 
+/// The data directory every turnback of this test run uses.
+fn data_dir() -> Result<PathBuf, Error> {
+    std::env::var_os("TURNBACK_DATA_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .ok_or_else(|| {
+            "the tests need an absolute TURNBACK_DATA_DIR (.cargo/config.toml sets one)".into()
+        })
+}
+
+/// Codex's user configuration for the test: the scripted model on `port`,
+/// the project trusted (Codex reads a project's `.codex/` only then, its
+/// hooks and its `config.toml`, where `init` put the sandbox's writable
+/// root), and a workspace-write sandbox that does not open `/tmp` and
+/// `$TMPDIR` (where the test's folders are: turnback's data directory must
+/// be writable through the root `init` added, not through those).
+fn codex_user_config(port: u16, root: &Path) -> String {
+    format!(
+        "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"Fake\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nenv_key = \"FAKE_KEY\"\nwire_api = \"responses\"\n\n[projects.{}]\ntrust_level = \"trusted\"\n\n[sandbox_workspace_write]\nexclude_slash_tmp = true\nexclude_tmpdir_env_var = true\n",
+        Value::from(root.to_string_lossy()),
+    )
+}
+
+/// The precondition of the sandboxed test: Codex's own sandbox (`codex
+/// sandbox`: on Linux `codex-linux-sandbox`, which runs a command in user,
+/// mount and PID namespaces of its own under seccomp) works here and confines a command (writing turnback's data directory
+/// fails with the writable roots emptied), and lets it write the data
+/// directory through the root `turnback init codex` added to the project's
+/// `.codex/config.toml`. Fails, naming what is missing, otherwise.
+fn codex_sandbox_precondition(
+    codex: &Path,
+    root: &Path,
+    home: &Path,
+    codex_home: &Path,
+) -> TestResult {
+    let data = data_dir()?;
+    let probe = data.join(format!(".codex-sandbox-probe-{}", std::process::id()));
+    let script = format!("touch '{}'", probe.display());
+    let sandboxed = |extra: &[&str]| -> Result<Output, Error> {
+        let codex_home_s = codex_home.to_string_lossy().into_owned();
+        let mut cmd = agent_command(
+            Path::new("node"),
+            root,
+            home,
+            &[("CODEX_HOME", codex_home_s.as_str())],
+        );
+        cmd.arg(codex)
+            .args(["sandbox", "-c", "sandbox_mode=\"workspace-write\""])
+            .args(extra)
+            .args(["--", "sh", "-c", &script])
+            .stdin(Stdio::null());
+        Ok(cmd.output()?)
+    };
+    let confined = sandboxed(&["-c", "sandbox_workspace_write.writable_roots=[]"])?;
+    let err = String::from_utf8_lossy(&confined.stderr).into_owned();
+    if probe.exists() {
+        let _ = std::fs::remove_file(&probe);
+        return Err(format!(
+            "precondition: Codex's workspace-write sandbox let a command write {} without a writable root for it: no sandbox is in effect here, and a rewind from the chat would prove nothing\n{err}",
+            data.display()
+        )
+        .into());
+    }
+    if !err.contains("Read-only file system") {
+        return Err(format!(
+            "precondition: Codex's Linux sandbox (`codex sandbox`: namespaces and seccomp) cannot run here ({}):\n{err}",
+            confined.status
+        )
+        .into());
+    }
+    let allowed = sandboxed(&[])?;
+    let written = probe.exists();
+    let _ = std::fs::remove_file(&probe);
+    if !allowed.status.success() || !written {
+        return Err(format!(
+            "Codex's sandbox did not let a command write turnback's data directory {} through the writable root `turnback init codex` added to {} ({}):\n{}\n{}",
+            data.display(),
+            root.join(".codex/config.toml").display(),
+            allowed.status,
+            String::from_utf8_lossy(&allowed.stderr),
+            std::fs::read_to_string(root.join(".codex/config.toml")).unwrap_or_default()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// What the commands Codex ran answered, as it sent them back to the
+/// model (`function_call_output` items of the requests in `log`).
+fn codex_command_outputs(log: &Path) -> Result<Vec<String>, Error> {
+    let mut found = Vec::new();
+    for line in std::fs::read_to_string(log)?.lines() {
+        let req: Value = serde_json::from_str(line)?;
+        for item in req["request"]["input"].as_array().into_iter().flatten() {
+            if item["type"] == "function_call_output" {
+                found.push(match &item["output"] {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                });
+            }
+        }
+    }
+    Ok(found)
+}
+
 /// Rewind from the chat runs the skill `init` installed: the user's prompt
 /// names it (`$turnback rewind TURN`, `$turnback undo`), the request Codex
 /// sends must carry that skill's `SKILL.md` (a skill Codex did not load
 /// fails here), and the scripted model runs the command the skill names.
+/// Every run is sandboxed as a trusted project's runs are by default
+/// (`-s workspace-write`: a command may write the workspace and the
+/// configured writable roots only), so the skill's `turnback rewind`
+/// writes the store through the root `init` added; a machine where Codex's
+/// sandbox cannot run or does not confine fails the test (see
+/// [`codex_sandbox_precondition`]).
 #[test]
 fn codex_real_binary() -> TestResult {
     let agents = agents_dir()?;
@@ -418,7 +537,12 @@ fn codex_real_binary() -> TestResult {
     let codex_home = work.path().join("codex-home");
     std::fs::create_dir_all(&home)?;
     std::fs::create_dir_all(&codex_home)?;
-    let init_env = [("CODEX_HOME", codex_home.as_path())];
+    // The HOME Codex runs with: `init` writes a data directory under it as
+    // `~/…`, which Codex reads from its own HOME.
+    let init_env = [
+        ("CODEX_HOME", codex_home.as_path()),
+        ("HOME", home.as_path()),
+    ];
     let chat = Chat {
         rewind: "$turnback rewind",
         undo: "$turnback undo",
@@ -449,12 +573,13 @@ fn codex_real_binary() -> TestResult {
         let dir = work.path().join(format!("run-{runs}"));
         std::fs::create_dir_all(&dir)?;
         let s = FakeModel::start(&dir, &json!({"prompts": [{"match": text, "steps": steps}]}))?;
-        let config = format!(
-            "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"Fake\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nenv_key = \"FAKE_KEY\"\nwire_api = \"responses\"\n\n[projects.{}]\ntrust_level = \"trusted\"\n",
-            s.port,
-            Value::from(root.to_string_lossy()),
-        );
-        std::fs::write(codex_home.join("config.toml"), config)?;
+        std::fs::write(
+            codex_home.join("config.toml"),
+            codex_user_config(s.port, root),
+        )?;
+        if runs == 1 {
+            codex_sandbox_precondition(&codex, root, &home, &codex_home)?;
+        }
         let codex_home_s = codex_home.to_string_lossy().into_owned();
         let vars = [
             ("CODEX_HOME", codex_home_s.as_str()),
@@ -464,7 +589,8 @@ fn codex_real_binary() -> TestResult {
         cmd.arg(&codex).args([
             "exec",
             "--skip-git-repo-check",
-            "--dangerously-bypass-approvals-and-sandbox",
+            "--sandbox",
+            "workspace-write",
             "--dangerously-bypass-hook-trust",
             text,
         ]);
@@ -476,6 +602,11 @@ fn codex_real_binary() -> TestResult {
         );
         assert!(s.requests() > 0, "Codex asked the scripted model: {log}");
         if chat {
+            let outputs = codex_command_outputs(&s.log)?;
+            assert!(
+                !outputs.is_empty() && !outputs.iter().any(|o| o.contains("Read-only file system")),
+                "the skill's command ran and the sandbox let it write the store: {outputs:?}"
+            );
             assert!(
                 codex_request_carries_skill(&s.log, &skill)?,
                 "Codex sent the model the skill `turnback init codex` installed, for {text:?}: {log}"

@@ -234,6 +234,10 @@ fn codex_init_keeps_a_users_skill_and_print_writes_nothing() -> TestResult {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(".agents/skills/turnback/SKILL.md"), "{err}");
     assert!(err.contains("~/.agents/skills/turnback/SKILL.md"), "{err}");
+    assert!(
+        err.contains("writable_roots in .codex/config.toml"),
+        "{err}"
+    );
     assert!(!root.join(".codex").exists(), "--print writes nothing");
     assert!(!root.join(".agents").exists(), "--print writes nothing");
     assert!(old.exists(), "--print removes nothing");
@@ -263,5 +267,92 @@ fn codex_init_keeps_a_users_skill_and_print_writes_nothing() -> TestResult {
     let out = init_codex(root, home.path(), &["--json", "init", "codex"])?;
     let report: Value = serde_json::from_slice(&out.stdout)?;
     assert_eq!(report["changed"], false, "idempotent: {report}");
+    Ok(())
+}
+
+/// `init codex` lets Codex's workspace-write sandbox write the store: it
+/// adds turnback's data directory to `[sandbox_workspace_write]
+/// writable_roots` in `.codex/config.toml`, keeping the user's settings,
+/// comments and roots (written `~/…` when it lies under HOME); a file it
+/// cannot read as TOML stops it before anything is written.
+#[test]
+fn codex_init_adds_the_data_directory_to_the_sandboxs_writable_roots() -> TestResult {
+    let tmp = scenario::git_project()?;
+    let root = tmp.path();
+    let home = tempfile::tempdir()?;
+    let codex_home = home.path().join(".codex");
+    let data = home.path().join(".local/share/turnback");
+    let init = |root: &Path, data: &Path| {
+        std::process::Command::new(common::BIN)
+            .args(["--json", "init", "codex"])
+            .current_dir(root)
+            .env("HOME", home.path())
+            .env("CODEX_HOME", &codex_home)
+            .env("TURNBACK_DATA_DIR", data)
+            .output()
+    };
+    let config = root.join(".codex/config.toml");
+    std::fs::create_dir_all(root.join(".codex"))?;
+    let users = "# the team's Codex settings\napproval_policy = \"on-request\" # ask first\n\n[sandbox_workspace_write]\nnetwork_access = true\nwritable_roots = [\"/srv/cache\"]\n";
+    std::fs::write(&config, users)?;
+    let out = init(root, &data)?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&config)?;
+    assert!(
+        text.starts_with(
+            "# the team's Codex settings\napproval_policy = \"on-request\" # ask first\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("network_access = true\n"), "{text}");
+    assert!(
+        text.contains("writable_roots = [\n    \"/srv/cache\",\n    # turnback's data directory")
+            && text.contains(
+                "Installed by `turnback init codex`.\n    \"~/.local/share/turnback\",\n]\n"
+            ),
+        "{text}"
+    );
+    let report: Value = serde_json::from_slice(&init(root, &data)?.stdout)?;
+    assert_eq!(report["changed"], false, "idempotent: {report}");
+
+    // The same file in a project whose data directory is elsewhere (another
+    // machine's checkout): written whole, in place of turnback's earlier
+    // entry; the user's root stays.
+    let moved = scenario::git_project()?;
+    let config = moved.path().join(".codex/config.toml");
+    std::fs::create_dir_all(moved.path().join(".codex"))?;
+    std::fs::write(&config, &text)?;
+    let elsewhere = tempfile::tempdir()?;
+    let out = init(moved.path(), elsewhere.path())?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&config)?;
+    assert!(!text.contains("~/.local/share/turnback"), "{text}");
+    assert!(
+        text.contains(&format!("    \"{}\",\n]\n", elsewhere.path().display())),
+        "{text}"
+    );
+    assert!(text.contains("\"/srv/cache\""), "{text}");
+
+    // A file that is not TOML is left as it is, and so is everything else.
+    let other = scenario::git_project()?;
+    std::fs::create_dir_all(other.path().join(".codex"))?;
+    std::fs::write(other.path().join(".codex/config.toml"), "model = \n")?;
+    let out = init(other.path(), &data)?;
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(".codex/config.toml"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(other.path().join(".codex/config.toml"))?,
+        "model = \n"
+    );
+    assert!(!other.path().join(SETTINGS).exists(), "nothing was written");
     Ok(())
 }

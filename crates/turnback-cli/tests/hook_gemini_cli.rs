@@ -3,6 +3,9 @@
 //! `tests/fixtures/gemini-cli/` (written from Gemini CLI's hooks reference)
 //! go through the command that file configures, the tool's effect is applied
 //! in between, and `turnback rewind` must give the folder back byte for byte.
+//! `init` also writes the policy that lets the chat commands' turnback
+//! command run, in the user's `~/.gemini/policies/`: every `init` here runs
+//! with a HOME of its own.
 //!
 //! Unix only: the hook commands `turnback init` writes are POSIX shell
 //! lines (the program quoted for `sh`), run here through `sh -c` as the
@@ -75,12 +78,80 @@ fn send_ok(root: &Path, event: &Value) -> TestResult {
     Ok(())
 }
 
-fn init(root: &Path) -> TestResult {
-    let out = turnback(root, &["init", "gemini-cli"])?;
+/// `turnback init gemini-cli` in `root` with `HOME=home`.
+fn init_in(root: &Path, home: &Path) -> Result<Output, std::io::Error> {
+    std::process::Command::new(common::BIN)
+        .args(["init", "gemini-cli"])
+        .current_dir(root)
+        .env("HOME", home)
+        .env_remove("GEMINI_CLI_HOME")
+        .output()
+}
+
+/// `init` in `root`, with a HOME of its own (the policy goes there),
+/// which the caller keeps.
+fn init(root: &Path) -> Result<tempfile::TempDir, Box<dyn std::error::Error>> {
+    let home = tempfile::tempdir()?;
+    let out = init_in(root, home.path())?;
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(home)
+}
+
+const POLICY: &str = ".gemini/policies/turnback.toml";
+
+#[test]
+fn init_allows_the_chat_commands_turnback_command_and_keeps_a_users_policy() -> TestResult {
+    let tmp = project()?;
+    let root = tmp.path();
+    let home = init(root)?;
+    let policy = std::fs::read_to_string(home.path().join(POLICY))?;
+    assert!(policy.starts_with("# Installed by `turnback init gemini-cli`."));
+    // The rule names exactly the commands the chat commands run.
+    let rewind = std::fs::read_to_string(root.join(".gemini/commands/turnback/rewind.toml"))?;
+    let command = rewind
+        .split_once("!{")
+        .and_then(|(_, c)| c.split_once(" {{args}}}"))
+        .map(|(c, _)| c)
+        .ok_or("no command")?;
+    let program = command.strip_suffix(" rewind").ok_or("not a rewind")?;
+    let prefixes = serde_json::to_string(&[
+        format!("{program} list"),
+        format!("{program} rewind"),
+        format!("{program} undo"),
+    ])?;
+    assert!(
+        policy.contains(&format!(
+            "commandPrefix = {}\n",
+            prefixes.replace(",", ", ")
+        )),
+        "{policy}"
+    );
+    assert!(policy.contains("\ndecision = \"allow\"\n"), "{policy}");
+    // A second init changes nothing.
+    let out = init_in(root, home.path())?;
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("already installed"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // A policy of the user's by that name stops init before it writes.
+    let other = tempfile::tempdir()?;
+    let home2 = tempfile::tempdir()?;
+    let users = "[[rule]]\ntoolName = \"run_shell_command\"\ndecision = \"deny\"\npriority = 1\n";
+    std::fs::create_dir_all(home2.path().join(".gemini/policies"))?;
+    std::fs::write(home2.path().join(POLICY), users)?;
+    let out = init_in(other.path(), home2.path())?;
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("was not written by turnback"), "{err}");
+    assert_eq!(std::fs::read_to_string(home2.path().join(POLICY))?, users);
+    assert!(
+        !other.path().join(".gemini").exists(),
+        "nothing was written"
     );
     Ok(())
 }
@@ -89,7 +160,7 @@ fn init(root: &Path) -> TestResult {
 fn recorded_gemini_events_make_a_rewindable_turn() -> TestResult {
     let tmp = project()?;
     let root = tmp.path();
-    init(root)?;
+    let _home = init(root)?;
     let settings: Value =
         serde_json::from_slice(&std::fs::read(root.join(".gemini/settings.json"))?)?;
     assert_eq!(
@@ -137,7 +208,7 @@ fn recorded_gemini_events_make_a_rewindable_turn() -> TestResult {
 fn gemini_shell_commands_are_snapshotted_and_failed_saves_block() -> TestResult {
     let tmp = project()?;
     let root = tmp.path();
-    init(root)?;
+    let _home = init(root)?;
     send_ok(root, &fixture("before_agent.json", root)?)?;
     let out = send(root, &fixture("before_tool_run_shell_command.json", root)?)?;
     assert_eq!(out.status.code(), Some(0));

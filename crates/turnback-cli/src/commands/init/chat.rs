@@ -86,6 +86,45 @@ pub fn gemini_cli(program: &str) -> Vec<OwnedFile> {
         .collect()
 }
 
+/// Gemini CLI's policy rule that lets the commands of [`gemini_cli`] run
+/// their turnback command, as `policies/turnback.toml` in the user's
+/// `.gemini/` folder `gemini_dir`. Gemini CLI 0.61 checks every `!{cmd}`
+/// of a custom command against its policy engine before running it, as a
+/// `run_shell_command` call, and refuses it headless (`Blocked by policy`)
+/// unless a rule allows it. A project cannot say so: 0.61 ignores a
+/// workspace's `.gemini/policies/` (`disableWorkspacePolicies`), and a
+/// project's `tools.allowed: ["run_shell_command(turnback)"]` denies every
+/// other shell command, in every approval mode (its "narrowing
+/// enforcement"). So the rule is the user's, and as narrow as the commands:
+/// `turnback list`, `turnback rewind …` and `turnback undo` (the prefix
+/// must end at a space or the end); Gemini CLI checks each part of a
+/// command line on its own (`a && b`, `a; b`, pipes), so nothing chained
+/// to them is allowed, and it quotes the user's arguments as one word.
+/// Not in plan mode, which allows no writes.
+pub fn gemini_policy(program: &str, gemini_dir: &std::path::Path) -> OwnedFile {
+    let prefixes: Vec<String> = ACTIONS
+        .iter()
+        .map(|a| {
+            let sub = a.args.split(' ').next().unwrap_or(a.args);
+            toml_string(&format!("{program} {sub}"))
+        })
+        .collect();
+    let text = format!(
+        "# {}\n# Lets the commands /turnback:list, /turnback:rewind and /turnback:undo\n# (.gemini/commands/turnback/) run turnback without asking: a headless\n# run refuses them otherwise. These three turnback commands alone, with\n# nothing chained to them.\n[[rule]]\ntoolName = \"run_shell_command\"\ncommandPrefix = [{}]\ndecision = \"allow\"\npriority = 100\nmodes = [\"default\", \"autoEdit\", \"yolo\"]\n",
+        marker("gemini-cli"),
+        prefixes.join(", "),
+    );
+    OwnedFile {
+        path: gemini_dir.join(GEMINI_POLICY),
+        text,
+        executable: false,
+    }
+}
+
+/// Where `init gemini-cli` puts its policy, relative to the user's
+/// `.gemini/` folder.
+pub const GEMINI_POLICY: &str = "policies/turnback.toml";
+
 /// `.opencode/command/turnback-*.md`.
 pub fn opencode(program: &str) -> Vec<OwnedFile> {
     ACTIONS
@@ -237,6 +276,15 @@ mod tests {
         assert!(files[1].text.contains("allowed-tools: Bash(turnback:*)"));
         let files = gemini_cli("turnback");
         assert!(files[1].text.contains("!{turnback rewind {{args}}}"));
+        let policy = gemini_policy("turnback", std::path::Path::new("/h/.gemini"));
+        assert_eq!(
+            policy.path,
+            PathBuf::from("/h/.gemini/policies/turnback.toml")
+        );
+        assert!(policy.text.contains(
+            "commandPrefix = [\"turnback list\", \"turnback rewind\", \"turnback undo\"]\n"
+        ));
+        assert!(policy.text.contains("turnback init gemini-cli`"));
         assert!(
             files[0]
                 .path

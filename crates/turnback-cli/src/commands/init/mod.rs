@@ -26,8 +26,16 @@
 //! `$CODEX_HOME/prompts/`, which Codex 0.171 no longer reads) is removed if
 //! it still carries the marker. `--print` prints the configuration for a
 //! user-level install instead and writes nothing.
+//!
+//! Two agents need more for their chat commands to run as users run them:
+//! `init codex` adds turnback's data directory to the sandbox's writable
+//! roots in `.codex/config.toml` (see [`codex_config`]), and `init
+//! gemini-cli` writes the user-level policy `~/.gemini/policies/turnback.toml`
+//! that lets the commands' turnback command run (see
+//! [`chat::gemini_policy`]).
 
 mod chat;
+mod codex_config;
 mod merge;
 
 use std::io::Write;
@@ -54,10 +62,13 @@ enum Agent {
     /// .claude/commands/turnback-{list,rewind,undo}.md
     ClaudeCode(AgentArgs),
     /// Merge turnback's hooks into .gemini/settings.json; add
-    /// .gemini/commands/turnback/{list,rewind,undo}.toml
+    /// .gemini/commands/turnback/{list,rewind,undo}.toml and the policy
+    /// ~/.gemini/policies/turnback.toml that lets them run turnback
     GeminiCli(AgentArgs),
     /// Merge turnback's hooks into .codex/hooks.json; add the skill
     /// .agents/skills/turnback/SKILL.md ($turnback list, rewind TURN, undo)
+    /// and the data directory to the sandbox's writable roots in
+    /// .codex/config.toml
     Codex(AgentArgs),
     /// Write .github/hooks/turnback.json; add the skill
     /// .github/skills/turnback/SKILL.md (/turnback list, rewind TURN, undo)
@@ -118,6 +129,10 @@ struct Plan {
     /// For `--print`: where the files go in a user-level install (named on
     /// stderr).
     user_level: Option<&'static str>,
+    /// A folder the agent's sandbox must let its commands write for the
+    /// chat commands to work (turnback's data directory, as Codex's
+    /// `writable_roots` entry; see [`codex_config`]).
+    writable_root: Option<String>,
 }
 
 /// The program the hooks run: as a shell word and as a plain path.
@@ -164,18 +179,24 @@ fn plan_claude_code(p: &Program) -> anyhow::Result<Plan> {
         files: chat::claude_code(&p.shell),
         stale: Vec::new(),
         user_level: None,
+        writable_root: None,
     })
 }
 
 fn plan_gemini_cli(p: &Program) -> anyhow::Result<Plan> {
     let d = &gemini_cli::DIALECT;
     let hooks = gemini_cli::settings_hooks(&format!("{} hook {}", p.shell, d.name));
+    let mut files = chat::gemini_cli(&p.shell);
+    // Without an allow rule, Gemini CLI refuses the commands' turnback
+    // command outside yolo mode; only a user-level policy can allow it.
+    files.push(chat::gemini_policy(&p.shell, &gemini_dir()?));
     Ok(Plan {
         dialect: d,
         settings: Some((d.settings_file, hooks_doc(hooks))),
-        files: chat::gemini_cli(&p.shell),
+        files,
         stale: Vec::new(),
         user_level: None,
+        writable_root: None,
     })
 }
 
@@ -190,12 +211,16 @@ fn plan_codex(p: &Program) -> anyhow::Result<Plan> {
     }
     .map(|h| chat::codex_stale_prompts(&h))
     .unwrap_or_default();
+    // The skill's `turnback rewind` writes the store, in the data
+    // directory, which Codex's workspace-write sandbox keeps read-only.
+    let data_dir = turnback::location::data_dir()?;
     Ok(Plan {
         dialect: d,
         settings: Some((d.settings_file, hooks_doc(hooks))),
         files: vec![chat::codex(&p.shell)],
         stale,
         user_level: Some("~/.agents/skills/turnback/SKILL.md"),
+        writable_root: Some(codex_config::root_entry(&data_dir, home_dir().as_deref())),
     })
 }
 
@@ -207,6 +232,7 @@ fn plan_copilot(p: &Program) -> anyhow::Result<Plan> {
         files: vec![chat::copilot(&p.shell)],
         stale: Vec::new(),
         user_level: Some("~/.copilot/skills/turnback/SKILL.md"),
+        writable_root: None,
     })
 }
 
@@ -219,6 +245,7 @@ fn plan_cursor(p: &Program) -> anyhow::Result<Plan> {
         files: Vec::new(),
         stale: Vec::new(),
         user_level: None,
+        writable_root: None,
     })
 }
 
@@ -240,6 +267,7 @@ fn plan_cline(p: &Program) -> anyhow::Result<Plan> {
         user_level: Some(
             "~/Documents/Cline/Hooks/ (the hook scripts) and ~/Documents/Cline/Workflows/ (the workflows)",
         ),
+        writable_root: None,
     })
 }
 
@@ -256,7 +284,21 @@ fn plan_opencode(p: &Program) -> anyhow::Result<Plan> {
         files,
         stale: Vec::new(),
         user_level: None,
+        writable_root: None,
     })
+}
+
+/// Gemini CLI's user folder: `$GEMINI_CLI_HOME/.gemini`, else the home
+/// folder's `.gemini` (Gemini CLI's `homedir()`: `os.homedir()`, which is
+/// `$HOME` on Unix and the profile folder on Windows).
+fn gemini_dir() -> anyhow::Result<PathBuf> {
+    std::env::var_os("GEMINI_CLI_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(std::env::home_dir)
+        .filter(|h| h.is_absolute())
+        .map(|h| h.join(".gemini"))
+        .context("cannot find the home folder, whose .gemini/policies/ Gemini CLI reads; set HOME (or GEMINI_CLI_HOME)")
 }
 
 fn home_dir() -> Option<PathBuf> {
@@ -275,10 +317,22 @@ fn print_plan(plan: &Plan) -> std::io::Result<()> {
             serde_json::to_string_pretty(doc).expect("JSON values serialize")
         )?;
         for f in &plan.files {
+            let what = if f.path.is_absolute() {
+                "the policy"
+            } else {
+                "the chat command"
+            };
             errln!(
-                "turnback: `turnback init {}` also writes the chat command {}",
+                "turnback: `turnback init {}` also writes {what} {}",
                 plan.dialect.name,
                 f.path.display()
+            );
+        }
+        if let Some(entry) = &plan.writable_root {
+            errln!(
+                "turnback: for the chat commands under Codex's sandbox, `turnback init {}` also adds {entry:?} to [sandbox_workspace_write] writable_roots in {} (for every project: in ~/.codex/config.toml)",
+                plan.dialect.name,
+                codex_config::FILE
             );
         }
         if let Some(user) = plan.user_level {
@@ -306,6 +360,10 @@ fn install(ctx: &Ctx, plan: Plan) -> Outcome {
         Some((rel, ours)) => Some(merged_settings(&root.join(rel), ours, d)?),
         None => None,
     };
+    let sandbox = match &plan.writable_root {
+        Some(entry) => Some(merged_codex_config(&root, entry, d)?),
+        None => None,
+    };
     let files: Vec<(PathBuf, &OwnedFile, bool)> = plan
         .files
         .iter()
@@ -322,9 +380,11 @@ fn install(ctx: &Ctx, plan: Plan) -> Outcome {
     let mut store = ctx.open(Options::default())?;
     store.ensure_created()?;
     let mut written = Vec::new();
-    if let Some((path, bytes, true)) = settings {
-        write_atomically(&path, &bytes, false)?;
-        written.push(path);
+    for (path, bytes, changed) in settings.into_iter().chain(sandbox) {
+        if changed {
+            write_atomically(&path, &bytes, false)?;
+            written.push(path);
+        }
     }
     for (path, f, changed) in files {
         if changed {
@@ -407,6 +467,34 @@ fn merged_settings(
     bytes.push(b'\n');
     let changed = old.as_deref() != Some(bytes.as_slice());
     Ok((path.to_owned(), bytes, changed))
+}
+
+/// `.codex/config.toml` with `entry` among the sandbox's writable roots:
+/// its new bytes, and whether they differ from the old.
+fn merged_codex_config(
+    root: &Path,
+    entry: &str,
+    d: &Dialect,
+) -> anyhow::Result<(PathBuf, Vec<u8>, bool)> {
+    let path = root.join(codex_config::FILE);
+    let old = read_if_exists(&path)?;
+    let unreadable = || {
+        format!(
+            "cannot add turnback's data directory to the sandbox's writable roots in {}; fix it (or move it away) and run `turnback init {}` again; it was left unchanged",
+            path.display(),
+            d.name
+        )
+    };
+    let old_text = old
+        .as_deref()
+        .map(std::str::from_utf8)
+        .transpose()
+        .with_context(unreadable)?;
+    let dot_codex = path.parent().expect("the config file has a parent");
+    let text = codex_config::merge(old_text, entry, home_dir().as_deref(), dot_codex)
+        .with_context(unreadable)?;
+    let changed = old.as_deref() != Some(text.as_bytes());
+    Ok((path, text.into_bytes(), changed))
 }
 
 /// Whether an owned file needs writing; an existing file that is not
