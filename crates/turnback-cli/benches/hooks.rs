@@ -1596,6 +1596,7 @@ fn render(
     s
 }
 
+#[allow(unsafe_code)] // the environment, set before any thread
 fn main() -> Res<()> {
     // Stores in their projects, so a prebuilt store is copied with its
     // project (spawned commands inherit it).

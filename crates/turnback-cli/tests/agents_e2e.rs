@@ -94,6 +94,7 @@ impl Drop for FakeModel {
 
 /// Runs an agent in its own process group, then kills whatever of that
 /// group is left (daemons an agent starts).
+#[allow(unsafe_code)] // the platform call of a test
 fn run_agent(mut cmd: Command, what: &str) -> Result<Output, Error> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -754,6 +755,7 @@ const COPILOT_SKILL: &str = ".github/skills/turnback/SKILL.md";
 /// request is answered with its first "allow" option. Returns the
 /// prompt's result. The server runs in its own process group, killed
 /// afterwards.
+#[allow(unsafe_code)] // the platform call of a test
 fn copilot_acp_prompt(mut cmd: Command, root: &Path, text: &str) -> Result<Value, Error> {
     use std::io::Write;
     use std::sync::mpsc;
@@ -961,6 +963,7 @@ fn processes_with_home(home: &Path) -> Vec<(i32, String)> {
     found
 }
 
+#[allow(unsafe_code)] // the platform call of a test
 fn kill(pid: i32) {
     // SAFETY: kill(2) on one process of this test's agent runs (found by
     // their HOME).

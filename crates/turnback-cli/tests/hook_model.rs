@@ -1179,6 +1179,7 @@ fn cases() -> usize {
     }
 }
 
+#[allow(unsafe_code)] // the platform call of a test
 fn set_umask() {
     // SAFETY: umask only sets this process's file mode creation mask.
     unsafe {

@@ -1938,6 +1938,7 @@ fn cases(default: usize) -> usize {
     }
 }
 
+#[allow(unsafe_code)] // the platform call of a test
 fn set_umask() {
     // Files 0644 and directories 0755 for the shell commands, the user's
     // edits and the binary alike.

@@ -726,6 +726,7 @@ fn render(
     (s, results)
 }
 
+#[allow(unsafe_code)] // the environment, set before any thread
 fn main() -> Res<()> {
     // The figures are of the store's own files and their write order, kept
     // in the measured tree as before (the default data-directory store

@@ -749,6 +749,7 @@ fn write_section(path: &Path, body: &str) -> Res<()> {
     Ok(())
 }
 
+#[allow(unsafe_code)] // the environment, set before any thread
 fn main() -> Res<()> {
     // The figures are of the store's own files and their write order, kept
     // in the measured tree as before (the default data-directory store

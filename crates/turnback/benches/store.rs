@@ -1017,6 +1017,7 @@ pub(crate) fn to_data_dir(root: &Path) -> Res<()> {
     Ok(())
 }
 
+#[allow(unsafe_code)] // the environment, set before any thread
 fn main() -> Res<()> {
     // Stores are made in their trees, so a store can be copied with its
     // tree and its size read there; the rewinds of full trees (rows 1, 4

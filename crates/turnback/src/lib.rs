@@ -77,6 +77,7 @@ mod sparse;
 mod special;
 mod store;
 mod subtree_stat;
+#[allow(unsafe_code)] // The platform layer: each block says why it is sound.
 mod sys;
 #[cfg(test)]
 mod test_project;

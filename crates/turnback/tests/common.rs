@@ -360,6 +360,7 @@ pub fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
 
 /// The volume serial number and file index of `path`.
 #[cfg(windows)]
+#[allow(unsafe_code)] // the platform call of a test
 pub fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
     use std::os::windows::fs::OpenOptionsExt;
     use std::os::windows::io::AsRawHandle;

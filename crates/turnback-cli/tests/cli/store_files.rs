@@ -18,6 +18,7 @@ use crate::common::{Project, Res, TestResult, texts};
 const HANG_GUARD: Duration = Duration::from_secs(20);
 
 #[cfg(unix)]
+#[allow(unsafe_code)] // the platform call of a test
 fn mkfifo(path: &std::path::Path) -> TestResult {
     let _ = std::fs::remove_file(path);
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())?;

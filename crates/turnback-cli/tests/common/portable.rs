@@ -87,6 +87,7 @@ pub fn file_id(_path: &Path, meta: &Metadata) -> io::Result<(u64, u64)> {
 /// command's dependency; its file-system functions are those the library
 /// enables.)
 #[cfg(windows)]
+#[allow(unsafe_code)] // the platform call of a test
 pub fn file_id(path: &Path, _meta: &Metadata) -> io::Result<(u64, u64)> {
     use std::os::windows::io::AsRawHandle;
     use windows_sys::Win32::Storage::FileSystem::{
