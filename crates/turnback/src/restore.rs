@@ -184,7 +184,7 @@ impl Store {
         &self,
         packs: &HashMap<String, File>,
         buckets: &Buckets,
-        jobs: &'a [Job<'a>],
+        jobs: &[Job<'a>],
         per_file: bool,
         failed: &mut Vec<FailedPath>,
         lost: &mut Vec<String>,
