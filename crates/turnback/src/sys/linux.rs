@@ -127,3 +127,40 @@ pub(crate) const NORMALIZATION_INSENSITIVE: bool = false;
 /// a rewind links each replaced file into the trash first and
 /// frees it later (see `trash.rs`).
 pub(crate) const DEFER_FREES: bool = true;
+
+/// Whether the entry `name` of the directory `dir` has extended
+/// attributes, asked without opening it (`llistxattr` of its path through
+/// `/proc/self/fd`): a rewind replaces thousands of files that have none,
+/// and an open each would double its `openat` calls. `None` when it cannot
+/// be told this way (no `/proc`): the caller opens the file to see.
+pub(crate) fn has_xattrs(dir: &impl AsFd, name: &std::ffi::CStr) -> Option<bool> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    static PROC: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*PROC.get_or_init(|| std::path::Path::new("/proc/self/fd").is_dir()) {
+        return None;
+    }
+    let mut path = format!("/proc/self/fd/{}/", dir.as_fd().as_raw_fd()).into_bytes();
+    path.extend_from_slice(name.to_bytes());
+    // Room for the names most files have (an SELinux label, say); a longer
+    // list is taken as holding one to copy.
+    let mut names = [0u8; 256];
+    match rustix::fs::llistxattr(std::ffi::OsStr::from_bytes(&path), &mut names[..]) {
+        Ok(n) => Some(
+            names[..n]
+                .split(|&b| b == 0)
+                .any(|a| !a.is_empty() && !system_xattr(a)),
+        ),
+        Err(Errno::RANGE) => Some(true),
+        // Nothing there to keep attributes of, or a file system without
+        // them.
+        Err(Errno::NOENT | Errno::NOTSUP) => Some(false),
+        Err(_) => None,
+    }
+}
+
+/// An extended attribute that belongs to the system, not to the file's
+/// user: a new file gets its own (see `unix::copy_xattrs`).
+pub(crate) fn system_xattr(name: &[u8]) -> bool {
+    name.starts_with(b"security.") || name.starts_with(b"trusted.")
+}

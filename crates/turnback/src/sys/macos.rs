@@ -205,3 +205,9 @@ pub(crate) const NORMALIZATION_INSENSITIVE: bool = true;
 
 /// Not measured on APFS: a rename frees the replaced file as it goes.
 pub(crate) const DEFER_FREES: bool = false;
+
+/// Whether an entry has extended attributes, without opening it: not
+/// known here (the caller opens the file to see).
+pub(crate) fn has_xattrs(_dir: &impl AsFd, _name: &std::ffi::CStr) -> Option<bool> {
+    None
+}

@@ -55,9 +55,8 @@ pub(crate) fn copy_xattrs(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> Vec<(Stri
     };
     for name in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
         let shown = String::from_utf8_lossy(name).into_owned();
-        if cfg!(target_os = "linux")
-            && (name.starts_with(b"security.") || name.starts_with(b"trusted."))
-        {
+        #[cfg(target_os = "linux")]
+        if super::linux::system_xattr(name) {
             continue;
         }
         let copied = read_xattr(from, name).and_then(|value| {

@@ -1214,3 +1214,9 @@ pub(crate) const DEFER_FREES: bool = false;
 /// Not measured on NTFS: the files an operation replaces are read and
 /// stored in a pack (see `aside.rs`).
 pub(crate) const KEEP_ASIDE: bool = false;
+
+/// Whether an entry has extended attributes, without opening it: not
+/// known here (the caller opens the file to see).
+pub(crate) fn has_xattrs(_dir: &impl AsFd, _name: &std::ffi::CStr) -> Option<bool> {
+    None
+}
