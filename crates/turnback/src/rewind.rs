@@ -340,13 +340,19 @@ pub(crate) fn steps_from<'a>(
     let mut steps: Vec<Step> = states
         .map(|(path, pre)| Step {
             path: path.clone(),
-            action: match pre {
-                Pre::File {
-                    blob,
-                    size,
-                    mode,
-                    link,
-                } => {
+            action: match (path.reason_not_here(), pre) {
+                // A store made elsewhere may hold a name this file system
+                // cannot (`CON`, `a:b` on Windows): reported, never reached.
+                (Some(reason), _) => Action::CannotRestore { reason },
+                (
+                    None,
+                    Pre::File {
+                        blob,
+                        size,
+                        mode,
+                        link,
+                    },
+                ) => {
                     if store.has_blob(blob) {
                         Action::Restore {
                             blob: *blob,
@@ -360,18 +366,21 @@ pub(crate) fn steps_from<'a>(
                         }
                     }
                 }
-                Pre::Symlink { target } => Action::RestoreSymlink {
+                (None, Pre::Symlink { target }) => Action::RestoreSymlink {
                     target: target.clone(),
                 },
-                Pre::Dir { mode } => Action::MakeDir { mode: *mode },
-                Pre::Fifo { mode } => Action::MakeFifo { mode: *mode },
-                Pre::Absent => Action::Delete,
-                Pre::Skipped { reason, .. } => Action::CannotRestore {
+                (None, Pre::Dir { mode }) => Action::MakeDir { mode: *mode },
+                (None, Pre::Fifo { mode }) => Action::MakeFifo { mode: *mode },
+                (None, Pre::Absent) => Action::Delete,
+                (None, Pre::Skipped { reason, .. }) => Action::CannotRestore {
                     reason: format!("it was not saved at capture: {reason}"),
                 },
-                Pre::Aside {
-                    seq, n, size, mode, ..
-                } => Action::RestoreKept {
+                (
+                    None,
+                    Pre::Aside {
+                        seq, n, size, mode, ..
+                    },
+                ) => Action::RestoreKept {
                     seq: *seq,
                     n: *n,
                     size: *size,
@@ -393,12 +402,13 @@ enum States {
 
 /// Paths of `steps` plus their ancestors: what an operation may change.
 /// Each step's path is new (a plan holds one step per path); only the
-/// ancestors, far fewer, are kept in a set to be listed once.
+/// ancestors, far fewer, are kept in a set to be listed once. A path this
+/// platform cannot hold is no such path: its step only reports it.
 fn touched_paths(steps: &[Step]) -> Vec<RelPath> {
     let planned = |p: &RelPath| steps.binary_search_by(|s| s.path.cmp(p)).is_ok();
     let mut dirs: HashSet<RelPath> = HashSet::new();
     let mut out = Vec::with_capacity(steps.len());
-    for s in steps {
+    for s in steps.iter().filter(|s| s.path.problem_here().is_none()) {
         for a in s.path.ancestors() {
             if !planned(&a) && dirs.insert(a.clone()) {
                 out.push(a);
@@ -1057,7 +1067,12 @@ impl Store {
             }
             Durability::PerFile => {
                 let mut to_sync = DirsToSync::default();
-                for step in &steps {
+                // A step that cannot restore changes no directory (and may
+                // name one this platform cannot hold).
+                for step in steps
+                    .iter()
+                    .filter(|s| !matches!(s.action, Action::CannotRestore { .. }))
+                {
                     to_sync.entry_of(&step.path);
                     if matches!(step.action, Action::MakeDir { .. }) {
                         to_sync.dir(&step.path);
