@@ -253,16 +253,18 @@ fn a_store_holding_names_windows_cannot_hold_reads_whole_and_rewinds_the_rest() 
         // Nothing was made under another name (`trail.` is `trail` to
         // Windows, `a:b` a stream of `a`), and nothing else appeared.
         assert!(!p.exists("trail") && !p.exists("a") && !p.exists("back"));
-        // And such a name is refused at capture, with the reason.
+        // And such a name is refused at capture, with the reason (`a:b`
+        // as an argument is the path `b` on drive A: to Windows, so a
+        // stream of a file here is named `notes.txt:v2`).
         let out = p
             .tb()
-            .args(["write", "--turn", "t3", "a:b"])
+            .args(["write", "--turn", "t3", "notes.txt:v2"])
             .write_stdin("x")
             .output()?;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert!(stderr.contains("alternate data stream"), "{stderr}");
-        assert!(!p.exists("a"));
+        assert!(!p.exists("notes.txt"));
     } else {
         assert_eq!(out.status.code(), Some(0), "{v}");
         assert_eq!(failed(&v), []);
