@@ -151,4 +151,14 @@ case "${TURNBACK_DATA_DIR:-}" in
     /*) TURNBACK_DATA_DIR="Z:$(printf '%s' "$TURNBACK_DATA_DIR" | tr / '\\')"
         export TURNBACK_DATA_DIR ;;
 esac
+# The POSIX shell the Windows tests run bash hook lines with
+# (tests/wine/posix-shell.sh builds it into the cache), named to them in
+# Windows spelling; a test that needs it and finds it unnamed fails.
+if [ -z "${TURNBACK_POSIX_SHELL:-}" ] && [ -f "$cache/brush-0.4.0/.complete" ]; then
+    TURNBACK_POSIX_SHELL="$cache/brush-0.4.0/bin/brush.exe"
+fi
+case "${TURNBACK_POSIX_SHELL:-}" in
+    /*) TURNBACK_POSIX_SHELL="Z:$(printf '%s' "$TURNBACK_POSIX_SHELL" | tr / '\\')"
+        export TURNBACK_POSIX_SHELL ;;
+esac
 exec "$WINE" "$@"

@@ -20,6 +20,8 @@ mod demo;
 mod dirs_special;
 #[path = "cli/exact_rewinds.rs"]
 mod exact_rewinds;
+#[path = "cli/foreign_names.rs"]
+mod foreign_names;
 #[path = "cli/list_show_diff.rs"]
 mod list_show_diff;
 #[path = "cli/rewind.rs"]

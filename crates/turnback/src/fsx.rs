@@ -298,6 +298,7 @@ fn copy_xattrs_from(dir: &OwnedFd, name: impl Name, to: &OwnedFd) -> Vec<String>
     }
     // Most files have none: told without opening them where the platform
     // can.
+    #[cfg(unix)]
     if let Ok(cname) = name.into_c_str()
         && crate::sys::has_xattrs(dir, &cname) == Some(false)
     {

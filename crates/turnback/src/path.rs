@@ -107,8 +107,26 @@ impl RelPath {
         RelPath::from_bytes(s.as_bytes())
     }
 
-    /// Parses a path in stored form given as raw bytes (any encoding).
+    /// Parses a path in stored form given as raw bytes (any encoding), for
+    /// use on this platform: a name its file system cannot hold is refused
+    /// too ([`RelPath::problem_here`]). What the user names, a walk finds
+    /// or a capture records goes through here.
     pub fn from_bytes(s: &[u8]) -> Result<Self, PathProblem> {
+        let path = RelPath::from_stored(s)?;
+        match path.problem_here() {
+            Some(problem) => Err(problem),
+            None => Ok(path),
+        }
+    }
+
+    /// Parses a path as the store holds it, whichever platform wrote it:
+    /// only what no platform allows is refused (empty, too long, NUL, an
+    /// empty, `.` or `..` component, inside the root's `.git/` or
+    /// `.turnback/`). The log and the checkpoint are read through here: a
+    /// store made on Linux may hold `CON` or `a:b`, which Windows cannot
+    /// hold. Such a path is whole, not damage; it is reported per path
+    /// where the file system would be reached ([`RelPath::problem_here`]).
+    pub fn from_stored(s: &[u8]) -> Result<Self, PathProblem> {
         if s.is_empty() {
             return Err(PathProblem::Empty);
         }
@@ -215,6 +233,44 @@ impl RelPath {
         a == b || (a.starts_with(b) && a.get(b.len()) == Some(&b'/'))
     }
 
+    /// Why this platform's file system cannot hold the path, or `None`
+    /// when it can: on Windows, the first component that breaks Windows'
+    /// name rules ([`crate::names::windows_problem`]); never on Linux and
+    /// macOS. Such a path is never looked up or written here (the name
+    /// would reach a device, an alternate data stream, another file or
+    /// another directory): a rewind reports it not restored, with this
+    /// reason.
+    pub fn problem_here(&self) -> Option<PathProblem> {
+        if !crate::sys::WINDOWS_NAMES {
+            return None;
+        }
+        self.as_bytes()
+            .split(|&b| b == b'/')
+            .find_map(crate::names::windows_problem)
+            .map(PathProblem::NotOnWindows)
+    }
+
+    /// [`RelPath::problem_here`] as a reason for people, naming the
+    /// directory whose name is the problem when it is not the last
+    /// component (`nul/a.txt`).
+    pub(crate) fn reason_not_here(&self) -> Option<String> {
+        let problem = self.problem_here()?;
+        let bytes = self.as_bytes();
+        let bad_dir = bytes
+            .iter()
+            .enumerate()
+            .filter(|&(_, &b)| b == b'/')
+            .map(|(i, _)| &bytes[..i])
+            .find(|dir| {
+                let name = dir.rsplit(|&b| b == b'/').next().unwrap_or(dir);
+                crate::names::windows_problem(name).is_some()
+            });
+        Some(match bad_dir {
+            Some(dir) => format!("{problem} (the directory {})", escaped(dir)),
+            None => problem.to_string(),
+        })
+    }
+
     /// Joins one more component.
     pub fn join(&self, name: impl AsRef<[u8]>) -> Result<RelPath, PathProblem> {
         let mut p = self.as_bytes().to_owned();
@@ -228,10 +284,6 @@ fn check_component(comp: &[u8]) -> Result<(), PathProblem> {
     match comp {
         b"" | b"." | b".." => Err(PathProblem::NotNormal),
         c if c.len() > MAX_COMPONENT => Err(PathProblem::TooLong),
-        c if crate::sys::WINDOWS_NAMES => match crate::names::windows_problem(c) {
-            Some(why) => Err(PathProblem::NotOnWindows(why)),
-            None => Ok(()),
-        },
         _ => Ok(()),
     }
 }
@@ -337,7 +389,7 @@ impl<'de> Deserialize<'de> for RelPath {
             }
         }
         fn checked<E: serde::de::Error>(bytes: &[u8]) -> Result<RelPath, E> {
-            RelPath::from_bytes(bytes)
+            RelPath::from_stored(bytes)
                 .map_err(|e| E::custom(format!("path {:?}: {e}", escaped(bytes))))
         }
         d.deserialize_any(V)
@@ -449,6 +501,51 @@ mod tests {
                 Path::new(plain),
                 "{verbatim}"
             );
+        }
+    }
+
+    /// What no platform allows is damage everywhere; what Windows cannot
+    /// hold is a whole stored path everywhere, refused for use on Windows
+    /// only, with the reason (and the directory, when it is one).
+    #[test]
+    fn names_windows_cannot_hold_are_stored_paths_everywhere() {
+        for name in [
+            "CON",
+            "aux.txt",
+            "trail.",
+            "a:b",
+            "back\\slash",
+            "nul/inside.txt",
+        ] {
+            let stored = RelPath::from_stored(name.as_bytes()).expect("a stored path");
+            let json = serde_json::to_string(&stored).expect("serialize");
+            assert_eq!(
+                serde_json::from_str::<RelPath>(&json).expect("a log's path"),
+                stored
+            );
+            let here = RelPath::parse(name);
+            if cfg!(windows) {
+                assert!(matches!(here, Err(PathProblem::NotOnWindows(_))), "{name}");
+                assert!(stored.problem_here().is_some(), "{name}");
+            } else {
+                assert_eq!(here.as_ref(), Ok(&stored), "{name}");
+                assert_eq!(stored.problem_here(), None, "{name}");
+                assert_eq!(stored.reason_not_here(), None, "{name}");
+            }
+        }
+        if cfg!(windows) {
+            let inside = RelPath::from_stored(b"nul/inside.txt").expect("stored");
+            let reason = inside.reason_not_here().unwrap_or_default();
+            assert!(reason.ends_with("(the directory nul)"), "{reason}");
+            let own = RelPath::from_stored(b"ok/CON").expect("stored");
+            let reason = own.reason_not_here().unwrap_or_default();
+            assert!(
+                reason.contains("reserved device") && !reason.contains("directory"),
+                "{reason}"
+            );
+        }
+        for bad in ["../x", "a//b", ".git/x", ".turnback/log.jsonl"] {
+            assert!(RelPath::from_stored(bad.as_bytes()).is_err(), "{bad}");
         }
     }
 

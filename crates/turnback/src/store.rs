@@ -1442,6 +1442,16 @@ impl Store {
             if !seen.insert(rel.clone()) {
                 continue;
             }
+            // A name this file system cannot hold (a store made on Linux,
+            // read on Windows) is never looked up: it would reach a device,
+            // a stream or another file. Its state is unknown here.
+            if let Some(reason) = rel.reason_not_here() {
+                out.entries.push(FileEntry {
+                    path: rel,
+                    pre: Pre::Skipped { reason, size: 0 },
+                });
+                continue;
+            }
             // Walk to the parent, from the directories held for the path
             // before (paths in order open each directory once). On capture,
             // directories the write would have to create are recorded as

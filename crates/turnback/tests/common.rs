@@ -372,8 +372,9 @@ pub fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
         .access_mode(0x80)
         .custom_flags(FILE_FLAG_BACKUP_SEMANTICS | FILE_FLAG_OPEN_REPARSE_POINT)
         .open(path)?;
-    // SAFETY: an open handle and a record of the size the call fills.
+    // SAFETY: all-zero is a valid value of this plain C record.
     let mut info: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
+    // SAFETY: an open handle and a record of the size the call fills.
     if unsafe { GetFileInformationByHandle(f.as_raw_handle() as _, &mut info) } == 0 {
         return Err(std::io::Error::last_os_error());
     }

@@ -22,7 +22,9 @@ const DIFF_LIMIT: u64 = 8 << 20;
 pub struct FileDiff {
     /// The path, relative to the root.
     pub path: String,
-    /// "unchanged", "modified", "created", "deleted", "binary", "not_saved"
+    /// "unchanged", "modified", "created", "deleted", "binary", "not_saved",
+    /// "name_not_allowed" (a name this platform's file system cannot hold,
+    /// from a store made on another: not looked at)
     pub change: &'static str,
     /// The unified diff, or a one-line summary.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -93,6 +95,14 @@ pub fn diffs(store: &Store, turn: &TurnId) -> anyhow::Result<Vec<FileDiff>> {
     for c in &t.files {
         let path = c.entry.path.to_string();
         let path = path.as_str();
+        if let Some(problem) = c.entry.path.problem_here() {
+            out.push(FileDiff {
+                path: path.to_owned(),
+                change: "name_not_allowed",
+                diff: Some(format!("{path}: not compared: {problem}\n")),
+            });
+            continue;
+        }
         let before = match &c.entry.pre {
             Pre::File { blob, size, .. } if *size <= DIFF_LIMIT => {
                 Side::Bytes(store.read_blob(blob)?)

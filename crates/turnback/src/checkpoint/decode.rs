@@ -78,7 +78,7 @@ impl<'a> Reader<'a> {
 
     fn path(&mut self) -> Option<RelPath> {
         let n = self.len()?;
-        RelPath::from_bytes(self.take(n)?).ok()
+        RelPath::from_stored(self.take(n)?).ok()
     }
 
     fn turn_id(&mut self) -> Option<TurnId> {

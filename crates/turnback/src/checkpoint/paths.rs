@@ -52,7 +52,7 @@ impl FrozenPathBlobs {
     /// Every valid path (its bytes) and its blob, in path order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], BlobId)> + '_ {
         (0..self.paths.len())
-            .filter(|&k| RelPath::from_bytes(self.path_at(k)).is_ok())
+            .filter(|&k| RelPath::from_stored(self.path_at(k)).is_ok())
             .map(|k| (self.path_at(k), self.blob_at(k)))
     }
 }

@@ -483,7 +483,12 @@ impl<'s, 'r> Execution<'s, 'r> {
             }
             Durability::PerFile => {
                 let mut to_sync = DirsToSync::default();
-                for step in &steps {
+                // A step that cannot restore changes no directory (and may
+                // name one this platform cannot hold).
+                for step in steps
+                    .iter()
+                    .filter(|s| !matches!(s.action, Action::CannotRestore { .. }))
+                {
                     to_sync.entry_of(&step.path);
                     if matches!(step.action, Action::MakeDir { .. }) {
                         to_sync.dir(&step.path);

@@ -341,12 +341,13 @@ enum States {
 
 /// Paths of `steps` plus their ancestors: what an operation may change.
 /// Each step's path is new (a plan holds one step per path); only the
-/// ancestors, far fewer, are kept in a set to be listed once.
+/// ancestors, far fewer, are kept in a set to be listed once. A path this
+/// platform cannot hold is no such path: its step only reports it.
 fn touched_paths(steps: &[Step]) -> Vec<RelPath> {
     let planned = |p: &RelPath| steps.binary_search_by(|s| s.path.cmp(p)).is_ok();
     let mut dirs: HashSet<RelPath> = HashSet::new();
     let mut out = Vec::with_capacity(steps.len());
-    for s in steps {
+    for s in steps.iter().filter(|s| s.path.problem_here().is_none()) {
         for a in s.path.ancestors() {
             if !planned(&a) && dirs.insert(a.clone()) {
                 out.push(a);

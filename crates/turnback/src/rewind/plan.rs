@@ -60,13 +60,19 @@ pub(crate) fn steps_from<'a>(
     let mut steps: Vec<Step> = states
         .map(|(path, pre)| Step {
             path: path.clone(),
-            action: match pre {
-                Pre::File {
-                    blob,
-                    size,
-                    mode,
-                    link,
-                } => {
+            action: match (path.reason_not_here(), pre) {
+                // A store made elsewhere may hold a name this file system
+                // cannot (`CON`, `a:b` on Windows): reported, never reached.
+                (Some(reason), _) => Action::CannotRestore { reason },
+                (
+                    None,
+                    Pre::File {
+                        blob,
+                        size,
+                        mode,
+                        link,
+                    },
+                ) => {
                     if store.has_blob(blob) {
                         Action::Restore {
                             blob: *blob,
@@ -80,18 +86,21 @@ pub(crate) fn steps_from<'a>(
                         }
                     }
                 }
-                Pre::Symlink { target } => Action::RestoreSymlink {
+                (None, Pre::Symlink { target }) => Action::RestoreSymlink {
                     target: target.clone(),
                 },
-                Pre::Dir { mode } => Action::MakeDir { mode: *mode },
-                Pre::Fifo { mode } => Action::MakeFifo { mode: *mode },
-                Pre::Absent => Action::Delete,
-                Pre::Skipped { reason, .. } => Action::CannotRestore {
+                (None, Pre::Dir { mode }) => Action::MakeDir { mode: *mode },
+                (None, Pre::Fifo { mode }) => Action::MakeFifo { mode: *mode },
+                (None, Pre::Absent) => Action::Delete,
+                (None, Pre::Skipped { reason, .. }) => Action::CannotRestore {
                     reason: format!("it was not saved at capture: {reason}"),
                 },
-                Pre::Aside {
-                    seq, n, size, mode, ..
-                } => Action::RestoreKept {
+                (
+                    None,
+                    Pre::Aside {
+                        seq, n, size, mode, ..
+                    },
+                ) => Action::RestoreKept {
                     seq: *seq,
                     n: *n,
                     size: *size,

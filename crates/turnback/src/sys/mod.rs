@@ -44,6 +44,8 @@ mod macos;
 use macos as imp;
 
 #[cfg(unix)]
+pub(crate) use imp::has_xattrs;
+#[cfg(unix)]
 mod unix;
 #[cfg(unix)]
 pub(crate) use unix::{
@@ -67,8 +69,8 @@ compile_error!("turnback runs on Linux, macOS and Windows");
 pub(crate) use imp::{
     CASE_INSENSITIVE_DEFAULT, DEFER_FREES, HANDLES_KEEP_NAMES, NORMALIZATION_INSENSITIVE,
     WHOLE_FS_FLUSH, WINDOWS_NAMES, commit_queued, ctime_ns, dev, fdatasync, file_type,
-    flush_device, fsync_durable, fsync_queued, give_back_free_memory, has_xattrs, list_names,
-    mkfifo_exact, mode, mtime_ns, nlink, perm,
+    flush_device, fsync_durable, fsync_queued, give_back_free_memory, list_names, mkfifo_exact,
+    mode, mtime_ns, nlink, perm,
 };
 
 /// What durability this process had when it was less than the flush

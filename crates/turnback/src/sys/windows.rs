@@ -89,6 +89,9 @@ impl Errno {
     pub(crate) const EXIST: Errno = Errno(80);
     /// `ERROR_INVALID_PARAMETER`.
     pub(crate) const INVAL: Errno = Errno(87);
+    /// `ERROR_INVALID_NAME`: a name Windows cannot hold (see
+    /// [`BorrowedFd::child`]).
+    pub(crate) const BADNAME: Errno = Errno(123);
     /// `ERROR_DIR_NOT_EMPTY`.
     pub(crate) const NOTEMPTY: Errno = Errno(145);
     /// `ERROR_DIRECTORY`: the directory name is invalid (not a directory).
@@ -252,11 +255,30 @@ impl From<OwnedFd> for File {
 }
 
 impl BorrowedFd<'_> {
-    /// `name` inside this directory.
+    /// `name` inside this directory. Every `*at` call reaches its file
+    /// through here, so a name that would not stay a name is refused with
+    /// `ERROR_INVALID_NAME` whoever passes it: one breaking Windows' name
+    /// rules (`crate::names::windows_problem`: `a:b` opens a stream,
+    /// `C:\x` or `..\x` another place, `CON` a device, `a.` the file `a`)
+    /// or starting at a root (`/x`). The store may hold such names (a
+    /// store made on Linux); the code above never passes one knowingly
+    /// (`RelPath::problem_here`): this is the last line.
     fn child(&self, name: &OsStr) -> Res<PathBuf> {
         let dir = self.path.filter(|_| self.dir).ok_or(Errno::NOTDIR)?;
         if name.is_empty() || name == "." {
             return Ok(dir.to_path_buf());
+        }
+        // Names that are not Unicode (an unpaired surrogate) are exact
+        // UTF-16 here and can hold no separator, stream or device.
+        if let Some(text) = name.to_str() {
+            let bad = text.starts_with('/')
+                || text.split('/').any(|c| {
+                    !matches!(c, "" | "." | "..")
+                        && crate::names::windows_problem(c.as_bytes()).is_some()
+                });
+            if bad {
+                return Err(Errno::BADNAME);
+            }
         }
         Ok(dir.join(name))
     }
@@ -554,6 +576,7 @@ fn handle(f: &File) -> HANDLE {
 /// `fstat`: `GetFileInformationByHandle` and the change time.
 pub(crate) fn fstat(fd: impl AsFd) -> Res<Stat> {
     let f = fd.as_fd().file;
+    // SAFETY: all-zero is a valid value of this plain C record.
     let mut info: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
     // SAFETY: the handle is open for the call and `info` is a writable
     // record of the size the call fills.
@@ -1215,8 +1238,53 @@ pub(crate) const DEFER_FREES: bool = false;
 /// stored in a pack (see `aside.rs`).
 pub(crate) const KEEP_ASIDE: bool = false;
 
-/// Whether an entry has extended attributes, without opening it: not
-/// known here (the caller opens the file to see).
-pub(crate) fn has_xattrs(_dir: &impl AsFd, _name: &std::ffi::CStr) -> Option<bool> {
-    None
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name that would not stay a name in its directory never reaches a
+    /// Win32 call, whichever `*at` call is given it; names Windows holds,
+    /// one component or several, do.
+    #[test]
+    fn names_that_leave_their_directory_are_refused_by_every_at_call() -> io::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        std::fs::create_dir(tmp.path().join("sub"))?;
+        std::fs::write(tmp.path().join("sub").join("ok.txt"), "ok")?;
+        std::fs::write(tmp.path().join("a"), "the file a:b would be a stream of")?;
+        let dir = open(
+            tmp.path(),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        )
+        .map_err(io::Error::from)?;
+        for bad in [
+            "a:b",
+            r"..\x",
+            r"C:\Windows",
+            "/x",
+            "CON",
+            "sub/nul.txt",
+            "trail.",
+            "sub/a ",
+        ] {
+            let st = statat(&dir, bad, AtFlags::SYMLINK_NOFOLLOW);
+            assert_eq!(st.err(), Some(Errno::BADNAME), "statat {bad:?}");
+            let fd = openat(&dir, bad, OFlags::WRONLY | OFlags::CREATE, Mode(0o644));
+            assert_eq!(fd.err(), Some(Errno::BADNAME), "openat {bad:?}");
+            assert_eq!(
+                unlinkat(&dir, bad, AtFlags::empty()).err(),
+                Some(Errno::BADNAME),
+                "unlinkat {bad:?}"
+            );
+        }
+        assert_eq!(
+            std::fs::read(tmp.path().join("a"))?,
+            b"the file a:b would be a stream of"
+        );
+        for good in ["sub", "sub/ok.txt", "sub/../a", "."] {
+            statat(&dir, good, AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|e| io::Error::other(format!("statat {good:?}: {e:?}")))?;
+        }
+        Ok(())
+    }
 }

@@ -82,13 +82,16 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
 
 /// `.github/hooks/turnback.json` that runs `program hook copilot EVENT` on
 /// every event the adapter handles. Timeouts are in seconds.
-pub fn hooks_file(program: &str) -> Value {
+pub fn hooks_file(program: &str, powershell: &str) -> Value {
     let matcher = format!("^({})$", DIALECT.tool_matcher());
     let mut hooks = serde_json::Map::new();
     for event in EVENTS {
         let mut h = json!({
             "type": "command",
             "bash": format!("{program} hook copilot {event}"),
+            // What Copilot runs on Windows (through pwsh); `bash` is for
+            // Linux and macOS.
+            "powershell": format!("{powershell} hook copilot {event}"),
             "timeoutSec": engine::HOOK_TIMEOUT_SECS,
         });
         if event != "userPromptSubmitted" {
@@ -105,9 +108,10 @@ mod tests {
 
     #[test]
     fn hooks_name_their_event_and_match_the_tools() {
-        let h = hooks_file("turnback");
+        let h = hooks_file("turnback", "turnback");
         let pre = &h["hooks"]["preToolUse"][0];
         assert_eq!(pre["bash"], "turnback hook copilot preToolUse");
+        assert_eq!(pre["powershell"], "turnback hook copilot preToolUse");
         assert_eq!(pre["matcher"], "^(create|edit|bash|powershell)$");
         assert!(DIALECT.is_our_command("turnback hook copilot preToolUse"));
         assert!(DIALECT.is_our_command("turnback hook copilot"));

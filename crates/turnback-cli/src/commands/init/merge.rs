@@ -12,7 +12,7 @@ use crate::commands::hook::engine::Dialect;
 
 /// Whether a handler runs this adapter.
 fn is_ours(handler: &Value, d: &Dialect) -> bool {
-    ["command", "bash"].iter().any(|k| {
+    ["command", "bash", "powershell"].iter().any(|k| {
         handler
             .get(*k)
             .and_then(Value::as_str)
@@ -101,7 +101,7 @@ mod tests {
 
     #[test]
     fn flat_handler_lists_are_merged_too() -> anyhow::Result<()> {
-        let ours = copilot::hooks_file("turnback");
+        let ours = copilot::hooks_file("turnback", "turnback");
         let user = json!({"version": 1, "hooks": {"preToolUse": [
             {"type": "command", "bash": "./audit.sh"},
             {"type": "command", "bash": "/old/turnback hook copilot preToolUse"}

@@ -135,10 +135,63 @@ struct Plan {
     writable_root: Option<String>,
 }
 
-/// The program the hooks run: as a shell word and as a plain path.
+/// The program the hooks run: as the start of a command line for each
+/// kind of shell an agent runs its hooks through, and as a plain path.
 struct Program {
+    /// For a POSIX shell: `sh` on Linux and macOS; Git Bash, Claude Code's
+    /// hook shell on Windows (and cmd there too: a double-quoted path).
     shell: String,
+    /// For PowerShell and cmd alike: what Gemini CLI, Codex, Copilot's
+    /// `powershell` key and Cursor run on Windows (see
+    /// [`Program::for_powershell`]).
+    powershell: String,
     raw: String,
+}
+
+impl Program {
+    /// `turnback`, found on PATH by any shell.
+    fn on_path() -> Program {
+        Program {
+            shell: "turnback".into(),
+            powershell: "turnback".into(),
+            raw: "turnback".into(),
+        }
+    }
+
+    /// The program at `path`, its spelling left as it is (`--program`).
+    fn given(path: String) -> Program {
+        Program {
+            shell: path.clone(),
+            powershell: path.clone(),
+            raw: path,
+        }
+    }
+
+    /// The start of the hook command for an agent that runs it through
+    /// this platform's own shell: `sh` on Linux and macOS; PowerShell (or
+    /// cmd) on Windows, where a command line that begins with a quoted
+    /// path is a string to PowerShell, not a command (`"C:\…\turnback.exe"
+    /// hook gemini-cli` fails there with "Unexpected token 'hook'").
+    fn native(&self) -> &str {
+        if cfg!(windows) {
+            &self.powershell
+        } else {
+            &self.shell
+        }
+    }
+
+    /// The program as the start of a command line both PowerShell and cmd
+    /// run: on Windows `cmd /c "C:\…\turnback.exe"` (PowerShell runs `cmd`
+    /// with the quoted path as one argument, cmd runs it: the one spelling
+    /// of a path with spaces that works in both); elsewhere, for pwsh,
+    /// `& 'path'` (single quotes keep every character but `'`, doubled).
+    fn for_powershell(raw: &str) -> String {
+        if cfg!(windows) {
+            format!("cmd /c \"{raw}\"")
+        } else {
+            format!("& '{}'", raw.replace('\'', "''"))
+        }
+    }
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
@@ -152,10 +205,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         Agent::Cursor(a) => (a, plan_cursor),
     };
     let program = match a.program {
-        Some(p) => Program {
-            shell: p.clone(),
-            raw: p,
-        },
+        Some(p) => Program::given(p),
         None => default_program()?,
     };
     let plan = plan(&program)?;
@@ -185,11 +235,14 @@ fn plan_claude_code(p: &Program) -> anyhow::Result<Plan> {
 
 fn plan_gemini_cli(p: &Program) -> anyhow::Result<Plan> {
     let d = &gemini_cli::DIALECT;
-    let hooks = gemini_cli::settings_hooks(&format!("{} hook {}", p.shell, d.name));
-    let mut files = chat::gemini_cli(&p.shell);
+    // Gemini CLI runs hooks and `!{…}` through its platform shell:
+    // PowerShell on Windows.
+    let hooks = gemini_cli::settings_hooks(&format!("{} hook {}", p.native(), d.name));
+    let mut files = chat::gemini_cli(p.native());
     // Without an allow rule, Gemini CLI refuses the commands' turnback
     // command outside yolo mode; only a user-level policy can allow it.
-    files.push(chat::gemini_policy(&p.shell, &gemini_dir()?));
+    // Its prefixes are the commands' own spelling of the program.
+    files.push(chat::gemini_policy(p.native(), &gemini_dir()?));
     Ok(Plan {
         dialect: d,
         settings: Some((d.settings_file, hooks_doc(hooks))),
@@ -202,7 +255,9 @@ fn plan_gemini_cli(p: &Program) -> anyhow::Result<Plan> {
 
 fn plan_codex(p: &Program) -> anyhow::Result<Plan> {
     let d = &codex::DIALECT;
-    let hooks = codex::settings_hooks(&format!("{} hook {}", p.shell, d.name));
+    // Codex runs hooks through the session's shell: PowerShell on Windows
+    // (cmd when it finds none).
+    let hooks = codex::settings_hooks(&format!("{} hook {}", p.native(), d.name));
     // The prompts earlier releases wrote, where they wrote them; with no
     // CODEX_HOME and no HOME there is nothing to look for.
     let stale = match std::env::var_os("CODEX_HOME") {
@@ -228,7 +283,10 @@ fn plan_copilot(p: &Program) -> anyhow::Result<Plan> {
     let d = &copilot::DIALECT;
     Ok(Plan {
         dialect: d,
-        settings: Some((d.settings_file, copilot::hooks_file(&p.shell))),
+        settings: Some((
+            d.settings_file,
+            copilot::hooks_file(&p.shell, &p.powershell),
+        )),
         files: vec![chat::copilot(&p.shell)],
         stale: Vec::new(),
         user_level: Some("~/.copilot/skills/turnback/SKILL.md"),
@@ -238,7 +296,9 @@ fn plan_copilot(p: &Program) -> anyhow::Result<Plan> {
 
 fn plan_cursor(p: &Program) -> anyhow::Result<Plan> {
     let d = &cursor::DIALECT;
-    let command = format!("{} hook {}", p.shell, d.name);
+    // Cursor on Windows has been seen running hooks through PowerShell and
+    // through cmd: the native line runs in both.
+    let command = format!("{} hook {}", p.native(), d.name);
     Ok(Plan {
         dialect: d,
         settings: Some((d.settings_file, cursor::hooks_file(&command))),
@@ -558,10 +618,7 @@ fn default_program() -> anyhow::Result<Program> {
     if let Some(found) = on_path
         && std::fs::canonicalize(&found).is_ok_and(|c| c == exe)
     {
-        return Ok(Program {
-            shell: "turnback".into(),
-            raw: "turnback".into(),
-        });
+        return Ok(Program::on_path());
     }
     Ok(program_at(&exe))
 }
@@ -576,6 +633,7 @@ fn program_at(exe: &Path) -> Program {
         .into_owned();
     Program {
         shell: crate::platform::quote_program(&raw),
+        powershell: Program::for_powershell(&raw),
         raw,
     }
 }
@@ -606,6 +664,46 @@ mod tests {
             assert_eq!(p.shell, crate::platform::quote_program(plain), "{exe}");
             assert!(!p.shell.contains(r"\?\"), "{}", p.shell);
         }
+    }
+
+    /// The line for an agent that runs hooks through this platform's own
+    /// shell: on Windows one that PowerShell and cmd both run (a command
+    /// line that starts with a quoted path is a string to PowerShell), on
+    /// Linux and macOS the POSIX word; Copilot gets both keys.
+    #[test]
+    fn agents_on_powershell_get_a_line_powershell_and_cmd_run() -> anyhow::Result<()> {
+        let exe = if cfg!(windows) {
+            r"C:\Program Files\turnback\turnback.exe"
+        } else {
+            "/opt/it's here/turnback"
+        };
+        let p = program_at(Path::new(exe));
+        let want = if cfg!(windows) {
+            format!("cmd /c \"{exe}\" hook gemini-cli")
+        } else {
+            r#"'/opt/it'\''s here/turnback' hook gemini-cli"#.to_owned()
+        };
+        let plan = plan_gemini_cli(&p)?;
+        let (_, settings) = plan.settings.context("gemini-cli has settings")?;
+        assert!(
+            settings
+                .to_string()
+                .contains(&serde_json::to_string(&want)?),
+            "{settings}"
+        );
+        let plan = plan_copilot(&p)?;
+        let (_, hooks) = plan.settings.context("copilot has settings")?;
+        let pre = &hooks["hooks"]["preToolUse"][0];
+        assert_eq!(pre["bash"], format!("{} hook copilot preToolUse", p.shell));
+        let ps = if cfg!(windows) {
+            format!("cmd /c \"{exe}\" hook copilot preToolUse")
+        } else {
+            "& '/opt/it''s here/turnback' hook copilot preToolUse".to_owned()
+        };
+        assert_eq!(pre["powershell"], ps);
+        let on_path = Program::on_path();
+        assert_eq!(on_path.native(), "turnback");
+        Ok(())
     }
 
     /// The hook command `turnback init claude-code` writes names it so.
