@@ -258,6 +258,11 @@ fn crash_sweep_gc() -> Res {
 }
 
 #[test]
+fn crash_sweep_maintain_gc() -> Res {
+    sweep(scenarios::maintain_gc()?, long_mode())
+}
+
+#[test]
 fn crash_sweep_snapshot_after() -> Res {
     sweep(scenarios::snapshot_after()?, true)
 }

@@ -383,6 +383,39 @@ pub fn gc() -> Res<Scenario> {
     finish("gc", lab, inv, mid, fin, always, None)
 }
 
+/// The automatic gc a background `turnback maintain` runs, over the same
+/// five turns and rewind as [`gc`], with a config that keeps two turns and
+/// checks after every capture: planned and written without the lock, put
+/// in place under it.
+pub fn maintain_gc() -> Res<Scenario> {
+    let mut sc = gc()?;
+    let store = Store::open(&sc.template.root)?;
+    std::fs::write(
+        store.store_dir().join("config.toml"),
+        "[retention]\nkeep_turns = 2\n\n[gc]\nauto_every_captures = 1\n",
+    )?;
+    drop(store);
+    sc.name = "maintain-gc";
+    sc.inv = Invocation::new(&["maintain"]);
+    // Its plain run ends where `gc --keep-turns 2` does.
+    let reference = Lab::copy_of(&sc.template)?;
+    let out = run(&reference.root, &sc.inv, &[])?;
+    let live: Vec<String> = Store::open(&reference.root)?
+        .turns()?
+        .iter()
+        .map(|t| t.id.to_string())
+        .collect();
+    if !out.status.success() || live != sc.final_live {
+        return Err(format!(
+            "maintain-gc: the plain run left {live:?}, {:?} expected:\n{}",
+            sc.final_live,
+            texts(&out)
+        )
+        .into());
+    }
+    Ok(sc)
+}
+
 /// The files of the snapshot scenarios besides [`initial`]'s: a file to
 /// rename, a script to make executable, and a git-ignored `.env` (covered:
 /// a snapshot covers ignored files too).
