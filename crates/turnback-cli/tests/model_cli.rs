@@ -2160,6 +2160,29 @@ fn temporary_file_of_a_killed_write_is_not_the_projects() -> Result<(), Failure>
     )
 }
 
+/// A `write` killed before its rename leaves its temporary file in a
+/// directory its turn made; a later turn deletes the file, and `revert`
+/// of the first turn keeps the file as the later turn left it (absent) and
+/// removes the directory the turn made. The temporary file, no one's, made
+/// the directory look like it held a user's files: "left in place", exit
+/// 3. Found by the long mode (`TURNBACK_LONG=1`, sequence 326 of 3,000).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_killed_writes_temporary_file_does_not_keep_a_directory_a_revert_removes() -> Result<(), Failure>
+{
+    if let Some(why) = strace_problem() {
+        return Err(Failure(format!("needs strace: {why}")));
+    }
+    replay(
+        r#"
+        exec t1 put d/e/f "x"
+        kill fsync 1 write t1 d/e/f "x"
+        exec t2 rm d/e/f
+        revert t1
+        "#,
+    )
+}
+
 /// Runs the script in the file `TURNBACK_REPLAY` names (a failing sequence
 /// as printed): `TURNBACK_REPLAY=case.txt cargo test --test model_cli --
 /// --ignored replay_from_file`.

@@ -107,15 +107,33 @@ impl Store {
         let name = path.file_name();
         match fsx::node_at(dir, name).map_err(|e| e.to_string())? {
             Node::Missing => Ok(false),
-            Node::Dir => match fsx::rmdir_flushed(dir, name, flush) {
-                Ok(()) => Ok(true),
-                Err(e) if e.raw_os_error() == Some(crate::sys::Errno::NOTEMPTY.raw_os_error()) => Err(
-                    "this directory did not exist before, but it now holds files no rewound turn captured; left in place"
-                        .into(),
-                ),
-                Err(e) => Err(e.to_string()),
-            },
-            _ => fsx::unlink(dir, name).map(|()| true).map_err(|e| e.to_string()),
+            Node::Dir => {
+                let not_empty = |e: &std::io::Error| {
+                    e.raw_os_error() == Some(crate::sys::Errno::NOTEMPTY.raw_os_error())
+                };
+                let mut removed = fsx::rmdir_flushed(dir, name, flush);
+                // A temporary file a killed process left in it (a `write`
+                // killed before its rename) is no one's file: swept, and
+                // the directory goes as planned.
+                if removed.as_ref().is_err_and(not_empty)
+                    && let Ok(Some(inner)) = fsx::open_subdir(dir, name)
+                {
+                    fsx::sweep_stale_temps(&inner);
+                    drop(inner);
+                    removed = fsx::rmdir_flushed(dir, name, flush);
+                }
+                match removed {
+                    Ok(()) => Ok(true),
+                    Err(e) if not_empty(&e) => Err(
+                        "this directory did not exist before, but it now holds files no rewound turn captured; left in place"
+                            .into(),
+                    ),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+            _ => fsx::unlink(dir, name)
+                .map(|()| true)
+                .map_err(|e| e.to_string()),
         }
     }
 
