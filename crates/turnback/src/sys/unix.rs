@@ -71,32 +71,32 @@ pub(crate) fn copy_xattrs(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> Vec<(Stri
 
 /// The names of `fd`'s extended attributes, each ended by a NUL.
 fn list_xattrs(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
-    // The list may grow between asking its size and reading it.
-    for _ in 0..4 {
-        let mut buf = vec![0u8; rustix::fs::flistxattr_query(fd)?];
-        if buf.is_empty() {
-            return Ok(buf);
-        }
-        match rustix::fs::flistxattr(fd, &mut buf[..]) {
-            Ok(n) => {
-                buf.truncate(n);
-                return Ok(buf);
-            }
-            Err(Errno::RANGE) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(Errno::RANGE)
+    read_sized(
+        || rustix::fs::flistxattr_query(fd),
+        |buf| rustix::fs::flistxattr(fd, buf),
+    )
 }
 
 /// The value of `fd`'s extended attribute `name`.
 fn read_xattr(fd: BorrowedFd<'_>, name: &[u8]) -> Result<Vec<u8>, Errno> {
+    read_sized(
+        || rustix::fs::fgetxattr_query(fd, name),
+        |buf| rustix::fs::fgetxattr(fd, name, buf),
+    )
+}
+
+/// A value whose size is asked first, then read: asked again when it grew
+/// in between (`ERANGE`), a few times.
+fn read_sized(
+    size: impl Fn() -> Result<usize, Errno>,
+    read: impl Fn(&mut [u8]) -> Result<usize, Errno>,
+) -> Result<Vec<u8>, Errno> {
     for _ in 0..4 {
-        let mut buf = vec![0u8; rustix::fs::fgetxattr_query(fd, name)?];
+        let mut buf = vec![0u8; size()?];
         if buf.is_empty() {
             return Ok(buf);
         }
-        match rustix::fs::fgetxattr(fd, name, &mut buf[..]) {
+        match read(&mut buf[..]) {
             Ok(n) => {
                 buf.truncate(n);
                 return Ok(buf);
