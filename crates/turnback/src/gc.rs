@@ -326,10 +326,9 @@ impl Store {
         let max_size = options.max_size.unwrap_or(config.retention.max_size);
         let log_path = self.store_path.join(LOG_FILE);
         let log_before = self.index.consumed;
-        let mut report = GcReport {
-            bytes_before: self.pack_sizes()?.values().sum::<u64>() + log_before,
-            ..GcReport::default()
-        };
+        // Its byte counts are taken at commit, from the one listing of
+        // `packs/` made there.
+        let mut report = GcReport::default();
         let tree_look = self.tree_look();
 
         // 1. Which live turns stay.
@@ -612,10 +611,13 @@ impl Store {
             .iter()
             .map(|(_, l)| l.pack.to_string())
             .collect();
+        let packs_before = self.pack_sizes()?;
+        let log_before = self.index.consumed;
+        report.bytes_before = packs_before.values().sum::<u64>() + log_before;
         let dirs = self.dirs();
         let packs_path = self.store_path.join(PACKS_DIR);
         let mut removed_bytes = 0;
-        for (name, size) in &self.pack_sizes()? {
+        for (name, size) in &packs_before {
             if !referenced.contains(name) {
                 fsx::unlink(&dirs.packs, name).ctx("remove", packs_path.join(name))?;
                 report.packs_removed += 1;
@@ -644,9 +646,7 @@ impl Store {
                 .is_some_and(|files| files.iter().any(|f| matches!(f.pre, Pre::Aside { .. })))
         });
         let log_after = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
-        report.bytes_after = (report.bytes_before + log_after)
-            .saturating_sub(covered)
-            .saturating_sub(removed_bytes);
+        report.bytes_after = report.bytes_before - log_before - removed_bytes + log_after;
         Ok(Some(report))
     }
 
