@@ -96,25 +96,9 @@ fn renamed_line(line: &str) -> Res<String> {
         let as_json = serde_json::to_string(name)?;
         json = json.replace(placeholder, &as_json[1..as_json.len() - 1]);
     }
-    let crc = crc32(json.as_bytes());
+    let crc = crc32fast::hash(json.as_bytes());
     let body = json.strip_suffix('}').ok_or("a record is a JSON object")?;
     Ok(format!("{body},\"crc\":\"{crc:08x}\"}}\n"))
-}
-
-/// CRC-32 (IEEE), bit by bit: the tests of this crate have no crc crate.
-fn crc32(bytes: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in bytes {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
 }
 
 /// Replaces the log with its lines renamed, as a new file, and makes the
