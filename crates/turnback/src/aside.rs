@@ -447,7 +447,8 @@ fn remove_record_dir(aside: &OwnedFd, name: &str) {
 impl Store {
     /// Whether files kept aside wait to be stored ([`Store::pack_kept`]).
     pub(crate) fn kept_pending(&self) -> bool {
-        self.dirs
+        self.place
+            .dirs
             .as_ref()
             .is_some_and(|d| matches!(fsx::lstat_at(&d.store, ASIDE_DIR), Ok(Some(_))))
     }
@@ -515,8 +516,8 @@ impl Store {
     /// in the pack unnamed, for gc).
     fn pack_record(&mut self, seq: u64) -> Result<usize> {
         let kept = self.kept_of(seq);
-        let shown = self.store_path.join(ASIDE_DIR).join(seq.to_string());
-        let mut writer = PackWriter::create(&self.dirs().store, &self.store_path)?;
+        let shown = self.place.store_path.join(ASIDE_DIR).join(seq.to_string());
+        let mut writer = PackWriter::create(&self.place.dirs().store, &self.place.store_path)?;
         if let Err(e) = writer.hold() {
             writer.abandon();
             return Err(e);
@@ -552,7 +553,7 @@ impl Store {
             None
         } else {
             let name = pack::pack_name(record);
-            writer.commit(&self.dirs().packs, &name)?;
+            writer.commit(&self.place.dirs().packs, &name)?;
             Some(name)
         };
         let n = files.len();
@@ -568,11 +569,11 @@ impl Store {
         // another record's directory, so it goes after the lock is given
         // back: removing 20,000 names held a hook waiting for seconds.
         drop(guard);
-        if let Ok(Some(aside)) = fsx::open_subdir(&self.dirs().store, ASIDE_DIR) {
+        if let Ok(Some(aside)) = fsx::open_subdir(&self.place.dirs().store, ASIDE_DIR) {
             remove_record_dir(&aside, &seq.to_string());
             drop(aside);
-            if fsx::rmdir(&self.dirs().store, ASIDE_DIR).is_ok() {
-                let _ = fsx::fsync(&self.dirs().store);
+            if fsx::rmdir(&self.place.dirs().store, ASIDE_DIR).is_ok() {
+                let _ = fsx::fsync(&self.place.dirs().store);
             }
         }
         Ok(n)
@@ -587,7 +588,7 @@ impl Store {
         kept: &[(RelPath, u64, u32)],
         shown: &std::path::Path,
     ) -> Result<(Vec<FileEntry>, Vec<StoredBlob>)> {
-        let level = self.options.compression_level;
+        let level = self.options().compression_level;
         let known = &self.index.blobs;
         let mut buckets = Buckets::default();
         let mut files = Vec::with_capacity(kept.len());
@@ -606,7 +607,7 @@ impl Store {
                 let n = item.1;
                 let path = shown.join(n.to_string());
                 let Some(file) = buckets
-                    .open(&self.dirs().store, seq, n)
+                    .open(&self.place.dirs().store, seq, n)
                     .ctx("open", &path)?
                 else {
                     continue;

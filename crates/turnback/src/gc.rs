@@ -241,7 +241,7 @@ impl Store {
         if !self.gc_due(config, now_ns())? {
             return Ok(());
         }
-        if self.options.defer_gc {
+        if self.options().defer_gc {
             self.gc_deferred = true;
             return Ok(());
         }
@@ -284,7 +284,7 @@ impl Store {
     }
 
     fn pack_sizes(&self) -> Result<HashMap<String, u64>> {
-        let dir = self.store_path.join(PACKS_DIR);
+        let dir = self.place.store_path.join(PACKS_DIR);
         let mut out = HashMap::new();
         for e in std::fs::read_dir(&dir).ctx("list", &dir)? {
             let e = e.ctx("list", &dir)?;
@@ -324,7 +324,7 @@ impl Store {
             .max(1);
         let keep_days = options.keep_days.unwrap_or(config.retention.keep_days);
         let max_size = options.max_size.unwrap_or(config.retention.max_size);
-        let log_path = self.store_path.join(LOG_FILE);
+        let log_path = self.place.store_path.join(LOG_FILE);
         let log_before = self.index.consumed;
         // Its byte counts are taken at commit, from the one listing of
         // `packs/` made there.
@@ -419,7 +419,7 @@ impl Store {
         // 2. The kept records, rewritten. The blobs the tree state names
         // (None: it cannot be read, so every scan blob stays).
         let tree_blobs: Option<HashSet<BlobId>> =
-            match tree::load(&self.dirs().store, &self.store_path)? {
+            match tree::load(&self.place.dirs().store, &self.place.store_path)? {
                 Loaded::Tree(t) => Some(
                     t.entries
                         .iter()
@@ -544,7 +544,8 @@ impl Store {
             dropped_turns,
             rewrite,
         } = plan;
-        let dirs_store = crate::sys::dup(&self.dirs().store).ctx("open", &self.store_path)?;
+        let dirs_store =
+            crate::sys::dup(&self.place.dirs().store).ctx("open", &self.place.store_path)?;
         let stale = self.index.ident != Some(log_ident)
             || self.index.consumed < covered
             || self.tree_look() != tree_look;
@@ -554,7 +555,7 @@ impl Store {
             }
             return Ok(None);
         }
-        let log_path = self.store_path.join(LOG_FILE);
+        let log_path = self.place.store_path.join(LOG_FILE);
         let mut adopted = None;
         if let Some(mut r) = rewrite {
             if self.index.consumed > covered {
@@ -594,9 +595,9 @@ impl Store {
             // the checkpoint goes first (see [`crate::checkpoint`]), and
             // the new log's comes last.
             checkpoint::remove(&dirs_store)
-                .ctx("remove", self.store_path.join(checkpoint::INDEX_FILE))?;
+                .ctx("remove", self.place.store_path.join(checkpoint::INDEX_FILE))?;
             fsx::rename(&dirs_store, &r.temp, LOG_FILE).ctx("replace", &log_path)?;
-            fsx::fsync(&dirs_store).ctx("fsync", &self.store_path)?;
+            fsx::fsync(&dirs_store).ctx("fsync", &self.place.store_path)?;
             if let Some(c) = r.checkpoint.take() {
                 c.install(&dirs_store);
             }
@@ -614,8 +615,8 @@ impl Store {
         let packs_before = self.pack_sizes()?;
         let log_before = self.index.consumed;
         report.bytes_before = packs_before.values().sum::<u64>() + log_before;
-        let dirs = self.dirs();
-        let packs_path = self.store_path.join(PACKS_DIR);
+        let dirs = self.place.dirs();
+        let packs_path = self.place.store_path.join(PACKS_DIR);
         let mut removed_bytes = 0;
         for (name, size) in &packs_before {
             if !referenced.contains(name) {
@@ -640,7 +641,7 @@ impl Store {
         // 4. Files kept aside for `saved` records no longer kept (see
         // `aside.rs`).
         let saved = &self.index.saved;
-        crate::aside::remove_unwanted(&self.dirs().store, |seq| {
+        crate::aside::remove_unwanted(&self.place.dirs().store, |seq| {
             saved
                 .get(&seq)
                 .is_some_and(|files| files.iter().any(|f| matches!(f.pre, Pre::Aside { .. })))
@@ -653,7 +654,7 @@ impl Store {
     /// The look of the tree state's file (see [`crate::tree`]): a scan
     /// that wrote a new one names other blobs than a plan read.
     fn tree_look(&self) -> Option<(u64, u64, i64)> {
-        let st = fsx::lstat_at(&self.dirs().store, tree::TREE_FILE).ok()??;
+        let st = fsx::lstat_at(&self.place.dirs().store, tree::TREE_FILE).ok()??;
         Some((st.st_ino, st.st_size as u64, crate::sys::mtime_ns(&st)))
     }
 
@@ -698,7 +699,7 @@ impl Store {
         report.records_after = parsed.lines.len();
         let lines = parsed.lines.len();
         drop(parsed);
-        let store = &self.dirs().store;
+        let store = &self.place.dirs().store;
         let (mut file, temp) = fsx::create_temp(store, LOG_FILE, 0o644)
             .ctx("create a temporary file beside", log_path)?;
         let written = file
@@ -736,7 +737,7 @@ impl Store {
 
     /// The log's bytes the index covers, with the log's identity.
     fn read_log_covered(&self) -> Result<(Vec<u8>, (u64, u64))> {
-        let path = self.store_path.join(LOG_FILE);
+        let path = self.place.store_path.join(LOG_FILE);
         let f = self.open_log(OFlags::RDONLY)?;
         let st = crate::sys::fs::fstat(&f).ctx("stat", &path)?;
         let ident = (crate::sys::dev(&st), st.st_ino);
@@ -758,7 +759,7 @@ impl Store {
     }
 
     fn read_log_range_of(&self, f: &std::fs::File, from: u64, to: u64) -> Result<Vec<u8>> {
-        let path = self.store_path.join(LOG_FILE);
+        let path = self.place.store_path.join(LOG_FILE);
         let n = usize::try_from(to.saturating_sub(from)).map_err(|_| Error::Io {
             op: "read",
             path: path.clone(),
@@ -869,7 +870,7 @@ mod tests {
 
     /// Names in the store directory made by `fsx::temp_name`.
     fn temps(store: &Store) -> Vec<String> {
-        std::fs::read_dir(&store.store_path)
+        std::fs::read_dir(&store.place.store_path)
             .map(|d| {
                 d.filter_map(|e| e.ok())
                     .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -934,7 +935,7 @@ mod tests {
         let mut other = p.open()?;
         other.rewind(&t("t3"), &RewindOptions::default())?;
         drop(other);
-        let log = store.store_path.join(LOG_FILE);
+        let log = store.place.store_path.join(LOG_FILE);
         let before = std::fs::read(&log)?;
         {
             let _guard = store.begin_mutation()?;

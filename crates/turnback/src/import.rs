@@ -402,7 +402,7 @@ impl Store {
 
     /// The permission bits of the regular file now at `path`, else 0o644.
     fn current_mode(&self, path: &RelPath) -> u32 {
-        match crate::fsx::open_dir_path(&self.root).and_then(|root| {
+        match crate::fsx::open_dir_path(&self.place.root).and_then(|root| {
             Ok(crate::sys::fs::statat(
                 &root,
                 path.as_path(),
@@ -511,6 +511,7 @@ impl Store {
         let mut stored = 0u64;
         {
             let packs = &self
+                .place
                 .dirs
                 .as_ref()
                 .expect("begin_mutation opened the store directories")
@@ -571,7 +572,7 @@ impl Store {
         stored: &mut u64,
         report: &mut ImportReport,
     ) -> Result<()> {
-        let level = self.options.compression_level;
+        let level = self.options().compression_level;
         let mut fresh: HashMap<BlobId, u64> = HashMap::new();
         for entry in &t.entries {
             let (path, want, mode) = match entry {
@@ -624,7 +625,10 @@ impl Store {
                 }
             };
             if writer.is_none() {
-                *writer = Some(PackWriter::create(&self.dirs().store, &self.store_path)?);
+                *writer = Some(PackWriter::create(
+                    &self.place.dirs().store,
+                    &self.place.store_path,
+                )?);
             }
             let w = writer.as_mut().expect("created just above");
             let known = &self.index.blobs;

@@ -38,7 +38,7 @@ use crate::id::BlobId;
 use crate::log::{FileEntry, Pre};
 use crate::path::{RelPath, STORE_DIR};
 use crate::rewind::{Action, Step};
-use crate::store::Store;
+use crate::store::Place;
 use crate::tree::{Entry, Kind};
 
 /// The link key of a regular file whose `fstat` is `st`: its inode number
@@ -100,30 +100,30 @@ impl Linked {
 /// some of those names are not in `rels` already. A path or directory that
 /// is missing, not a directory or not readable (`EACCES`) is passed over;
 /// any other error (out of descriptors, an I/O error) fails the call.
-pub(crate) fn other_names(store: &Store, rels: &[RelPath]) -> Result<Names> {
+pub(crate) fn other_names(place: &Place, rels: &[RelPath]) -> Result<Names> {
     let mut linked = Linked::default();
-    let mut walk = store.walk();
+    let mut walk = place.walk();
     for rel in rels {
-        if let Some(st) = stat_rel(&mut walk, rel).ctx("look at", store.root.join(rel.as_str()))? {
+        if let Some(st) = stat_rel(&mut walk, rel).ctx("look at", place.root.join(rel.as_str()))? {
             linked.note(rel, &st);
         }
     }
     drop(walk);
-    names_of(store, linked, rels)
+    names_of(place, linked, rels)
 }
 
 /// The other names, inside the project, of the files of `linked` (noted
 /// among `rels` by whoever looked at them, see [`other_names`]).
-pub(crate) fn names_of(store: &Store, linked: Linked, rels: &[RelPath]) -> Result<Names> {
+pub(crate) fn names_of(place: &Place, linked: Linked, rels: &[RelPath]) -> Result<Names> {
     let mut wanted = linked.0;
     let mut names = Names::default();
     if wanted.values().all(|(n, known)| known.len() as u64 >= *n) {
         return Ok(names);
     }
-    let root = crate::sys::dup(&store.root_fd).ctx("open", &store.root)?;
-    let skip = match &store.dirs {
+    let root = crate::sys::dup(&place.root_fd).ctx("open", &place.root)?;
+    let skip = match &place.dirs {
         Some(d) => {
-            let st = crate::sys::fs::fstat(&d.store).ctx("look at", &store.store_path)?;
+            let st = crate::sys::fs::fstat(&d.store).ctx("look at", &place.store_path)?;
             Some(Inode {
                 dev: crate::sys::dev(&st),
                 ino: st.st_ino,
@@ -138,8 +138,8 @@ pub(crate) fn names_of(store: &Store, linked: Linked, rels: &[RelPath]) -> Resul
     };
     if let Err((at, e)) = walk.dir(root, None) {
         let path = match at {
-            Some(p) => store.root.join(p.as_str()),
-            None => store.root.clone(),
+            Some(p) => place.root.join(p.as_str()),
+            None => place.root.clone(),
         };
         return Err(e).ctx("look for the other names of a hard-linked file in", path);
     }
@@ -333,14 +333,14 @@ pub(crate) fn add_unchanged_names(
 
 /// Replaces each of `others` by a hard link to `target` (link to a
 /// temporary name beside it, then rename), and makes the renames durable.
-pub(crate) fn relink(store: &Store, target: &RelPath, others: &[RelPath]) -> Result<()> {
+pub(crate) fn relink(place: &Place, target: &RelPath, others: &[RelPath]) -> Result<()> {
     if others.is_empty() {
         return Ok(());
     }
     let open_parent = |rel: &RelPath| -> Result<OwnedFd> {
-        let mut dir = crate::sys::dup(&store.root_fd).ctx("open", &store.root)?;
+        let mut dir = crate::sys::dup(&place.root_fd).ctx("open", &place.root)?;
         for anc in rel.ancestors() {
-            let shown = store.root.join(anc.as_str());
+            let shown = place.root.join(anc.as_str());
             dir = fsx::open_subdir(&dir, anc.file_name())
                 .ctx("open directory", &shown)?
                 .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
@@ -350,11 +350,11 @@ pub(crate) fn relink(store: &Store, target: &RelPath, others: &[RelPath]) -> Res
     };
     let from = open_parent(target)?;
     for other in others {
-        let shown = store.root.join(other.as_str());
+        let shown = place.root.join(other.as_str());
         let dir = open_parent(other)?;
         link_over(&from, target.file_name(), &dir, other.file_name())
             .ctx("hard-link to the new file", &shown)?;
-        fsx::fsync(&dir).ctx("fsync", shown.parent().unwrap_or(&store.root))?;
+        fsx::fsync(&dir).ctx("fsync", shown.parent().unwrap_or(&place.root))?;
     }
     Ok(())
 }

@@ -38,7 +38,7 @@
 //!   revert, undo or redo changed them, and precedes that operation's record.
 //!   When the operation was interrupted before its record, the next
 //!   mutation puts its paths back and appends a `rolled_back` record naming
-//!   the `saved` record, which it directly follows (see [`crate::settle`]):
+//!   the `saved` record, which it directly follows (see [`crate::journal`]):
 //!   a `saved` record that is the log's last one is the mark of an
 //!   interrupted operation, and no other. Its states may be `aside`
 //!   (`seq`, `n`, `size`, `mode`): a regular file kept whole in the store
@@ -229,7 +229,7 @@ pub enum Op {
     },
     /// The rewind, revert, undo or redo that appended the `saved` record
     /// just before this one was interrupted before its own record: what it
-    /// changed was put back to the saved states (see [`crate::settle`]).
+    /// changed was put back to the saved states (see [`crate::journal`]).
     RolledBack {
         /// The `saved` record of the interrupted operation.
         saved: u64,

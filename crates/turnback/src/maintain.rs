@@ -83,7 +83,7 @@ impl Store {
     /// done without it (see [`Store::gc_plan`]).
     fn gc_if_due(&mut self) -> Result<Option<GcReport>> {
         // No store yet: nothing to collect, and none is made for it.
-        if self.location.is_none() {
+        if !self.has_store() {
             return Ok(None);
         }
         let config = self.config()?;
@@ -107,7 +107,7 @@ impl Store {
             let plan = self.gc_plan(&options, &config)?;
             let _guard = self.begin_mutation()?;
             if !self.gc_due(&config, crate::id::now_ns())? {
-                plan.discard(&self.dirs().store);
+                plan.discard(&self.place.dirs().store);
                 return Ok(None);
             }
             if let Some(report) = self.gc_commit(plan)? {

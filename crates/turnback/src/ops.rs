@@ -55,7 +55,7 @@ impl Store {
             .chain(std::iter::once(rel.clone()))
             .collect();
         for (k, p) in chain.iter().enumerate() {
-            let shown = self.root.join(p.as_path());
+            let shown = self.place.root.join(p.as_path());
             match fsx::node_at(&dir, p.file_name()).ctx("look at", &shown)? {
                 Node::Dir => {
                     dir = fsx::open_subdir(&dir, p.file_name())
@@ -93,9 +93,9 @@ impl Store {
             .collect();
         let report = self.capture_locked(turn, label, std::slice::from_ref(&rel), posts)?;
         for p in &chain[k..] {
-            let shown = self.root.join(p.as_path());
+            let shown = self.place.root.join(p.as_path());
             let (d, _) = fsx::ensure_subdir(&dir, p.file_name()).ctx("create directory", &shown)?;
-            fsx::fsync(&dir).ctx("fsync", shown.parent().unwrap_or(&self.root))?;
+            fsx::fsync(&dir).ctx("fsync", shown.parent().unwrap_or(&self.place.root))?;
             dir = d;
         }
         Ok(report)
@@ -112,7 +112,7 @@ impl Store {
     ) -> Result<CaptureReport> {
         let rel = self.resolve(path.as_ref(), false)?;
         let _guard = self.begin_mutation()?;
-        let shown = self.root.join(rel.as_path());
+        let shown = self.place.root.join(rel.as_path());
         let dir = self
             .parent_dir(&rel, false)?
             .ok_or_else(|| not_found(&shown))?;
@@ -131,7 +131,7 @@ impl Store {
         }];
         let report = self.capture_locked(turn, label, std::slice::from_ref(&rel), posts)?;
         fsx::unlink(&dir, rel.file_name()).ctx("delete", &shown)?;
-        fsx::fsync(&dir).ctx("fsync", shown.parent().unwrap_or(&self.root))?;
+        fsx::fsync(&dir).ctx("fsync", shown.parent().unwrap_or(&self.place.root))?;
         Ok(report)
     }
 
@@ -148,8 +148,8 @@ impl Store {
         let src = self.resolve(from.as_ref(), false)?;
         let dst = self.resolve(to.as_ref(), false)?;
         let _guard = self.begin_mutation()?;
-        let src_shown = self.root.join(src.as_path());
-        let dst_shown = self.root.join(dst.as_path());
+        let src_shown = self.place.root.join(src.as_path());
+        let dst_shown = self.place.root.join(dst.as_path());
         if src == dst || dst.starts_with(&src) {
             return Err(Error::Io {
                 op: "move",
@@ -219,13 +219,13 @@ impl Store {
             Err(crate::sys::Errno::EXIST) => return Err(exists(&dst_shown)),
             Err(e) => return Err(e).ctx("move", &src_shown),
         }
-        fsx::fsync(&dst_dir).ctx("fsync", dst_shown.parent().unwrap_or(&self.root))?;
-        fsx::fsync(&src_dir).ctx("fsync", src_shown.parent().unwrap_or(&self.root))?;
+        fsx::fsync(&dst_dir).ctx("fsync", dst_shown.parent().unwrap_or(&self.place.root))?;
+        fsx::fsync(&src_dir).ctx("fsync", src_shown.parent().unwrap_or(&self.place.root))?;
         Ok(report)
     }
 
     fn dup_root(&self) -> Result<OwnedFd> {
-        crate::sys::dup(&self.root_fd).ctx("open", &self.root)
+        crate::sys::dup(&self.place.root_fd).ctx("open", &self.place.root)
     }
 
     /// The directory holding `rel`, reached from the root one component at
@@ -234,12 +234,12 @@ impl Store {
     fn parent_dir(&self, rel: &RelPath, create: bool) -> Result<Option<OwnedFd>> {
         let mut dir = self.dup_root()?;
         for anc in rel.ancestors() {
-            let shown = self.root.join(anc.as_path());
+            let shown = self.place.root.join(anc.as_path());
             dir = if create {
                 let (d, created) =
                     fsx::ensure_subdir(&dir, anc.file_name()).ctx("create directory", &shown)?;
                 if created {
-                    fsx::fsync(&dir).ctx("fsync", shown.parent().unwrap_or(&self.root))?;
+                    fsx::fsync(&dir).ctx("fsync", shown.parent().unwrap_or(&self.place.root))?;
                 }
                 d
             } else {

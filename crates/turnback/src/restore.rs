@@ -189,7 +189,7 @@ impl Store {
         failed: &mut Vec<FailedPath>,
         lost: &mut Vec<String>,
     ) -> Result<Vec<Staged<'a>>> {
-        let mut walk = self.walk().sweeping();
+        let mut walk = self.place.walk().sweeping();
         let done = in_dirs(
             &mut walk,
             jobs,
@@ -264,14 +264,14 @@ impl Store {
         per_file: bool,
         kept_aside: &HashSet<&RelPath>,
     ) -> Vec<(&'a RelPath, Result<(), String>)> {
-        let mut walk = self.walk();
+        let mut walk = self.place.walk();
         // The files replaced get a second name in the trash first, so the
         // renames free nothing while the user waits (see `trash.rs`); those
         // kept aside in the store already have one.
         let trash = self
             .trash_data_dir()
             .filter(|_| staged.iter().any(|(p, _)| !kept_aside.contains(p)))
-            .and_then(|data| Trash::open(data, &self.root_fd));
+            .and_then(|data| Trash::open(data, &self.place.root_fd));
         let done = in_dirs(
             &mut walk,
             staged,
@@ -322,7 +322,7 @@ impl Store {
 
     /// Removes staged temporary files (best effort: the operation failed).
     pub(crate) fn unlink_staged(&self, staged: &[Staged<'_>]) {
-        let mut walk = self.walk();
+        let mut walk = self.place.walk();
         for (path, temp) in staged {
             if let Ok(Reach::Open(d)) = walk.parent_of(path, false) {
                 let _ = fsx::unlink(d, temp.beside(path.file_name()).as_str());

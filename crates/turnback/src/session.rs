@@ -137,10 +137,10 @@ impl Store {
     /// The session `key`, if its file exists and is readable. A damaged or
     /// foreign file reads as `None` (it only points at a turn).
     pub fn session(&self, key: &str) -> Result<Option<Session>> {
-        let Some(dirs) = &self.dirs else {
+        let Some(dirs) = &self.place.dirs else {
             return Ok(None);
         };
-        let path = self.store_path.join(SESSIONS_DIR);
+        let path = self.place.store_path.join(SESSIONS_DIR);
         let Some(dir) = fsx::open_subdir(&dirs.store, SESSIONS_DIR).ctx("open", &path)? else {
             return Ok(None);
         };
@@ -176,13 +176,14 @@ impl Store {
         next.key = key.to_owned();
         next.updated_at = now_ns();
         let dirs = self
+            .place
             .dirs
             .as_ref()
             .expect("begin_mutation opens the store directories");
-        let path = self.store_path.join(SESSIONS_DIR);
+        let path = self.place.store_path.join(SESSIONS_DIR);
         let (dir, created) = fsx::ensure_subdir(&dirs.store, SESSIONS_DIR).ctx("create", &path)?;
         if created {
-            fsx::fsync(&dirs.store).ctx("fsync", &self.store_path)?;
+            fsx::fsync(&dirs.store).ctx("fsync", &self.place.store_path)?;
         }
         let name = session_file_name(key);
         let shown = path.join(&name);

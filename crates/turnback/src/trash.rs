@@ -241,7 +241,7 @@ impl crate::store::Store {
     /// that holds the store (see the module doc).
     pub(crate) fn trash_data_dir(&self) -> Option<&Path> {
         self.data_dir()
-            .filter(|data| self.store_path.starts_with(data))
+            .filter(|data| self.place.store_path.starts_with(data))
     }
 
     /// Whether a rewind, revert, undo or redo left names in the trash to

@@ -260,7 +260,7 @@ pub struct PathIssue {
 impl Store {
     /// Checks this store (see [`verify_root`]).
     pub fn verify(&self) -> Result<VerifyReport> {
-        verify_in(self.root(), self.options.data_dir.as_deref())
+        verify_in(self.root(), self.options().data_dir.as_deref())
     }
 }
 

@@ -55,11 +55,11 @@ fn rich_store() -> std::result::Result<(tempfile::TempDir, Store), Box<dyn std::
 }
 
 fn log_path(store: &Store) -> PathBuf {
-    store.store_path.join(LOG_FILE)
+    store.place.store_path.join(LOG_FILE)
 }
 
 fn index_path(store: &Store) -> PathBuf {
-    store.store_path.join(INDEX_FILE)
+    store.place.store_path.join(INDEX_FILE)
 }
 
 fn ident_of(path: &Path) -> std::io::Result<(u64, u64)> {
@@ -93,7 +93,7 @@ fn checkpoint_now(store: &Store) -> std::result::Result<Covered, Box<dyn std::er
     let log = File::open(&path)?;
     let ident = ident_of(&path)?;
     let full = Store::open(store.root())?;
-    write(&store.dirs().store, &full.index, &log, ident);
+    write(&store.place.dirs().store, &full.index, &log, ident);
     Ok(Covered::of(&log, ident, full.index.consumed).ok_or("read the log")?)
 }
 
@@ -102,7 +102,12 @@ fn load_now(store: &Store) -> std::io::Result<Option<Index>> {
     let path = log_path(store);
     let log = File::open(&path)?;
     let size = log.metadata()?.len();
-    Ok(load(&store.dirs().store, &log, ident_of(&path)?, size))
+    Ok(load(
+        &store.place.dirs().store,
+        &log,
+        ident_of(&path)?,
+        size,
+    ))
 }
 
 #[test]
@@ -863,7 +868,7 @@ fn verify_names_a_checkpoint_that_names_the_log_but_holds_another_index() -> Tes
     let mut index = from_log_alone(dir.path(), &store)?;
     // Another index for the same prefix: the newest turn's label.
     index.turns.last_mut()?.ok_or("a turn")?.label = Some("not what the log says".into());
-    write(&store.dirs().store, &index, &log, ident_of(&path)?);
+    write(&store.place.dirs().store, &index, &log, ident_of(&path)?);
     assert!(load_now(&store)?.is_some(), "an open trusts it");
     let report = crate::verify_root(dir.path())?;
     assert!(!report.whole);

@@ -336,7 +336,7 @@ impl<'s, 'r> Execution<'s, 'r> {
                     // Gone (its bucket or itself): the operation that kept
                     // it left the path as it was, and so does this one (no
                     // directory made for it).
-                    let there = match buckets.reach(&store.dirs().store, *seq, *n) {
+                    let there = match buckets.reach(&store.place.dirs().store, *seq, *n) {
                         Ok(b) => b.is_some_and(|b| {
                             matches!(fsx::lstat_at(b, n.to_string().as_str()), Ok(Some(_)))
                         }),
@@ -385,9 +385,10 @@ impl<'s, 'r> Execution<'s, 'r> {
         drop(packs);
         drop(buckets);
         let flushed = if per_file {
-            fsx::commit_queued(&store.root_fd).ctx("flush the staged files of", &store.root)
+            fsx::commit_queued(&store.place.root_fd)
+                .ctx("flush the staged files of", &store.place.root)
         } else {
-            fsx::syncfs(&store.root_fd).ctx("sync the file system of", &store.root)
+            fsx::syncfs(&store.place.root_fd).ctx("sync the file system of", &store.place.root)
         };
         if let Err(e) = flushed {
             store.unlink_staged(&staged);
@@ -496,9 +497,8 @@ impl<'s, 'r> Execution<'s, 'r> {
         } = self;
         drop(dirs);
         match durability {
-            Durability::WholeFs => {
-                fsx::syncfs(&store.root_fd).ctx("sync the file system of", &store.root)?
-            }
+            Durability::WholeFs => fsx::syncfs(&store.place.root_fd)
+                .ctx("sync the file system of", &store.place.root)?,
             Durability::PerFile => {
                 let mut to_sync = DirsToSync::default();
                 // A step that cannot restore changes no directory (and may
@@ -513,8 +513,8 @@ impl<'s, 'r> Execution<'s, 'r> {
                     }
                 }
                 to_sync
-                    .sync(&store.root_fd)
-                    .ctx("flush the directories of", &store.root)?;
+                    .sync(&store.place.root_fd)
+                    .ctx("flush the directories of", &store.place.root)?;
             }
         }
         // In place: a stable sort would borrow room for half the paths.
@@ -563,7 +563,7 @@ fn writable_steps<'s>(
     steps: impl Iterator<Item = &'s Step>,
     report: &mut Report,
 ) -> Result<Vec<&'s Step>> {
-    let mut walk = store.walk();
+    let mut walk = store.place.walk();
     // The upper bound: a filtered plan's length, grown once.
     let (least, most) = steps.size_hint();
     let mut out = Vec::with_capacity(most.unwrap_or(least));
@@ -626,7 +626,7 @@ struct DirCache {
 
 impl DirCache {
     fn new(store: &Store) -> Result<Self> {
-        let root = crate::sys::dup(&store.root_fd).ctx("open", &store.root)?;
+        let root = crate::sys::dup(&store.place.root_fd).ctx("open", &store.place.root)?;
         // Temporary files of an operation that was interrupted here.
         fsx::sweep_stale_temps(&root);
         Ok(DirCache {

@@ -67,7 +67,7 @@
 //! leaves its `saved` record last in the log: the next mutation, whatever
 //! it is, first rolls the operation back from that record (its changed
 //! paths, the temporary files it staged and the directories it made; see
-//! `settle.rs`), so the turns stay live and the folder is as it was before
+//! `journal/rollback.rs`), so the turns stay live and the folder is as it was before
 //! it; running the operation again starts from there.
 //!
 //! Choices measured on the development machine (ext4 without a journal,
@@ -384,9 +384,9 @@ impl Store {
     /// Runs `op`, and gives its report the warnings the store gathered
     /// meanwhile (what was settled before it began).
     fn reporting(&mut self, op: impl FnOnce(&mut Self) -> Result<Report>) -> Result<Report> {
-        let before = self.warnings.len();
+        let before = self.warnings().len();
         let mut report = op(self)?;
-        let mut warnings = self.warnings.get(before..).unwrap_or_default().to_vec();
+        let mut warnings = self.warnings().get(before..).unwrap_or_default().to_vec();
         warnings.append(&mut report.warnings);
         report.warnings = warnings;
         Ok(report)
@@ -637,7 +637,7 @@ impl Store {
             return Ok(States::Hashed(self.hash_states(&paths, false)?));
         }
         // An operation interrupted before its record was rolled back when
-        // the lock was taken (see `settle.rs`): the states saved here are
+        // the lock was taken (see `journal/rollback.rs`): the states saved here are
         // the folder as it was before that operation began. A small one
         // reads its few files (see `aside::AT_LEAST`).
         let expect = expect.filter(|_| report.plan.len() >= crate::aside::AT_LEAST);
@@ -716,7 +716,7 @@ impl Store {
                 _ => None,
             }
         };
-        let now = std::fs::read(self.root.join(path.as_path())).ok();
+        let now = std::fs::read(self.place.root.join(path.as_path())).ok();
         let diff = |a: &[u8], b: &[u8], from: &str, to: &str| -> String {
             match (std::str::from_utf8(a), std::str::from_utf8(b)) {
                 (Ok(a), Ok(b)) => similar::TextDiff::from_lines(a, b)
@@ -757,7 +757,7 @@ impl Store {
                 && !done.contains(&e.path)
             {
                 // Best effort: a name left is removed with its record.
-                let _ = buckets.remove(&self.dirs().store, seq, n);
+                let _ = buckets.remove(&self.place.dirs().store, seq, n);
             }
         }
         let _ = buckets.sync();

@@ -164,7 +164,7 @@ impl Store {
         let case = crate::sys::CASE_INSENSITIVE_DEFAULT && {
             let ident = |name: &str| {
                 crate::sys::fs::statat(
-                    &self.root_fd,
+                    &self.place.root_fd,
                     name,
                     crate::sys::fs::AtFlags::SYMLINK_NOFOLLOW,
                 )

@@ -366,7 +366,7 @@ impl Store {
         // Every prompt asks, and a window is rarely open: the tree's header
         // is read first without the lock (a window opened meanwhile is
         // another event's, closed by the next one).
-        let store = self.store_path.clone();
+        let store = self.place.store_path.clone();
         if let Some(fd) = crate::location::open_store_dir(&store).ctx("open store", &store)?
             && tree::pending_turn(&fd, &store)?.is_none()
         {
@@ -405,7 +405,7 @@ impl Store {
         // store is made for it.
         if how.after && !self.has_store() {
             return Err(Error::NoSnapshot {
-                root: self.root.clone(),
+                root: self.place.root.clone(),
             });
         }
         let _guard = self.begin_mutation()?;
@@ -422,7 +422,9 @@ impl Store {
     /// the tree.
     pub(crate) fn close_windows(&mut self) -> Result<()> {
         if let Some(report) = self.close_open(Closing::All, None)? {
-            self.warnings.extend(report.warnings);
+            for w in report.warnings {
+                self.warn(w);
+            }
         }
         Ok(())
     }
@@ -434,10 +436,10 @@ impl Store {
         closing: Closing,
         session: Option<&str>,
     ) -> Result<Option<SnapshotReport>> {
-        let Some(dirs) = self.dirs.as_ref() else {
+        let Some(dirs) = self.place.dirs.as_ref() else {
             return Ok(None);
         };
-        let Some(turn) = tree::pending_turn(&dirs.store, &self.store_path)? else {
+        let Some(turn) = tree::pending_turn(&dirs.store, &self.place.store_path)? else {
             return Ok(None);
         };
         let how = HalfOf {
@@ -457,11 +459,13 @@ impl Store {
         progress: &dyn Progress,
     ) -> Result<SnapshotReport> {
         let after = how.after;
-        let store_fd = crate::sys::dup(&self.dirs().store).ctx("open", &self.store_path)?;
-        let packs_fd = crate::sys::dup(&self.dirs().packs).ctx("open", &self.store_path)?;
-        tree::sweep_temps(&store_fd, &self.store_path)?;
+        let store_fd =
+            crate::sys::dup(&self.place.dirs().store).ctx("open", &self.place.store_path)?;
+        let packs_fd =
+            crate::sys::dup(&self.place.dirs().packs).ctx("open", &self.place.store_path)?;
+        tree::sweep_temps(&store_fd, &self.place.store_path)?;
         let mut warnings = Vec::new();
-        let old = match tree::load(&store_fd, &self.store_path)? {
+        let old = match tree::load(&store_fd, &self.place.store_path)? {
             Loaded::Missing => None,
             Loaded::Damaged(why) => {
                 warnings.push(format!(
@@ -473,11 +477,16 @@ impl Store {
         };
         if after && old.is_none() {
             return Err(Error::NoSnapshot {
-                root: self.root.clone(),
+                root: self.place.root.clone(),
             });
         }
-        let windows = exec_window::load(&store_fd, &self.store_path, old.as_ref(), &mut warnings)?;
-        let writer = TreeWriter::begin(&store_fd, &self.store_path)?;
+        let windows = exec_window::load(
+            &store_fd,
+            &self.place.store_path,
+            old.as_ref(),
+            &mut warnings,
+        )?;
+        let writer = TreeWriter::begin(&store_fd, &self.place.store_path)?;
         let stamp_ns = writer.stamp_ns;
         let scan = self.scan(old.as_ref(), Reading::Store, progress)?;
         if scan.entries.len() >= LARGE_SCAN {
@@ -513,11 +522,11 @@ impl Store {
             pending,
             turn: turn.clone(),
         };
-        exec_window::save(&store_fd, &self.store_path, &mark, &windows)?;
+        exec_window::save(&store_fd, &self.place.store_path, &mark, &windows)?;
         if unchanged {
             stats.tree_bytes = tree::write_head(
                 &store_fd,
-                &self.store_path,
+                &self.place.store_path,
                 self.index.last_seq,
                 pending,
                 turn,
@@ -530,7 +539,7 @@ impl Store {
                 pending,
                 entries,
             };
-            stats.tree_bytes = writer.commit(&store_fd, &self.store_path, &new_tree)?;
+            stats.tree_bytes = writer.commit(&store_fd, &self.place.store_path, &new_tree)?;
         }
         // The report's pre-images are copied from the turn only now, the
         // scan's entries freed: three copies of 100,000 of them were held

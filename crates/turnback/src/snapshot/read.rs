@@ -52,7 +52,10 @@ struct NewPack<'s> {
 fn open_writer<'w>(store: &Store, slot: &'w mut Option<PackWriter>) -> Result<&'w mut PackWriter> {
     match slot {
         Some(w) => Ok(w),
-        None => Ok(slot.insert(PackWriter::create(&store.dirs().store, &store.store_path)?)),
+        None => Ok(slot.insert(PackWriter::create(
+            &store.place.dirs().store,
+            &store.place.store_path,
+        )?)),
     }
 }
 
@@ -149,8 +152,8 @@ impl Store {
         gone: &mut HashSet<usize>,
     ) -> Result<()> {
         let known = &self.index.blobs;
-        let cap = self.options.max_file_size;
-        let level = self.options.compression_level;
+        let cap = self.options().max_file_size;
+        let level = self.options().compression_level;
         let compress = (mode == Reading::Store).then_some((known, level));
         let mut large: Vec<(usize, File, Stat)> = Vec::new();
         let mut start = 0;
@@ -164,7 +167,7 @@ impl Store {
             let chunk = &to_read[start..end];
             let done: Vec<ReadOne> = chunk
                 .par_iter()
-                .map(|&i| read_one(&self.root, &entries[i].path, cap, compress))
+                .map(|&i| read_one(&self.place.root, &entries[i].path, cap, compress))
                 .collect();
             for (&i, r) in chunk.iter().zip(done) {
                 match r {
@@ -201,7 +204,7 @@ impl Store {
                 stats.stored_bytes += stored;
                 (id, size)
             } else {
-                let shown = self.root.join(crate::sys::os_str(&entries[i].path));
+                let shown = self.place.root.join(crate::sys::os_str(&entries[i].path));
                 let mut h = pack::HashingReader::new(&file);
                 io::copy(&mut h, &mut io::sink()).ctx("read", &shown)?;
                 h.finish()

@@ -47,15 +47,15 @@ impl Store {
         progress: &dyn Progress,
     ) -> Result<Scan> {
         let mut warnings = Vec::new();
-        let (matcher, files_too) = build_matcher(&self.root, &mut warnings)?;
+        let (matcher, files_too) = build_matcher(&self.place.root, &mut warnings)?;
         // A descriptor of its own: a dup would share the listing offset.
         let root_fd = crate::sys::fs::openat(
-            &self.root_fd,
+            &self.place.root_fd,
             ".",
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .ctx("open", &self.root)?;
+        .ctx("open", &self.place.root)?;
         let dev = crate::sys::fs::fstat(&root_fd)
             .ok()
             .map(|st| crate::sys::dev(&st));
@@ -65,16 +65,16 @@ impl Store {
             files_too,
             parent: None,
         };
-        let cap = self.options.max_file_size;
+        let cap = self.options().max_file_size;
         let (found, walk_warnings) = walk::walk(
-            &self.root,
+            &self.place.root,
             root_fd,
             ignores,
             cap,
             self.store_inside(),
             progress,
         )
-        .ctx("list", &self.root)?;
+        .ctx("list", &self.place.root)?;
         warnings.extend(walk_warnings);
 
         let (mut entries, to_read, read_bytes) = merge(found, old, &self.index.blobs, mode);

@@ -18,9 +18,9 @@ impl Store {
     /// real change from a touch.
     pub fn status(&self, progress: &dyn Progress) -> Result<Status> {
         let mut warnings = Vec::new();
-        let old = match &self.dirs {
+        let old = match &self.place.dirs {
             None => None,
-            Some(d) => match tree::load(&d.store, &self.store_path)? {
+            Some(d) => match tree::load(&d.store, &self.place.store_path)? {
                 Loaded::Missing => None,
                 Loaded::Damaged(why) => {
                     warnings.push(format!(
@@ -76,7 +76,7 @@ impl Store {
             })
             .collect();
         Ok(Status {
-            root: self.root.clone(),
+            root: self.place.root.clone(),
             snapshot: old.map(|t| Baseline {
                 turn: t.turn,
                 pending: t.pending,

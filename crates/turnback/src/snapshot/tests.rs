@@ -279,7 +279,7 @@ fn an_unchanged_scan_writes_only_the_head_and_a_change_the_whole_tree() -> TestR
     assert_eq!(inode(&tree_file)?, before, "the tree is not rewritten");
     assert!(head_file.exists());
     assert!(r.scan.tree_bytes < 100, "{}", r.scan.tree_bytes);
-    let Loaded::Tree(now) = tree::load(&store.dirs().store, &store.store_path)? else {
+    let Loaded::Tree(now) = tree::load(&store.place.dirs().store, &store.place.store_path)? else {
         return Err("tree".into());
     };
     assert!(
@@ -348,7 +348,7 @@ fn the_walk_lists_what_it_cannot_cover_and_never_enters_it() -> TestResult {
     put(root, "sub/.turnback/log.jsonl", b"{}\n");
     crate::sys::mkfifo_at(&root.join("fifo"))?;
     store.snapshot(&t("t1"), None, false, &NoProgress)?;
-    let Loaded::Tree(tree) = tree::load(&store.dirs().store, &store.store_path)? else {
+    let Loaded::Tree(tree) = tree::load(&store.place.dirs().store, &store.place.store_path)? else {
         return Err("no tree state".into());
     };
     let kinds: BTreeMap<String, String> = tree
@@ -483,7 +483,7 @@ fn a_damaged_tree_is_reported_and_rebuilt_without_storing_twice() -> TestResult 
     assert_eq!(r.scan.hashed_files, 5, "every file is hashed again");
     assert_eq!(r.scan.new_blobs, 0, "and nothing is stored twice");
     assert!(matches!(
-        tree::load(&store.dirs().store, &store.store_path)?,
+        tree::load(&store.place.dirs().store, &store.place.store_path)?,
         Loaded::Tree(_)
     ));
     Ok(())
@@ -613,7 +613,7 @@ fn the_walk_gives_paths_in_byte_order_without_a_global_sort() -> TestResult {
     }
     let mut store = Store::open(root)?;
     store.snapshot(&t("t1"), None, false, &NoProgress)?;
-    let Loaded::Tree(tree) = tree::load(&store.dirs().store, &store.store_path)? else {
+    let Loaded::Tree(tree) = tree::load(&store.place.dirs().store, &store.place.store_path)? else {
         return Err("a tree".into());
     };
     let got: Vec<String> = tree.entries.iter().map(|e| e.path_lossy()).collect();

@@ -80,8 +80,9 @@ impl Store {
     }
 
     pub(crate) fn open_pack(&self, name: &str) -> Result<File> {
-        let path = self.store_path.join(PACKS_DIR).join(name);
-        let (file, node) = fsx::open_file(&self.dirs().packs, name).ctx("open pack", &path)?;
+        let path = self.place.store_path.join(PACKS_DIR).join(name);
+        let (file, node) =
+            fsx::open_file(&self.place.dirs().packs, name).ctx("open pack", &path)?;
         if !matches!(node, Node::File { .. }) {
             return Err(Error::Io {
                 op: "open pack",

@@ -173,7 +173,7 @@ impl Store {
             path: shown.clone(),
             reason,
         };
-        let mut comps = lexical_components(&self.root, input)?;
+        let mut comps = lexical_components(&self.place.root, input)?;
         let mut hops = 0;
         'restart: loop {
             for i in 0..comps.len() {
@@ -187,7 +187,7 @@ impl Store {
                 if i + 1 < comps.len() && real_dirs.contains(&prefix) {
                     continue;
                 }
-                let p = self.root.join(crate::sys::os_str(&prefix));
+                let p = self.place.root.join(crate::sys::os_str(&prefix));
                 match std::fs::symlink_metadata(&p) {
                     Ok(m) if m.file_type().is_symlink() => {
                         hops += 1;
@@ -196,8 +196,12 @@ impl Store {
                         }
                         let target = std::fs::read_link(&p).ctx("read symlink", &p)?;
                         let parent = comps[..i].join(&b'/');
-                        let joined = self.root.join(crate::sys::os_str(&parent)).join(target);
-                        let mut next = lexical_components(&self.root, &joined)
+                        let joined = self
+                            .place
+                            .root
+                            .join(crate::sys::os_str(&parent))
+                            .join(target);
+                        let mut next = lexical_components(&self.place.root, &joined)
                             .map_err(|_| bad(PathProblem::OutsideRoot))?;
                         next.extend(comps[i + 1..].iter().cloned());
                         comps = next;
@@ -309,7 +313,7 @@ impl Store {
         let spelled = self.first_spellings(&already, rels);
         let rels = spelled.as_slice();
         // Every name of a hard-linked file, so a rewind has the whole group.
-        let names = crate::links::other_names(self, rels)?;
+        let names = crate::links::other_names(&self.place, rels)?;
         let all: Vec<RelPath> = rels.iter().chain(&names.found).cloned().collect();
         let collected = self.collect(&all, &already, Collect::Capture, None)?;
         let mut report = CaptureReport {
@@ -328,7 +332,8 @@ impl Store {
         // `snapshot::attribution::assign`); a path the caller gives a
         // post-image of keeps that one.
         let posts = if !report.already_captured.is_empty()
-            && crate::tree::pending_turn(&self.dirs().store, &self.store_path)?.is_some()
+            && crate::tree::pending_turn(&self.place.dirs().store, &self.place.store_path)?
+                .is_some()
         {
             let own: HashSet<&RelPath> = posts.iter().map(|p| &p.path).collect();
             let rest: Vec<RelPath> = report
@@ -439,10 +444,11 @@ impl Store {
     pub(crate) fn hash_states(&self, rels: &[RelPath], keyed: bool) -> Result<Vec<PostEntry>> {
         // No clock, no keys: the files are read again when compared.
         let clock = self
+            .place
             .dirs
             .as_ref()
             .filter(|_| keyed)
-            .and_then(|d| crate::tree::fs_clock(&d.store, &self.store_path).ok());
+            .and_then(|d| crate::tree::fs_clock(&d.store, &self.place.store_path).ok());
         let (entries, mut keys) = self.hash_entries(rels, clock)?;
         Ok(entries
             .into_iter()
@@ -476,7 +482,7 @@ impl Store {
         let collected = self.collect(rels, &HashSet::new(), Collect::State, None)?;
         let mut entries = collected.entries;
         let mut keys = HashMap::new();
-        let mut walk = self.walk();
+        let mut walk = self.place.walk();
         for chunk in collected.files.chunks(OPEN_CHUNK) {
             let opened = self.open_files(&mut walk, &mut entries, chunk)?;
             let hashed: Vec<Result<Looked>> = crate::par::map(&opened, |(i, file)| {
@@ -484,7 +490,7 @@ impl Store {
                 let before = clock.and_then(|_| look());
                 let mut h = pack::HashingReader::new(file);
                 io::copy(&mut h, &mut io::sink())
-                    .ctx("read", self.root.join(entries[*i].path.as_path()))?;
+                    .ctx("read", self.place.root.join(entries[*i].path.as_path()))?;
                 let key = before
                     .filter(|k| clock.is_some_and(|c| k.ctime < c) && look().as_ref() == Some(k));
                 Ok(Looked {
@@ -520,9 +526,10 @@ impl Store {
     ) -> Result<u64> {
         let seq = self.index.last_seq + 1;
         let store = match expect.filter(|_| crate::sys::KEEP_ASIDE) {
-            Some(_) => {
-                Some(crate::sys::dup(&self.dirs().store).ctx("open", self.store_path.clone())?)
-            }
+            Some(_) => Some(
+                crate::sys::dup(&self.place.dirs().store)
+                    .ctx("open", self.place.store_path.clone())?,
+            ),
             None => None,
         };
         let mut keeping = expect.zip(store).map(|(expect, store)| Keeping {
@@ -557,7 +564,7 @@ impl Store {
         // the operation makes them one file again (the files with more than
         // one name were noted as they were looked at).
         let linked = std::mem::take(&mut collected.linked);
-        let names = crate::links::names_of(self, linked, rels)?;
+        let names = crate::links::names_of(&self.place, linked, rels)?;
         if !names.found.is_empty() {
             let more = self.collect(&names.found, &HashSet::new(), Collect::State, None)?;
             let at = collected.entries.len();
@@ -569,7 +576,7 @@ impl Store {
         if let Some(k) = keeping.filter(|k| k.keeper.any()) {
             k.keeper.sync().ctx(
                 "flush the files kept in",
-                self.store_path.join(aside::ASIDE_DIR),
+                self.place.store_path.join(aside::ASIDE_DIR),
             )?;
         }
         let mut entries = collected.entries;
@@ -605,7 +612,7 @@ impl Store {
             .collect();
         let ident = |p: &RelPath| {
             crate::sys::fs::statat(
-                &self.root_fd,
+                &self.place.root_fd,
                 p.as_path(),
                 crate::sys::fs::AtFlags::SYMLINK_NOFOLLOW,
             )
@@ -644,7 +651,7 @@ impl Store {
         let mut to_keep_dirs = 0;
         // Directory handles on the way to the current path, reached
         // without following symlinks.
-        let mut walk = self.walk();
+        let mut walk = self.place.walk();
         // `rels`, then the paths links captured earlier lead to.
         let mut queue: Vec<RelPath> = Vec::new();
         let mut qi = 0;
@@ -688,7 +695,7 @@ impl Store {
             let ancestors = rel.ancestors();
             let reach = walk.parent_of(&rel, false).ctx(
                 "open directory",
-                self.root.join(
+                self.place.root.join(
                     rel.parent()
                         .map(|p| p.as_path().to_owned())
                         .unwrap_or_default(),
@@ -720,7 +727,7 @@ impl Store {
                 });
                 continue;
             };
-            let shown = self.root.join(rel.as_path());
+            let shown = self.place.root.join(rel.as_path());
             let name = rel.file_name();
             let st = fsx::lstat_at(dir, name).ctx("look at", &shown)?;
             if let Some(st) = &st {
@@ -849,7 +856,7 @@ impl Store {
         let files: Vec<aside::ToKeep> = pending
             .iter()
             .map(|p| aside::ToKeep {
-                dir: p.dir.as_deref().unwrap_or(&self.root_fd),
+                dir: p.dir.as_deref().unwrap_or(&self.place.root_fd),
                 name: out.entries[p.at].path.file_name(),
                 look: p.look,
             })
@@ -887,8 +894,8 @@ impl Store {
         if files.is_empty() {
             return Ok((Vec::new(), 0));
         }
-        let packs = &self.dirs().packs;
-        let mut writer = PackWriter::create(&self.dirs().store, &self.store_path)?;
+        let packs = &self.place.dirs().packs;
+        let mut writer = PackWriter::create(&self.place.dirs().store, &self.place.store_path)?;
         let result = self.fill_pack(&mut writer, entries, files);
         match result {
             Ok((blobs, stored)) if !blobs.is_empty() => {
@@ -922,7 +929,7 @@ impl Store {
         };
         for &(i, _) in chunk {
             let rel = &entries[i].path;
-            let shown = self.root.join(rel.as_path());
+            let shown = self.place.root.join(rel.as_path());
             let dir = match walk.parent_of(rel, false).ctx("open directory", &shown)? {
                 Reach::Open(d) => d,
                 _ => return Err(changed(shown)),
@@ -961,7 +968,8 @@ impl Store {
         let (small, large): (Vec<_>, Vec<_>) = files
             .into_iter()
             .partition(|(_, size)| *size <= WHOLE_READ_LIMIT);
-        let shown = |i: usize, entries: &[FileEntry]| self.root.join(entries[i].path.as_path());
+        let shown =
+            |i: usize, entries: &[FileEntry]| self.place.root.join(entries[i].path.as_path());
         let set_blob = |entries: &mut [FileEntry], i: usize, id: BlobId, len: u64| {
             if let Pre::File { blob, size, .. } = &mut entries[i].pre {
                 *blob = id;
@@ -983,7 +991,7 @@ impl Store {
             chunks.push(&small[start..]);
         }
         // Directories on the way to the files, each opened once.
-        let mut walk = self.walk();
+        let mut walk = self.place.walk();
         // Packs holding the previous versions deltas are made against, each
         // opened once (a handful: the turns' packs).
         let mut base_packs: HashMap<String, File> = HashMap::new();
@@ -1118,7 +1126,7 @@ impl Store {
         let _guard = self.begin_mutation()?;
         // The other names of a hard-linked file see the new bytes too: they
         // are captured with it and re-linked to the new file.
-        let names = crate::links::other_names(self, std::slice::from_ref(&target))?;
+        let names = crate::links::other_names(&self.place, std::slice::from_ref(&target))?;
         // The post-image goes in the same record as the pre-image; should
         // the write below fail, the file keeps its pre-image, which a rewind
         // treats as a change since the turn and saves before replacing.
@@ -1145,14 +1153,14 @@ impl Store {
         report
             .warnings
             .extend(lost.into_iter().map(|w| format!("{target}: {w}")));
-        crate::links::relink(self, &target, &names.found)?;
+        crate::links::relink(&self.place, &target, &names.found)?;
         Ok(report)
     }
 
     /// The ancestors of `rel` that are not directories now (a write to
     /// `rel` creates them), shallowest first. Symlinks are not followed.
     pub(crate) fn dirs_to_create(&self, rel: &RelPath) -> Result<Vec<RelPath>> {
-        let mut dir = crate::sys::dup(&self.root_fd).ctx("open", &self.root)?;
+        let mut dir = crate::sys::dup(&self.place.root_fd).ctx("open", &self.place.root)?;
         let ancestors = rel.ancestors();
         for (k, anc) in ancestors.iter().enumerate() {
             match fsx::open_subdir(&dir, anc.file_name()) {
@@ -1165,7 +1173,7 @@ impl Store {
                 {
                     return Ok(Vec::new());
                 }
-                Err(e) => return Err(e).ctx("open directory", self.root.join(anc.as_str())),
+                Err(e) => return Err(e).ctx("open directory", self.place.root.join(anc.as_str())),
             }
         }
         Ok(Vec::new())
@@ -1174,16 +1182,16 @@ impl Store {
     /// Replaces `rel` by `bytes`, keeping the mode and extended attributes
     /// of the file there; returns what of those could not be kept.
     fn write_file(&self, rel: &RelPath, bytes: &[u8]) -> Result<Vec<String>> {
-        let shown = self.root.join(rel.as_path());
-        let mut dir = crate::sys::dup(&self.root_fd).ctx("open", &self.root)?;
+        let shown = self.place.root.join(rel.as_path());
+        let mut dir = crate::sys::dup(&self.place.root_fd).ctx("open", &self.place.root)?;
         for anc in rel.ancestors() {
             let (d, created) = fsx::ensure_subdir(&dir, anc.file_name())
-                .ctx("create directory", self.root.join(anc.as_path()))?;
+                .ctx("create directory", self.place.root.join(anc.as_path()))?;
             if created {
                 // The new directory's entry in its parent must be durable
                 // before anything in it is.
-                let parent = self.root.join(anc.as_path());
-                let parent = parent.parent().unwrap_or(&self.root);
+                let parent = self.place.root.join(anc.as_path());
+                let parent = parent.parent().unwrap_or(&self.place.root);
                 fsx::fsync(&dir).ctx("fsync", parent)?;
             }
             dir = d;
@@ -1221,7 +1229,7 @@ impl Store {
         // The rename is durable only once its directory is: without this, a
         // power loss after the command answered could bring back the old
         // bytes.
-        let parent = shown.parent().unwrap_or(&self.root);
+        let parent = shown.parent().unwrap_or(&self.place.root);
         fsx::fsync(&dir).ctx("fsync", parent)?;
         Ok(lost)
     }

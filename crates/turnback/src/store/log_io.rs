@@ -58,8 +58,8 @@ pub(crate) fn append_streamed(
 
 impl Store {
     pub(crate) fn open_log(&self, mode: OFlags) -> Result<File> {
-        let path = self.store_path.join(LOG_FILE);
-        fsx::open_store_file(&self.dirs().store, LOG_FILE, mode, Some(0o644))
+        let path = self.place.store_path.join(LOG_FILE);
+        fsx::open_store_file(&self.place.dirs().store, LOG_FILE, mode, Some(0o644))
             .ctx("open", &path)?
             .ok_or_else(|| Error::Io {
                 op: "open",
@@ -79,7 +79,7 @@ impl Store {
     /// the log file the index was read from.
     pub(crate) fn checkpoint_if_behind(&mut self) {
         let x = &self.index;
-        let (Some(dirs), Some(ident)) = (self.dirs.as_ref(), x.ident) else {
+        let (Some(dirs), Some(ident)) = (self.place.dirs.as_ref(), x.ident) else {
             return;
         };
         if x.consumed < x.checkpointed.saturating_add(checkpoint::WRITE_AFTER) {
@@ -91,7 +91,7 @@ impl Store {
         // Under the shared lock, as every checkpoint is written (never while
         // gc or repair replaces the log), and only if it is free now: a
         // store being dropped does not wait for another process's rewind.
-        let Ok(_shared) = lock::acquire(&dirs.store, &self.store_path, false, Duration::ZERO)
+        let Ok(_shared) = lock::acquire(&dirs.store, &self.place.store_path, false, Duration::ZERO)
         else {
             return;
         };
@@ -118,8 +118,8 @@ impl Store {
     /// file and prefix (see [`crate::checkpoint`]) stands for that prefix:
     /// only the lines past it are read, so an open costs the same however
     /// long the log is.
-    pub(super) fn refresh(&mut self) -> Result<Option<u64>> {
-        let path = self.store_path.join(LOG_FILE);
+    pub(crate) fn refresh(&mut self) -> Result<Option<u64>> {
+        let path = self.place.store_path.join(LOG_FILE);
         let f = self.open_log(OFlags::RDONLY)?;
         let st = crate::sys::fs::fstat(&f).ctx("stat", &path)?;
         let ident = (crate::sys::dev(&st), st.st_ino);
@@ -131,7 +131,8 @@ impl Store {
             };
         }
         let from_start = self.index.consumed == 0;
-        if from_start && let Some(mut index) = checkpoint::load(&self.dirs().store, &f, ident, size)
+        if from_start
+            && let Some(mut index) = checkpoint::load(&self.place.dirs().store, &f, ident, size)
         {
             index.ident = Some(ident);
             index.checkpointed = index.consumed;
@@ -179,7 +180,7 @@ impl Store {
             self.index.turns.fit();
         }
         if from_start && consumed >= checkpoint::WRITE_AFTER {
-            checkpoint::write(&self.dirs().store, &self.index, &f, ident);
+            checkpoint::write(&self.place.dirs().store, &self.index, &f, ident);
             self.index.checkpointed = self.index.consumed;
         }
         Ok(torn.map(|(line, len)| {
@@ -199,7 +200,7 @@ impl Store {
             at: crate::id::now_ns(),
             op,
         };
-        let path = self.store_path.join(LOG_FILE);
+        let path = self.place.store_path.join(LOG_FILE);
         let f = self.open_log(OFlags::WRONLY | OFlags::APPEND)?;
         // Streamed, never whole in memory: a saved record of 100,000 paths
         // is some 25 MB of JSON.
@@ -218,7 +219,7 @@ impl Store {
         };
         if self.index.consumed == 0 {
             // A new log: its directory entry must be durable too.
-            fsx::fsync(&self.dirs().store).ctx("fsync", &self.store_path)?;
+            fsx::fsync(&self.place.dirs().store).ctx("fsync", &self.place.store_path)?;
         }
         let seq = rec.seq;
         if let Err(misfit) = self.index.apply_owned(rec) {

@@ -13,7 +13,7 @@
 //! it; `capture` looks at paths and stores their pre-images (and the
 //! states an operation saves first); `blobs` reads them back. A rewind's
 //! plan and its execution are in [`crate::rewind`], the settling of an
-//! interrupted one in [`crate::settle`], gc in [`crate::gc`].
+//! interrupted one in [`crate::journal`], gc in [`crate::gc`].
 
 use crate::sys::OwnedFd;
 use std::collections::{HashMap, HashSet};
@@ -45,10 +45,12 @@ use crate::path::{RelPath, STORE_DIR, lexical_components};
 mod blobs;
 mod capture;
 mod log_io;
+mod place;
 
 pub use capture::CaptureReport;
 pub(crate) use capture::{Expect, post_of};
 pub(crate) use log_io::{append_once, append_streamed};
+pub(crate) use place::{Dirs, Place};
 
 /// Name of the pack directory inside the store.
 pub const PACKS_DIR: &str = "packs";
@@ -87,23 +89,15 @@ impl Default for Options {
     }
 }
 
-pub(crate) struct Dirs {
-    pub(crate) store: OwnedFd,
-    pub(crate) packs: OwnedFd,
-}
-
 /// A checkpoint store for one project root.
 ///
 /// Mutating methods take the store lock for their duration; several
 /// processes may use one store at once.
 pub struct Store {
-    pub(crate) root: PathBuf,
-    pub(crate) root_fd: OwnedFd,
-    /// The store's directory; until the first capture creates a store, the
-    /// root's marker directory (nothing is opened there then).
-    pub(crate) store_path: PathBuf,
+    /// The project root and the store's directories.
+    pub(crate) place: Place,
     /// Where the store is, once there is one.
-    pub(crate) location: Option<Location>,
+    location: Option<Location>,
     /// An automatic gc came due and was left for [`Store::maintain`]
     /// ([`Options::defer_gc`]).
     pub(crate) gc_deferred: bool,
@@ -113,13 +107,9 @@ pub struct Store {
     /// project (a home directory that is the project, say): snapshots never
     /// walk it and captures refuse it, whatever store of it is in use.
     data_inside: Option<Vec<u8>>,
-    pub(crate) dirs: Option<Dirs>,
     pub(crate) index: Index,
-    pub(crate) options: Options,
-    pub(crate) warnings: Vec<String>,
-    /// The directory handles the walks of the operation under way share
-    /// (see [`Store::holding_dirs`]); `None` between operations.
-    held_dirs: std::sync::Mutex<Option<crate::dirstack::Held>>,
+    options: Options,
+    warnings: Vec<String>,
 }
 
 impl Drop for Store {
@@ -133,7 +123,7 @@ impl Drop for Store {
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
-            .field("root", &self.root)
+            .field("root", &self.place.root)
             .finish_non_exhaustive()
     }
 }
@@ -251,21 +241,17 @@ impl Store {
         };
         let warnings = location.iter().flat_map(|l| l.notes.clone()).collect();
         let mut store = Store {
-            root,
-            root_fd,
-            store_path,
+            place: Place::new(root, root_fd, store_path),
             location,
             gc_deferred: false,
             data,
             data_inside,
-            dirs: None,
             index: Index::default(),
             options,
             warnings,
-            held_dirs: std::sync::Mutex::new(None),
         };
         store.open_dirs(false)?;
-        if store.dirs.is_some() {
+        if store.place.dirs.is_some() {
             let _guard = store.lock_shared()?;
             store.refresh()?;
         }
@@ -274,7 +260,7 @@ impl Store {
 
     /// The project root (canonical).
     pub fn root(&self) -> &Path {
-        &self.root
+        &self.place.root
     }
 
     /// The directory holding this project's store (its log, packs, lock
@@ -283,7 +269,7 @@ impl Store {
     /// Until the first capture creates the store, this is the root's
     /// marker directory.
     pub fn store_dir(&self) -> &Path {
-        &self.store_path
+        &self.place.store_path
     }
 
     /// The data directory relative to the root, when it lies inside the
@@ -314,6 +300,11 @@ impl Store {
     /// mutations (an interrupted operation rolled back).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Adds a note to [`Store::warnings`].
+    pub(crate) fn warn(&mut self, note: String) {
+        self.warnings.push(note);
     }
 
     /// The turns that can still be rewound, oldest first.
@@ -352,7 +343,7 @@ impl Store {
     }
 
     fn open_dirs(&mut self, create: bool) -> Result<()> {
-        if self.dirs.is_some() {
+        if self.place.dirs.is_some() {
             return Ok(());
         }
         if self.location.is_none() {
@@ -360,51 +351,57 @@ impl Store {
                 return Ok(());
             }
             let loc = match &self.data {
-                Ok(data) => location::create(&self.root, data)?,
-                Err(_) => location::in_project_by_env(&self.root)?.ok_or(Error::NoDataDir)?,
+                Ok(data) => location::create(&self.place.root, data)?,
+                Err(_) => location::in_project_by_env(&self.place.root)?.ok_or(Error::NoDataDir)?,
             };
-            self.store_path = loc.store_dir.clone();
+            self.place.store_path = loc.store_dir.clone();
             self.location = Some(loc);
         }
         let store = if create {
-            let parent = self.store_path.parent().unwrap_or(&self.store_path);
-            std::fs::create_dir_all(&self.store_path).ctx("create store", &self.store_path)?;
-            let store = location::open_store_dir(&self.store_path)
-                .ctx("open store", &self.store_path)?
+            let parent = self
+                .place
+                .store_path
+                .parent()
+                .unwrap_or(&self.place.store_path);
+            std::fs::create_dir_all(&self.place.store_path)
+                .ctx("create store", &self.place.store_path)?;
+            let store = location::open_store_dir(&self.place.store_path)
+                .ctx("open store", &self.place.store_path)?
                 .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
-                .ctx("open store", &self.store_path)?;
+                .ctx("open store", &self.place.store_path)?;
             if fsx::node_at(&store, CONFIG_FILE)
-                .ctx("look at", self.store_path.join(CONFIG_FILE))?
+                .ctx("look at", self.place.store_path.join(CONFIG_FILE))?
                 == Node::Missing
             {
                 self.write_store_file(&store, CONFIG_FILE, DEFAULT_CONFIG.as_bytes())?;
-                fsx::fsync(&store).ctx("fsync", &self.store_path)?;
+                fsx::fsync(&store).ctx("fsync", &self.place.store_path)?;
                 let parent_fd = fsx::open_dir_path(parent).ctx("open", parent)?;
                 fsx::fsync(&parent_fd).ctx("fsync", parent)?;
             }
             Some(store)
         } else {
-            location::open_store_dir(&self.store_path).ctx("open store", &self.store_path)?
+            location::open_store_dir(&self.place.store_path)
+                .ctx("open store", &self.place.store_path)?
         };
         let Some(store) = store else { return Ok(()) };
-        let packs_path = self.store_path.join(PACKS_DIR);
+        let packs_path = self.place.store_path.join(PACKS_DIR);
         let packs = if create {
             let (fd, created) = fsx::ensure_subdir(&store, PACKS_DIR).ctx("create", &packs_path)?;
             if created {
-                fsx::fsync(&store).ctx("fsync", &self.store_path)?;
+                fsx::fsync(&store).ctx("fsync", &self.place.store_path)?;
             }
             Some(fd)
         } else {
             fsx::open_subdir(&store, PACKS_DIR).ctx("open", &packs_path)?
         };
         match packs {
-            Some(packs) => self.dirs = Some(Dirs { store, packs }),
+            Some(packs) => self.place.dirs = Some(Dirs { store, packs }),
             None => {
                 // A store directory without packs/ (just created by another
                 // process, or emptied): make it whole, unless it holds only
                 // the marker (an in-project store chosen, never written):
                 // then there is no store yet, and a read creates none.
-                if !create && !location::holds_only_marker(&self.store_path) {
+                if !create && !location::holds_only_marker(&self.place.store_path) {
                     return self.open_dirs(true);
                 }
             }
@@ -415,13 +412,13 @@ impl Store {
     /// Writes a small file in the store directory atomically (temporary
     /// file, fsync, rename); the caller fsyncs the directory.
     pub(crate) fn write_store_file(&self, store: &OwnedFd, name: &str, bytes: &[u8]) -> Result<()> {
-        fsx::replace_file(store, name, bytes).ctx("replace", self.store_path.join(name))
+        fsx::replace_file(store, name, bytes).ctx("replace", self.place.store_path.join(name))
     }
 
     /// The store's settings (defaults when the file is missing).
     pub fn config(&self) -> Result<Config> {
-        let path = self.store_path.join(CONFIG_FILE);
-        let Some(dirs) = &self.dirs else {
+        let path = self.place.store_path.join(CONFIG_FILE);
+        let Some(dirs) = &self.place.dirs else {
             return Ok(Config::default());
         };
         match fsx::read_store_file(&dirs.store, CONFIG_FILE).ctx("read", &path)? {
@@ -436,64 +433,27 @@ impl Store {
         }
     }
 
-    pub(crate) fn dirs(&self) -> &Dirs {
-        self.dirs
-            .as_ref()
-            .expect("store directories are opened before use")
-    }
-
     fn lock_shared(&self) -> Result<LockGuard> {
         lock::acquire(
-            &self.dirs().store,
-            &self.store_path,
+            &self.place.dirs().store,
+            &self.place.store_path,
             false,
             self.options.lock_timeout,
         )
     }
 
-    /// Takes the exclusive lock, catches up with the log, sweeps temporary
-    /// packs left by a crash, cuts a torn final line and rolls back an
-    /// operation interrupted before its record (see `settle.rs`).
+    /// Takes the exclusive lock and settles what earlier operations left
+    /// unfinished before this one changes anything (see
+    /// [`crate::journal`]).
     pub(crate) fn begin_mutation(&mut self) -> Result<LockGuard> {
         self.open_dirs(true)?;
         let guard = lock::acquire(
-            &self.dirs().store,
-            &self.store_path,
+            &self.place.dirs().store,
+            &self.place.store_path,
             true,
             self.options.lock_timeout,
         )?;
-        self.sweep_temp_packs()?;
-        // Names a rewind left in the trash (its background removal not
-        // done, or a crash between a link and its rename) go before the
-        // project is read: no capture sees them as hard links.
-        if self.trash_pending() {
-            self.empty_trash();
-        }
-        // A temporary file in the store (a config or compacted log being
-        // written when a process died) is stale under the exclusive lock.
-        fsx::sweep_stale_temps(&self.dirs().store);
-        if let Some(torn_at) = self.refresh()? {
-            let path = self.store_path.join(LOG_FILE);
-            let f = self.open_log(OFlags::WRONLY)?;
-            f.set_len(torn_at)
-                .ctx("cut the torn final line of", &path)?;
-            fsx::fdatasync(&f).ctx("fsync", &path)?;
-        }
-        // Files kept aside by an operation that crashed before its `saved`
-        // record: no record names them, and their project files would look
-        // like hard links (see `aside.rs`).
-        aside::remove_unrecorded(&self.dirs().store, self.index.last_seq + 1);
-        // An operation interrupted before its record is rolled back before
-        // anything else changes the project (see `settle.rs`). It walks
-        // with handles of its own: a rollback removes the directories the
-        // interrupted operation made, and a handle it held would outlive
-        // its directory into the operation that follows, which may make
-        // that directory again (and would then stage into the one removed);
-        // the operation's own walks start afresh after it.
-        let outer = self.take_held_dirs();
-        let settled = self.holding_dirs(Store::settle_interrupted);
-        self.set_held_dirs(outer.map(|_| crate::dirstack::Held::new()));
-        settled?;
+        self.settle_unfinished()?;
         Ok(guard)
     }
 
@@ -502,64 +462,9 @@ impl Store {
     /// The handles are closed when `op` returns, so none outlives the
     /// operation that opened it.
     pub(crate) fn holding_dirs<T>(&mut self, op: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
-        self.set_held_dirs(Some(crate::dirstack::Held::new()));
+        self.place.set_held_dirs(Some(crate::dirstack::Held::new()));
         let result = op(self);
-        self.set_held_dirs(None);
+        self.place.set_held_dirs(None);
         result
-    }
-
-    fn take_held_dirs(&mut self) -> Option<crate::dirstack::Held> {
-        self.held_dirs
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-    }
-
-    fn set_held_dirs(&mut self, held: Option<crate::dirstack::Held>) {
-        // A walk that panicked poisons the lock; the handles it guards are
-        // replaced whole, so nothing half-done is read.
-        *self
-            .held_dirs
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = held;
-    }
-
-    /// A walk of the project's directories from the root (see
-    /// `dirstack.rs`), taking and leaving handles in those the operation
-    /// under way holds, if any; a walk made while another is under way
-    /// holds none of its own.
-    pub(crate) fn walk(&self) -> DirStack<'_> {
-        match self.held_dirs.try_lock() {
-            Ok(held) => DirStack::holding(&self.root_fd, held),
-            Err(_) => DirStack::new(&self.root_fd),
-        }
-    }
-
-    /// Removes the temporary packs a crashed process left in the store
-    /// directory (called under the exclusive lock). A pack being filled
-    /// without the store lock (the background storing of kept files) holds
-    /// a lock of its own and is left ([`PackWriter::hold`]); any other is
-    /// stale: every other pack is filled under the store lock.
-    fn sweep_temp_packs(&self) -> Result<()> {
-        let entries = std::fs::read_dir(&self.store_path).ctx("list", &self.store_path)?;
-        for e in entries {
-            let e = e.ctx("list", &self.store_path)?;
-            let Some(name) = e.file_name().to_str().map(str::to_owned) else {
-                continue;
-            };
-            if !name.starts_with(".pack") || !name.contains(fsx::TEMP_MARK) {
-                continue;
-            }
-            let in_use = match fsx::open_store_file(&self.dirs().store, &name, OFlags::RDONLY, None)
-            {
-                Ok(Some(f)) => matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
-                _ => false,
-            };
-            if !in_use {
-                fsx::unlink(&self.dirs().store, &name)
-                    .ctx("remove stale temporary", self.store_path.join(&name))?;
-            }
-        }
-        Ok(())
     }
 }

@@ -14,7 +14,7 @@
 //! earlier turn) would report success over them.
 //!
 //! Under the store lock, before anything else ([`Store::begin_mutation`]),
-//! [`Store::settle_interrupted`] rolls the operation back:
+//! [`Store::roll_back_interrupted`] rolls the operation back:
 //!
 //! 1. every directory holding one of the saved paths is swept of the
 //!    temporary files of processes that are gone;
@@ -66,7 +66,7 @@ impl Store {
     /// Rolls back the operation whose `saved` record is the log's last
     /// record, if any (see the module doc), and says so in the store's
     /// warnings. Called under the store lock.
-    pub(crate) fn settle_interrupted(&mut self) -> Result<()> {
+    pub(crate) fn roll_back_interrupted(&mut self) -> Result<()> {
         let seq = self.index.last_seq;
         let Some(saved) = self.index.saved.get(&seq).cloned() else {
             return Ok(());
@@ -97,14 +97,14 @@ impl Store {
         for f in &left {
             note.push_str(&format!("; {} left as it is: {}", f.path, f.reason));
         }
-        self.warnings.push(note);
+        self.warn(note);
         Ok(())
     }
 
     /// Sweeps every directory holding one of `paths` (sorted) of stale
     /// temporary files: where the operation staged its files.
     fn sweep_dirs_of(&self, paths: &[RelPath]) {
-        let mut walk = DirStack::new(&self.root_fd).sweeping();
+        let mut walk = DirStack::new(&self.place.root_fd).sweeping();
         for p in paths {
             // A directory that is gone or replaced holds nothing to sweep.
             let _ = walk.reach(parent_bytes(p), false);
@@ -141,7 +141,7 @@ impl Store {
                     Kept::Gone => continue,
                     Kept::AtPath => {
                         // Best effort: a name left goes with its record.
-                        let _ = buckets.remove(&self.dirs().store, *seq, *n);
+                        let _ = buckets.remove(&self.place.dirs().store, *seq, *n);
                         continue;
                     }
                     Kept::Replaced(pre) => pre,
@@ -178,7 +178,7 @@ impl Store {
     /// What became of the file kept aside as `n` of the record `seq` for
     /// `path`.
     fn kept_state(&self, path: &RelPath, seq: u64, n: u64, buckets: &mut aside::Buckets) -> Kept {
-        let file = match buckets.open(&self.dirs().store, seq, n) {
+        let file = match buckets.open(&self.place.dirs().store, seq, n) {
             Ok(Some(file)) => file,
             Ok(None) => return Kept::Gone,
             Err(e) => {
@@ -188,7 +188,7 @@ impl Store {
             }
         };
         let at_path = crate::sys::fs::statat(
-            &self.root_fd,
+            &self.place.root_fd,
             path.as_path(),
             crate::sys::fs::AtFlags::SYMLINK_NOFOLLOW,
         );
@@ -226,7 +226,7 @@ impl Store {
         for e in entries.filter(|e| wanted.contains(&e.path)) {
             let pre = match &e.pre {
                 Pre::Aside { seq, n, .. } => {
-                    let file = buckets.open(&self.dirs().store, *seq, *n);
+                    let file = buckets.open(&self.place.dirs().store, *seq, *n);
                     match file.ok().flatten().and_then(|f| hash_file(&f, None)) {
                         Some(pre) => pre,
                         None => continue,
