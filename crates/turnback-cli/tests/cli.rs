@@ -24,6 +24,8 @@ mod exact_rewinds;
 mod foreign_names;
 #[path = "cli/list_show_diff.rs"]
 mod list_show_diff;
+#[path = "cli/path_rewinds.rs"]
+mod path_rewinds;
 #[path = "cli/rewind.rs"]
 mod rewind;
 #[path = "cli/root.rs"]

@@ -173,6 +173,11 @@ enum Step {
     User(Act),
     Rewind(String),
     Revert(String),
+    /// `rewind TURN -- PATH`: that path (a file, or a folder and all below
+    /// it) of the turn and the later ones.
+    RewindPath(String, String),
+    /// `revert TURN -- PATH`.
+    RevertPath(String, String),
     Undo,
     Redo,
     Gc,
@@ -226,6 +231,8 @@ impl fmt::Display for Step {
             Step::User(a) => write!(f, "user {a}"),
             Step::Rewind(t) => write!(f, "rewind {t}"),
             Step::Revert(t) => write!(f, "revert {t}"),
+            Step::RewindPath(t, p) => write!(f, "rewind-path {t} {p}"),
+            Step::RevertPath(t, p) => write!(f, "revert-path {t} {p}"),
             Step::Undo => f.write_str("undo"),
             Step::Redo => f.write_str("redo"),
             Step::Gc => f.write_str("gc"),
@@ -362,6 +369,14 @@ fn parse_step(toks: &[Vec<u8>]) -> Res<Step> {
         "revert" => {
             arity(2)?;
             Step::Revert(word(toks.get(1))?)
+        }
+        "rewind-path" => {
+            arity(3)?;
+            Step::RewindPath(word(toks.get(1))?, word(toks.get(2))?)
+        }
+        "revert-path" => {
+            arity(3)?;
+            Step::RevertPath(word(toks.get(1))?, word(toks.get(2))?)
         }
         "undo" => {
             arity(1)?;
@@ -818,6 +833,61 @@ impl Model {
         code
     }
 
+    /// The exit code of `rewind id -- path` (1: not a live turn, or a path
+    /// none of the turns from it changed): the states of `rewind id` for
+    /// `path` and below (and for the folders it lies in that the turns
+    /// removed, made again); no turn ends, no kept path is consumed.
+    fn rewind_path(&mut self, id: &str, path: &str) -> i32 {
+        let Some(k) = self.live_at(id) else {
+            return 1;
+        };
+        let mut want = States::new();
+        for t in &self.turns[k..] {
+            for (p, pre) in &t.entries {
+                if !t.ended || t.kept.contains(p) {
+                    want.entry(p.clone()).or_insert_with(|| pre.clone());
+                }
+            }
+        }
+        if !want.keys().any(|p| p == path || is_under(p, path)) {
+            return 1;
+        }
+        self.take_back_paths(&format!("rewind {id} -- {path}"), limit(want, path))
+    }
+
+    /// The exit code of `revert id -- path`: the states of `revert id` for
+    /// `path` and below; the turn stays live.
+    fn revert_path(&mut self, id: &str, path: &str) -> i32 {
+        let Some(k) = self.live_at(id) else {
+            return 1;
+        };
+        let want: States = self.turns[k].entries.iter().cloned().collect();
+        if !want.keys().any(|p| p == path || is_under(p, path)) {
+            return 1;
+        }
+        let later = |p: &String| self.turns[k + 1..].iter().any(|u| !u.ended && u.has(p));
+        let want: States = limit(want, path)
+            .into_iter()
+            .filter(|(p, _)| !later(p))
+            .collect();
+        self.take_back_paths(&format!("revert {id} -- {path}"), want)
+    }
+
+    /// Puts back `want` as an operation that ends no turn.
+    fn take_back_paths(&mut self, what: &str, want: States) -> i32 {
+        let saved = self.save(want.keys().cloned());
+        let code = exit_code(&self.put_back(&want));
+        self.done.push(Applied {
+            what: what.to_owned(),
+            ended: Vec::new(),
+            kept: BTreeSet::new(),
+            consumed: Vec::new(),
+            saved,
+        });
+        self.undone.clear();
+        code
+    }
+
     /// Reverses the last operation in effect (`undo`) or the last undone
     /// one (`redo`); the exit code (1: there is none).
     fn flip(&mut self, undo: bool) -> i32 {
@@ -891,6 +961,8 @@ impl Model {
             }
             Step::Rewind(t) => self.rewind(t),
             Step::Revert(t) => self.revert(t),
+            Step::RewindPath(t, p) => self.rewind_path(t, p),
+            Step::RevertPath(t, p) => self.revert_path(t, p),
             Step::Undo => self.flip(true),
             Step::Redo => self.flip(false),
             Step::Gc => 0,
@@ -904,7 +976,9 @@ impl Model {
     fn settles(&self, step: &Step) -> bool {
         match step {
             Step::Exec { .. } => true,
-            Step::Rewind(t) | Step::Revert(t) => self.live_at(t).is_some(),
+            Step::Rewind(t) | Step::Revert(t) | Step::RewindPath(t, _) | Step::RevertPath(t, _) => {
+                self.live_at(t).is_some()
+            }
             Step::Undo => !self.done.is_empty(),
             Step::Redo => !self.undone.is_empty(),
             _ => false,
@@ -1520,7 +1594,12 @@ impl Runner {
                 }
                 self.check(next, None, true)
             }
-            Step::Rewind(_) | Step::Revert(_) | Step::Undo | Step::Redo => {
+            Step::Rewind(_)
+            | Step::Revert(_)
+            | Step::RewindPath(..)
+            | Step::RevertPath(..)
+            | Step::Undo
+            | Step::Redo => {
                 // Rolled back by the next command, or done (its record
                 // landed): the list tells which; until then each path holds
                 // its state in one of them.
@@ -1561,6 +1640,17 @@ impl Runner {
     }
 }
 
+/// `want` limited to `path` and below, and to the folders `path` lies in
+/// that must be there (made again).
+fn limit(want: States, path: &str) -> States {
+    let dirs = ancestors(path);
+    want.into_iter()
+        .filter(|(p, s)| {
+            p == path || is_under(p, path) || (dirs.contains(p) && s == &Some(Node::Dir))
+        })
+        .collect()
+}
+
 /// Runs the step's command in `lab` (under `wrapper`), or does the
 /// user's edit.
 fn invoke(lab: &Lab, step: &Step, wrapper: &[String]) -> Res<Option<Output>> {
@@ -1584,6 +1674,8 @@ fn invoke(lab: &Lab, step: &Step, wrapper: &[String]) -> Res<Option<Output>> {
         }
         Step::Rewind(t) => (s(&["rewind", t]), &b""[..]),
         Step::Revert(t) => (s(&["revert", t]), &b""[..]),
+        Step::RewindPath(t, p) => (s(&["rewind", t, "--", p]), &b""[..]),
+        Step::RevertPath(t, p) => (s(&["revert", t, "--", p]), &b""[..]),
         Step::Undo => (s(&["undo"]), &b""[..]),
         Step::Redo => (s(&["redo"]), &b""[..]),
         Step::Gc => (s(&["gc"]), &b""[..]),
@@ -1664,6 +1756,25 @@ impl Gen {
     }
 
     /// A turn of `first` half the time (when there is one), else of `live`.
+    /// A path to limit a rewind or revert of `turn` to: mostly one the
+    /// turns from it changed, or its folder; now and then any path (one
+    /// none of them changed is an error).
+    fn path_in(&mut self, m: &Model, turn: &str) -> String {
+        let k = m.turn_at(turn).unwrap_or(0);
+        let changed: Vec<String> = m.turns[k..]
+            .iter()
+            .flat_map(|t| t.entries.iter().map(|(p, _)| p.clone()))
+            .collect();
+        if changed.is_empty() || self.rng.index(8) == 0 {
+            return self.rng.pick(FILES).to_string();
+        }
+        let p = self.rng.pick(&changed).clone();
+        match ancestors(&p).last() {
+            Some(dir) if self.rng.index(3) == 0 => dir.clone(),
+            _ => p,
+        }
+    }
+
     fn target(&mut self, live: &[String], first: &[String]) -> String {
         if !first.is_empty() && self.rng.index(2) == 0 {
             return self.rng.pick(first).clone();
@@ -1728,7 +1839,7 @@ impl Gen {
             .map(|(_, t)| t.id.clone())
             .collect();
         loop {
-            let step = match self.rng.index(17) {
+            let step = match self.rng.index(20) {
                 0..=3 => Step::Write {
                     turn: self.turn(m),
                     path: self.rng.pick(FILES).to_string(),
@@ -1745,13 +1856,28 @@ impl Gen {
                 13 | 14 if !m.done.is_empty() || self.rng.index(4) == 0 => Step::Undo,
                 15 if !m.undone.is_empty() || self.rng.index(4) == 0 => Step::Redo,
                 16 => Step::Gc,
+                17 | 18 if !live.is_empty() => {
+                    let t = self.target(&live, &rewind_first);
+                    let p = self.path_in(m, &t);
+                    Step::RewindPath(t, p)
+                }
+                19 if !live.is_empty() => {
+                    let t = self.target(&live, &revert_first);
+                    let p = self.path_in(m, &t);
+                    Step::RevertPath(t, p)
+                }
                 _ => continue,
             };
             if settle && !m.settles(&step) {
                 continue;
             }
             let killable = match step {
-                Step::Write { .. } | Step::Exec { .. } | Step::Rewind(_) | Step::Revert(_) => true,
+                Step::Write { .. }
+                | Step::Exec { .. }
+                | Step::Rewind(_)
+                | Step::Revert(_)
+                | Step::RewindPath(..)
+                | Step::RevertPath(..) => true,
                 Step::Undo | Step::Redo => m.settles(&step),
                 _ => false,
             };

@@ -126,6 +126,19 @@ pub enum Error {
         /// Why.
         why: &'static str,
     },
+    /// A path named to limit a rewind or revert that none of its turns
+    /// changed.
+    #[error(
+        "{path}: {by} did not change it, so there is nothing to take back there; `turnback show {turn}` lists what {by} changed"
+    )]
+    PathNotChanged {
+        /// The path, relative to the root.
+        path: String,
+        /// The turn named.
+        turn: crate::id::TurnId,
+        /// "turn T and the turns after it", or "turn T".
+        by: String,
+    },
     /// `snapshot --after` found no earlier snapshot to compare with.
     #[error(
         "no snapshot of {} to compare with: run `turnback snapshot --turn T` before the command, or run it with `turnback exec`",

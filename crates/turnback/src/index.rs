@@ -752,6 +752,7 @@ impl Index {
             Op::Rewind {
                 turn,
                 from_seq,
+                paths,
                 saved,
                 ..
             } => {
@@ -760,16 +761,23 @@ impl Index {
                         "names saved record {saved}, which does not precede it"
                     )));
                 }
-                let ended: Vec<u64> = self
-                    .live_from(*from_seq)?
-                    .iter()
-                    .map(|t| t.first_seq)
-                    .collect();
-                let kept = self
-                    .kept_reverted()?
-                    .into_iter()
-                    .filter(|(seq, _)| *seq >= *from_seq)
-                    .collect();
+                // A rewind limited to some paths ends no turn: the rest of
+                // each turn is still in the folder.
+                let (ended, kept) = if paths.is_empty() {
+                    let ended: Vec<u64> = self
+                        .live_from(*from_seq)?
+                        .iter()
+                        .map(|t| t.first_seq)
+                        .collect();
+                    let kept = self
+                        .kept_reverted()?
+                        .into_iter()
+                        .filter(|(seq, _)| *seq >= *from_seq)
+                        .collect();
+                    (ended, kept)
+                } else {
+                    (Vec::new(), Vec::new())
+                };
                 self.end_turns(&ended, Some(rec.seq))?;
                 self.ops.insert(
                     rec.seq,
@@ -789,6 +797,7 @@ impl Index {
             Op::Revert {
                 turn,
                 turn_seq,
+                paths,
                 saved,
                 kept,
                 failed,
@@ -803,7 +812,15 @@ impl Index {
                         "reverts turn {turn:?} at {turn_seq}, which is not live"
                     )));
                 }
-                self.end_turns(&[*turn_seq], Some(rec.seq))?;
+                // A revert limited to some paths leaves the turn live (the
+                // rest of it is still in the folder), so no path of it is
+                // left behind by an ended turn.
+                let ended = if paths.is_empty() {
+                    vec![*turn_seq]
+                } else {
+                    Vec::new()
+                };
+                self.end_turns(&ended, Some(rec.seq))?;
                 let mut left: Vec<RelPath> = kept
                     .iter()
                     .cloned()
@@ -814,14 +831,14 @@ impl Index {
                 self.ops.insert(
                     rec.seq,
                     OpInfo {
-                        turns: vec![*turn_seq],
-                        turn: turn.clone(),
-                        at: rec.at,
-                        kept: if left.is_empty() {
+                        kept: if left.is_empty() || ended.is_empty() {
                             Vec::new()
                         } else {
                             vec![(*turn_seq, left)]
                         },
+                        turns: ended,
+                        turn: turn.clone(),
+                        at: rec.at,
                     },
                 );
                 self.done.push(Applied {

@@ -181,8 +181,14 @@ pub enum Op {
     Rewind {
         /// The turn named by the rewind.
         turn: TurnId,
-        /// Every live turn whose first record has `seq >= from_seq` is ended.
+        /// Every live turn whose first record has `seq >= from_seq` is ended
+        /// (none when `paths` limits the rewind).
         from_seq: u64,
+        /// The paths (files, or folders and all below them) the rewind was
+        /// limited to: only they were put back, and no turn is ended. Empty:
+        /// the whole of the turns.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        paths: Vec<RelPath>,
         /// The `saved` record holding what the rewind overwrote.
         saved: u64,
         /// Paths changed since the turn's post-image (kept in `saved`).
@@ -198,6 +204,10 @@ pub enum Op {
         turn: TurnId,
         /// Its first record's sequence number (identifies it).
         turn_seq: u64,
+        /// The paths the revert was limited to (as for a rewind): the turn
+        /// stays live. Empty: the whole turn, which the revert ends.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        paths: Vec<RelPath>,
         /// The `saved` record holding what the revert overwrote.
         saved: u64,
         /// Paths left as they were (touched by a later turn).
@@ -675,6 +685,7 @@ mod tests {
                 op: Op::Rewind {
                     turn: TurnId::new("t1").expect("valid"),
                     from_seq: 1,
+                    paths: vec![],
                     saved: 1,
                     conflicts: vec![],
                     failed: vec![],

@@ -452,6 +452,7 @@ impl Server {
                     &RewindOptions {
                         dry_run: p.dry_run,
                         keep_conflicts: false,
+                        paths: Vec::new(),
                     },
                 )
                 .map_err(|e| e.to_string())?;

@@ -23,11 +23,17 @@ pub struct Args {
     /// Leave files changed since the agent's turn as they are
     #[arg(long)]
     keep_conflicts: bool,
+
+    /// Revert only these files or folders (and all below them) of TURN; the
+    /// rest of it stays, and the turn can still be reverted or rewound whole
+    #[arg(last = true, value_name = "PATH")]
+    paths: Vec<std::path::PathBuf>,
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     let turn = TurnId::new(&args.turn)?;
     let mut store = ctx.open(Options::default())?;
+    let paths = super::rewind::named_paths(&store, &args.paths)?;
     let shared = super::rewind::shared_changes(store.turn(&turn).ok());
     let report = store.revert(
         &turn,
@@ -35,6 +41,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
             dry_run: args.dry_run,
             force: args.force,
             keep_conflicts: args.keep_conflicts,
+            paths,
         },
     )?;
     let code = super::rewind::print_report(ctx, &report)?;

@@ -1,4 +1,6 @@
-use turnback::{Action, Options, Report, RewindOptions, TurnId};
+use std::path::PathBuf;
+
+use turnback::{Action, Options, RelPath, Report, RewindOptions, TurnId};
 
 use crate::{Ctx, EXIT_INCOMPLETE, Outcome};
 
@@ -19,11 +21,17 @@ pub struct Args {
     /// Leave files changed since the agent's turn as they are
     #[arg(long)]
     keep_conflicts: bool,
+
+    /// Take back only these files or folders (and all below them); the
+    /// rest of the turns stays as it is, and the turns can still be rewound
+    #[arg(last = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     let turn = TurnId::new(&args.turn)?;
     let mut store = ctx.open(Options::default())?;
+    let paths = named_paths(&store, &args.paths)?;
     // Only the turns this rewind undoes: older ones are not read. An
     // unknown turn is left for the rewind to report.
     let shared = shared_changes(store.turns_from(&turn).unwrap_or_default());
@@ -32,6 +40,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         &RewindOptions {
             dry_run: args.dry_run,
             keep_conflicts: args.keep_conflicts,
+            paths,
         },
     )?;
     let code = print_report(ctx, &report)?;
@@ -39,6 +48,25 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         print_shared(&report, &shared)?;
     }
     Ok(code)
+}
+
+/// The paths after `--`, as the store names them: each relative to the
+/// current directory (or absolute), inside the project. The root itself
+/// among them means everything (no limit).
+pub fn named_paths(store: &turnback::Store, given: &[PathBuf]) -> anyhow::Result<Vec<RelPath>> {
+    let cwd = std::env::current_dir()?;
+    let mut out = Vec::with_capacity(given.len());
+    for p in given {
+        let abs = cwd.join(p);
+        let canonical = std::fs::canonicalize(&abs).ok();
+        if canonical.as_deref() == Some(store.root()) {
+            return Ok(Vec::new());
+        }
+        out.push(store.resolve(&abs, false)?);
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
 }
 
 /// Each of `turns`' changes that are recorded in other turns too.
@@ -99,10 +127,13 @@ pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
         errln!("turnback: warning: {w}");
     }
     let turns: Vec<&str> = report.turns.iter().map(|t| t.as_str()).collect();
+    let part = !report.paths.is_empty();
     let verb = match report.operation {
         "undo" => "brought back turns",
         "redo" => "rewound again turns",
+        "revert" if part => "reverted part of turn",
         "revert" => "reverted turn",
+        _ if part => "took back part of turns",
         _ => "rewound turns",
     };
     if report.dry_run {
@@ -128,8 +159,36 @@ pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
             };
             outln!("  {what:<40} {}", s.path)?;
         }
+    } else if turns.is_empty() {
+        // The undo or redo of an operation limited to some paths: no turn
+        // comes back or ends.
+        outln!(
+            "{}: put back {} path(s) the last operation changed",
+            report.operation,
+            report.plan.len()
+        )?;
     } else {
         outln!("{verb}: {}", turns.join(", "))?;
+    }
+    if !report.paths.is_empty() {
+        let named: Vec<String> = report.paths.iter().map(|p| p.to_string()).collect();
+        outln!(
+            "  only {}; {} other path(s) of {} left as they are{}",
+            named.join(", "),
+            report.left.len(),
+            if report.operation == "revert" {
+                "the turn"
+            } else {
+                "these turns"
+            },
+            if report.dry_run {
+                ""
+            } else {
+                " (the turns can still be rewound whole)"
+            }
+        )?;
+    }
+    if !report.dry_run {
         for p in &report.restored {
             outln!("  restored  {p}")?;
         }

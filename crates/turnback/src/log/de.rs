@@ -58,6 +58,7 @@ enum RecordField {
     TurnSeq,
     Kept,
     Op,
+    Paths,
     #[serde(other)]
     Other,
 }
@@ -99,6 +100,7 @@ struct RecordSlots {
     turn_seq: Option<u64>,
     kept: Option<Vec<RelPath>>,
     op: Option<u64>,
+    paths: Option<Vec<RelPath>>,
 }
 
 impl RecordSlots {
@@ -140,6 +142,7 @@ impl RecordSlots {
             RecordType::Rewind => Op::Rewind {
                 turn: need(self.turn, "turn")?,
                 from_seq: need(self.from_seq, "from_seq")?,
+                paths: self.paths.unwrap_or_default(),
                 saved: need(self.saved, "saved")?,
                 conflicts: self.conflicts.unwrap_or_default(),
                 failed,
@@ -147,6 +150,7 @@ impl RecordSlots {
             RecordType::Revert => Op::Revert {
                 turn: need(self.turn, "turn")?,
                 turn_seq: need(self.turn_seq, "turn_seq")?,
+                paths: self.paths.unwrap_or_default(),
                 saved: need(self.saved, "saved")?,
                 kept: self.kept.unwrap_or_default(),
                 failed,
@@ -208,6 +212,7 @@ impl<'de> Deserialize<'de> for Record {
                         }
                         RecordField::Kept => put(&mut s.kept, map.next_value()?, "kept")?,
                         RecordField::Op => put(&mut s.op, map.next_value()?, "op")?,
+                        RecordField::Paths => put(&mut s.paths, map.next_value()?, "paths")?,
                         RecordField::Other => {
                             map.next_value::<IgnoredAny>()?;
                         }

@@ -139,6 +139,10 @@ pub struct RewindOptions {
     pub dry_run: bool,
     /// Leave files changed since the agent's turn as they are.
     pub keep_conflicts: bool,
+    /// Take back only these paths (each a file, or a folder and all below
+    /// it) of the turns; the turns stay live, as the rest of them is still
+    /// in the folder. Empty: everything.
+    pub paths: Vec<RelPath>,
 }
 
 /// Options of a revert.
@@ -150,6 +154,9 @@ pub struct RevertOptions {
     pub force: bool,
     /// Leave files changed since the agent's turn as they are.
     pub keep_conflicts: bool,
+    /// Take back only these paths of the turn (as for a rewind); the turn
+    /// stays live. Empty: the whole turn.
+    pub paths: Vec<RelPath>,
 }
 
 /// What an operation does (or would do) to one path.
@@ -260,6 +267,13 @@ pub struct Report {
     /// Paths restored, but no longer hard-linked to the other names of
     /// their file, with the reason.
     pub links_split: Vec<LinkSplit>,
+    /// The paths the operation was limited to (each a file, or a folder
+    /// and all below it); empty: all of the turns.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<RelPath>,
+    /// With `paths`: the other paths of the turns, left as they are.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<RelPath>,
     /// Sequence number of the record holding what this overwrote.
     pub saved: Option<u64>,
     /// What the operation settled before it began: an interrupted
@@ -291,6 +305,38 @@ impl Report {
             .map(|i| &self.plan[i])
     }
 
+    /// Limits the plan to `paths` (each a file, or a folder and all below
+    /// it): a folder a named path lies in stays in the plan when the turns
+    /// removed it (it is made again), the other steps go to `left`. A named
+    /// path the plan does not touch is an error: it would otherwise be
+    /// reported as done.
+    fn limit_to(&mut self, paths: &[RelPath], by: impl Fn() -> String) -> Result<()> {
+        if paths.is_empty() {
+            return Ok(());
+        }
+        if let Some(p) = paths
+            .iter()
+            .find(|n| !self.plan.iter().any(|s| s.path.starts_with(n)))
+        {
+            return Err(Error::PathNotChanged {
+                path: p.to_string(),
+                turn: self.turn.clone(),
+                by: by(),
+            });
+        }
+        let wanted = |s: &Step| {
+            paths.iter().any(|n| s.path.starts_with(n))
+                || (matches!(s.action, Action::MakeDir { .. })
+                    && paths.iter().any(|n| n.starts_with(&s.path)))
+        };
+        let (plan, left): (Vec<Step>, Vec<Step>) =
+            std::mem::take(&mut self.plan).into_iter().partition(wanted);
+        self.plan = plan;
+        self.left = left.into_iter().map(|s| s.path).collect();
+        self.paths = paths.to_vec();
+        Ok(())
+    }
+
     pub(crate) fn new(
         operation: &'static str,
         turn: TurnId,
@@ -312,6 +358,8 @@ impl Report {
             failed: Vec::new(),
             notes: Vec::new(),
             links_split: Vec::new(),
+            paths: Vec::new(),
+            left: Vec::new(),
             saved: None,
             warnings: Vec::new(),
         }
@@ -337,6 +385,18 @@ pub struct RewindPlan {
 enum States {
     Saved(u64),
     Hashed(Vec<PostEntry>),
+}
+
+/// Whether a path whose state is `now` already holds what `step` writes
+/// there (a path an earlier rewind of those paths put back): replacing it
+/// loses nothing, so it is no conflict, whoever made it so.
+fn holds_already(step: &Step, now: &Post) -> bool {
+    match (&step.action, now) {
+        (Action::Restore { blob, .. }, Post::File { sha256, .. }) => blob == sha256,
+        (Action::RestoreSymlink { target }, Post::Symlink { target: t }) => target == t,
+        (Action::MakeDir { .. }, Post::Dir) | (Action::Delete, Post::Absent) => true,
+        _ => false,
+    }
 }
 
 /// Paths of `steps` plus their ancestors: what an operation may change.
@@ -406,6 +466,9 @@ impl Store {
             options.dry_run,
             plan.steps,
         );
+        report.limit_to(&options.paths, || {
+            format!("turn {turn} and the turns after it")
+        })?;
         let posts = LastPosts::of(&self.turns_from(turn)?, self.folding());
         // Read before anything is saved or changed: a config file in error
         // fails the rewind before it starts.
@@ -441,6 +504,7 @@ impl Store {
         self.append(Op::Rewind {
             turn: turn.clone(),
             from_seq: plan.from_seq,
+            paths: report.paths.clone(),
             saved: report.saved.expect("saved before executing"),
             conflicts: report.conflicts.iter().map(|c| c.path.clone()).collect(),
             failed: report.failed.clone(),
@@ -485,6 +549,8 @@ impl Store {
             options.dry_run,
             steps,
         );
+        report.limit_to(&options.paths, || format!("turn {turn}"))?;
+        later.retain(|path, _| report.step(path).is_some());
         for (path, others) in &later {
             let c = Conflict {
                 path: path.clone(),
@@ -531,6 +597,7 @@ impl Store {
         self.append(Op::Revert {
             turn: turn.clone(),
             turn_seq,
+            paths: report.paths.clone(),
             saved: report.saved.expect("saved before executing"),
             kept: report.kept.iter().map(|c| c.path.clone()).collect(),
             failed: report.failed.clone(),
@@ -659,7 +726,7 @@ impl Store {
         self.states(states)
             .filter(|(path, now)| {
                 post_of(path).is_some_and(|post| post != now && !matches!(post, Post::Other))
-                    && report.step(path).is_some()
+                    && report.step(path).is_some_and(|s| !holds_already(s, now))
             })
             .map(|(path, _)| Conflict {
                 path: path.clone(),
