@@ -32,6 +32,15 @@ use crate::id::BlobId;
 /// The first bytes of every pack.
 pub const MAGIC: &[u8; 8] = b"TBPACK1\n";
 
+/// What is wrong with the header of the pack `file`, if anything (its
+/// blobs are checked one by one by [`read_blob`], which re-hashes each).
+pub(crate) fn check_header(file: &File) -> std::io::Result<Option<String>> {
+    let mut magic = [0u8; MAGIC.len()];
+    let got = crate::sys::read_at(file, &mut magic, 0)?;
+    Ok((got < magic.len() || &magic != MAGIC)
+        .then(|| "its first 8 bytes are not the pack magic TBPACK1".to_string()))
+}
+
 /// A fresh pack file name for a record with sequence number `seq`:
 /// `<12-digit seq>-<16 hex>.pack`. The random part keeps names unique even
 /// when gc rewrites the log and sequence numbers are reused for new packs.

@@ -438,13 +438,9 @@ pub(crate) fn apply_leniently(bytes: &[u8]) -> Lenient {
     }
 }
 
-/// The index checkpoint, when an open would trust it (it names this log
-/// file and the ends of its prefix; see [`crate::checkpoint`]), must read
-/// back whole and hold the index the lines it covers give. The open checks
-/// only its identity and its head, so verify reads and compares the whole
-/// of it: a checkpoint that names the log but
-/// differs (a line of that prefix changed in place, damaged or rewritten)
-/// would make every open see another store than the log records.
+/// The index checkpoint, when an open would trust it, must hold what the
+/// log it names records (see [`checkpoint::verify`]): one that does not is
+/// damage to delete (it is a cache).
 fn check_checkpoint(
     report: &mut VerifyReport,
     store_fd: &OwnedFd,
@@ -454,37 +450,12 @@ fn check_checkpoint(
     bytes: &[u8],
 ) {
     let ident = (crate::sys::dev(st), st.st_ino);
-    let Some(trusted) = checkpoint::load(store_fd, log, ident, bytes.len() as u64) else {
-        return;
-    };
-    if !checkpoint::tables_whole(&trusted) {
+    if let Some(reason) = checkpoint::verify(store_fd, log, ident, bytes) {
         report.damage.push(Damage::Store {
             path: store_path.join(checkpoint::INDEX_FILE),
-            reason: "the index checkpoint names this log but part of its tables or turns fails its check; opens answer that part from the log, reading all of it each time, so delete the checkpoint (it is a cache: the next open reads the whole log and writes a new one)".into(),
+            reason,
         });
-        return;
     }
-    let covered = &bytes[..trusted.consumed as usize];
-    let parsed = log::parse(covered, 1);
-    let mut from_log = Index::default();
-    let whole = parsed.torn.is_none()
-        && parsed
-            .lines
-            .iter()
-            .all(|(_, r)| r.as_ref().is_ok_and(|rec| from_log.apply(rec).is_ok()));
-    from_log.lines = parsed.lines.len();
-    from_log.consumed = parsed.consumed as u64;
-    if whole && checkpoint::same(&trusted, &from_log) {
-        return;
-    }
-    report.damage.push(Damage::Store {
-        path: store_path.join(checkpoint::INDEX_FILE),
-        reason: format!(
-            "the index checkpoint names this log but does not hold what its first {} bytes record{}; every open would trust it, so delete it (it is a cache: the next open reads the whole log and writes a new one)",
-            trusted.consumed,
-            if whole { "" } else { " (they hold a damaged line)" },
-        ),
-    });
 }
 
 fn check_store(report: &mut VerifyReport, store_fd: &OwnedFd, store_path: &Path) -> Result<()> {
@@ -782,11 +753,7 @@ fn check_pack(
     if links > 1 {
         out.links = Some(links);
     }
-    let mut magic = [0u8; 8];
-    let got = crate::sys::read_at(&file, &mut magic, 0)?;
-    if got < magic.len() || &magic != pack::MAGIC {
-        out.bad_header = Some("its first 8 bytes are not the pack magic TBPACK1".into());
-    }
+    out.bad_header = pack::check_header(&file)?;
     // Frames are read with pread, so one pack's blobs are checked in parallel.
     out.blobs = blobs
         .par_iter()

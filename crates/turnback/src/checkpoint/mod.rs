@@ -270,13 +270,52 @@ pub(crate) fn remove(store: &OwnedFd) -> std::io::Result<()> {
     }
 }
 
+/// Checks the checkpoint of the log `log` (its identity `ident`, its
+/// bytes `log_bytes`), when an open would trust it (it names this log file
+/// and the ends of its prefix): it must read back whole and hold the index
+/// the lines it covers give. An open checks only its identity and its
+/// head, so this reads and compares the whole of it: a checkpoint that
+/// names the log but differs (a line of that prefix changed in place,
+/// damaged or rewritten) would make every open see another store than the
+/// log records. `Some`: why it must be deleted (`turnback verify` reports
+/// it as damage).
+pub(crate) fn verify(
+    store: &OwnedFd,
+    log: &File,
+    ident: (u64, u64),
+    log_bytes: &[u8],
+) -> Option<String> {
+    let trusted = load(store, log, ident, log_bytes.len() as u64)?;
+    if !tables_whole(&trusted) {
+        return Some("the index checkpoint names this log but part of its tables or turns fails its check; opens answer that part from the log, reading all of it each time, so delete the checkpoint (it is a cache: the next open reads the whole log and writes a new one)".into());
+    }
+    let covered = log_bytes.get(..trusted.consumed as usize)?;
+    let parsed = crate::log::parse(covered, 1);
+    let mut from_log = Index::default();
+    let whole = parsed.torn.is_none()
+        && parsed
+            .lines
+            .iter()
+            .all(|(_, r)| r.as_ref().is_ok_and(|rec| from_log.apply(rec).is_ok()));
+    from_log.lines = parsed.lines.len();
+    from_log.consumed = parsed.consumed as u64;
+    if whole && same(&trusted, &from_log) {
+        return None;
+    }
+    Some(format!(
+        "the index checkpoint names this log but does not hold what its first {} bytes record{}; every open would trust it, so delete it (it is a cache: the next open reads the whole log and writes a new one)",
+        trusted.consumed,
+        if whole { "" } else { " (they hold a damaged line)" },
+    ))
+}
+
 /// Whether every part of the checkpoint `index` was opened from reads back
 /// whole: each block of each table by its CRC and its rows, in order
 /// across blocks too, each turn named once, each turn's bytes by its CRC.
 /// An open checks only the head; a damaged part is then answered by the
 /// covered log when it is used, so `turnback verify` reads it all. An
 /// index not opened from a checkpoint is whole.
-pub(crate) fn tables_whole(index: &Index) -> bool {
+fn tables_whole(index: &Index) -> bool {
     index.turns.frozen().is_none_or(FrozenTurns::whole)
         && index.record_turn.table().is_none_or(|t| t.rows.whole())
         && index.blobs.table().is_none_or(BlobTable::whole)
@@ -303,7 +342,7 @@ fn decode(bytes: &[u8]) -> Option<(Covered, Index)> {
 }
 
 /// Whether two indexes are equal (they encode to the same bytes).
-pub(crate) fn same(a: &Index, b: &Index) -> bool {
+fn same(a: &Index, b: &Index) -> bool {
     match (
         encode(a, &Covered::none(a.consumed)),
         encode(b, &Covered::none(b.consumed)),
