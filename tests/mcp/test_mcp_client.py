@@ -167,6 +167,12 @@ async def main(binary):
             diffs = {d["path"]: d["change"] for d in json.loads(text_of(r))}
             check(diffs.get("docs/guide/intro.md") == "created" and diffs.get("src/app.py") == "modified", f"diff_turn t1: {diffs}")
 
+            r = await c.call_tool("rewind", {"turn": d1, "paths": ["notes/one.txt"]})
+            rep = json.loads(text_of(r))
+            check(not r.is_error and rep["paths"] == ["notes/one.txt"] and not (root / "notes/one.txt").exists()
+                  and (root / "notes/two.txt").exists(), f"a rewind of one path of the default turn: {rep.get('paths')}")
+            r = await c.call_tool("undo", {})
+            check(not r.is_error and (root / "notes/one.txt").exists(), "undo of the path rewind")
             r = await c.call_tool("rewind", {"turn": d1, "dryRun": True})
             check(not r.is_error and json.loads(text_of(r))["dry_run"] and (root / "notes/one.txt").exists(), "rewind dry run changes nothing")
             r = await c.call_tool("rewind", {"turn": d1})

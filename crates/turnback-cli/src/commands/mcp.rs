@@ -221,6 +221,10 @@ pub struct RewindArg {
     /// Only return the plan; change nothing
     #[serde(default, rename = "dryRun")]
     dry_run: bool,
+    /// Take back only these files or folders (relative to the project
+    /// root) of the turns; the turns stay and can still be rewound whole
+    #[serde(default)]
+    paths: Vec<String>,
 }
 
 /// The arguments of list_turns (none).
@@ -436,7 +440,7 @@ impl Server {
     }
 
     #[tool(
-        description = "Put the folder back as it was before a turn, undoing it and every later turn, byte for byte (files written back, files the turns created deleted). With dryRun, only the plan. Returns the report as JSON; it is a tool error if any path could not be restored. Ends the current default turn.",
+        description = "Put the folder back as it was before a turn, undoing it and every later turn, byte for byte (files written back, files the turns created deleted). With paths, only those files or folders (the turns stay). With dryRun, only the plan. Returns the report as JSON; it is a tool error if any path could not be restored. Ends the current default turn.",
         annotations(
             read_only_hint = false,
             destructive_hint = true,
@@ -446,13 +450,19 @@ impl Server {
     fn rewind(&self, Parameters(p): Parameters<RewindArg>) -> CallToolResult {
         self.with_store(|store, turns| {
             let turn = TurnId::new(&p.turn).map_err(|e| e.to_string())?;
+            let paths = p
+                .paths
+                .iter()
+                .map(|path| store.resolve(path, false))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?;
             let report = store
                 .rewind(
                     &turn,
                     &RewindOptions {
                         dry_run: p.dry_run,
                         keep_conflicts: false,
-                        paths: Vec::new(),
+                        paths,
                     },
                 )
                 .map_err(|e| e.to_string())?;

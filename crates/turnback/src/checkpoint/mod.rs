@@ -305,7 +305,11 @@ pub(crate) fn verify(
     Some(format!(
         "the index checkpoint names this log but does not hold what its first {} bytes record{}; every open would trust it, so delete it (it is a cache: the next open reads the whole log and writes a new one)",
         trusted.consumed,
-        if whole { "" } else { " (they hold a damaged line)" },
+        if whole {
+            ""
+        } else {
+            " (they hold a damaged line)"
+        },
     ))
 }
 
