@@ -92,7 +92,7 @@ fn capture_takes_many_paths_in_one_call_and_one_record() -> TestResult {
     let list = p.json(&["list"])?;
     assert_eq!(list.as_array().map(Vec::len), Some(1));
     assert_eq!(list[0]["turn"], "fmt");
-    assert_eq!(list[0]["files"], 61);
+    assert_eq!(list[0]["file_count"], 61);
     Ok(())
 }
 
@@ -124,7 +124,7 @@ fn capture_json_lists_every_path_with_its_pre_image() -> TestResult {
         v["captured"][paths.len() - 1]["pre"],
         json!({"kind": "absent"})
     );
-    assert_eq!(v["new_blobs"], 2);
+    assert_eq!(v["new_blob_count"], 2);
     Ok(())
 }
 

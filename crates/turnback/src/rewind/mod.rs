@@ -261,6 +261,7 @@ pub struct Report {
     /// their file, with the reason.
     pub links_split: Vec<LinkSplit>,
     /// Sequence number of the record holding what this overwrote.
+    #[serde(rename = "saved_seq")]
     pub saved: Option<u64>,
     /// What the operation settled before it began: an interrupted
     /// operation rolled back, a command's window closed into its turn.
