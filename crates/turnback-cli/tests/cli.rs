@@ -22,6 +22,8 @@ mod dirs_special;
 mod exact_rewinds;
 #[path = "cli/foreign_names.rs"]
 mod foreign_names;
+#[path = "cli/gc_store.rs"]
+mod gc_store;
 #[path = "cli/list_show_diff.rs"]
 mod list_show_diff;
 #[path = "cli/rewind.rs"]
