@@ -24,6 +24,8 @@ mod exact_rewinds;
 mod foreign_names;
 #[path = "cli/gc_store.rs"]
 mod gc_store;
+#[path = "cli/help.rs"]
+mod help;
 #[path = "cli/list_show_diff.rs"]
 mod list_show_diff;
 #[path = "cli/rewind.rs"]
