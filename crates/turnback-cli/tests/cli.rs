@@ -26,6 +26,8 @@ mod foreign_names;
 mod gc_store;
 #[path = "cli/help.rs"]
 mod help;
+#[path = "cli/json_doc.rs"]
+mod json_doc;
 #[path = "cli/list_show_diff.rs"]
 mod list_show_diff;
 #[path = "cli/rewind.rs"]

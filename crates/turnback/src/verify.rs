@@ -129,7 +129,9 @@ impl VerifyReport {
 pub enum Damage {
     /// A file or directory of the store itself is not what it must be.
     Store {
-        /// The path.
+        /// The path (`store_file` in JSON: a file of the store, not of
+        /// the project).
+        #[serde(rename = "store_file")]
         path: PathBuf,
         /// What is wrong.
         reason: String,
