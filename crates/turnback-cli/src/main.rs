@@ -182,7 +182,14 @@ fn parse() -> Result<Cli, ExitCode> {
     use clap::error::ErrorKind;
     let informational = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
     if !informational && json_requested(std::env::args_os().skip(1)) {
-        let msg = serde_json::json!({ "error": usage_message(&e.to_string()) });
+        let text = match e.kind() {
+            // The help, or a list of every command (hidden ones too).
+            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+                "a command is needed; `turnback --help` lists them".to_owned()
+            }
+            _ => usage_message(&e.to_string()),
+        };
+        let msg = serde_json::json!({ "error": text });
         // Nowhere to report a failure to print the error.
         let _ = outln!("{msg}");
     }

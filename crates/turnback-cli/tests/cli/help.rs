@@ -149,6 +149,7 @@ fn usage_errors_print_json_with_json_and_keep_exit_code_2() -> TestResult {
         &["--json", "rewind"],
         &["rewind", "--json", "--no-such-flag", "t1"],
         &["--json", "completions", "tcsh"],
+        &["--json"],
     ] {
         let out = p.tb().args(args).assert().code(2);
         let v = parse_json(&out.get_output().stdout)?;
@@ -156,7 +157,11 @@ fn usage_errors_print_json_with_json_and_keep_exit_code_2() -> TestResult {
         assert!(!msg.is_empty() && !msg.starts_with("error:"), "{msg}");
         assert_eq!(v.as_object().map(|o| o.len()), Some(1), "{v}");
         let (_, stderr) = texts(out.get_output());
-        assert!(stderr.starts_with("error: "), "clap's text stays: {stderr}");
+        // clap's text stays on stderr.
+        assert!(stderr.starts_with("error: "), "{stderr}");
+        if args == ["--json"] {
+            assert_eq!(msg, "a command is needed; `turnback --help` lists them");
+        }
     }
     // Without --json: text on stderr only, exit code 2 as before.
     let out = p.tb().args(["rewind"]).assert().code(2);
