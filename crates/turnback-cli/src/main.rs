@@ -8,6 +8,7 @@
 mod out;
 
 mod commands;
+mod help;
 #[allow(unsafe_code)] // The platform layer: each block says why it is sound.
 mod platform;
 mod progress;
@@ -17,10 +18,26 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Exit code for a rewind that could not restore every path.
 pub const EXIT_INCOMPLETE: u8 = 3;
+
+/// Exit code for a usage error (as clap's own).
+pub const EXIT_USAGE: u8 = 2;
+
+/// A usage error a command finds itself (clap finds the others): `main`
+/// reports it as any error, with exit code [`EXIT_USAGE`].
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
 
 /// Exact, crash-safe rewinds of a project folder for AI coding agents.
 ///
@@ -76,6 +93,8 @@ enum Command {
     Verify(commands::verify::Args),
     Repair(commands::repair::Args),
     ImportOsfoundry(commands::import_osfoundry::Args),
+    Completions(commands::completions::Args),
+    Man(commands::man::Args),
     #[command(hide = true)]
     Maintain(commands::maintain::Args),
 }
@@ -143,9 +162,61 @@ impl Ctx {
     }
 }
 
+/// The command line as parsed and as the help, completions and manual
+/// page show it: with its commands grouped and examples (see `help.rs`).
+pub fn command() -> clap::Command {
+    help::decorate(Cli::command())
+}
+
+/// Parses the arguments. A usage error (exit code 2) with `--json` among
+/// them also prints `{"error": ...}` on stdout, as every other error does;
+/// `--help` and `--version` print their text as always.
+fn parse() -> Result<Cli, ExitCode> {
+    let parsed = command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let e = match parsed {
+        Ok(cli) => return Ok(cli),
+        Err(e) => e,
+    };
+    use clap::error::ErrorKind;
+    let informational = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+    if !informational && json_requested(std::env::args_os().skip(1)) {
+        let text = match e.kind() {
+            // The help, or a list of every command (hidden ones too).
+            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+                "a command is needed; `turnback --help` lists them".to_owned()
+            }
+            _ => usage_message(&e.to_string()),
+        };
+        let msg = serde_json::json!({ "error": text });
+        // Nowhere to report a failure to print the error.
+        let _ = outln!("{msg}");
+    }
+    // Prints to stderr (help and version to stdout) as clap does.
+    let _ = e.print();
+    Err(ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2)))
+}
+
+/// Whether `--json` is among the global flags: any argument before a
+/// `--` (after it, the arguments are `exec`'s command's own).
+fn json_requested(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    args.take_while(|a| a != "--").any(|a| a == "--json")
+}
+
+/// A clap error's text for `{"error": ...}`: its first paragraph without
+/// the `error: ` prefix (the usage line and the tip follow on stderr).
+fn usage_message(rendered: &str) -> String {
+    let first = rendered.split("\n\n").next().unwrap_or(rendered).trim();
+    first.strip_prefix("error: ").unwrap_or(first).to_owned()
+}
+
 fn main() -> ExitCode {
     platform::return_large_frees();
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let ctx = Ctx {
         root: cli.root,
         json: cli.json,
@@ -179,6 +250,8 @@ fn main() -> ExitCode {
         Command::Verify(a) => commands::verify::run(&ctx, a),
         Command::Repair(a) => commands::repair::run(&ctx, a),
         Command::ImportOsfoundry(a) => commands::import_osfoundry::run(&ctx, a),
+        Command::Completions(a) => commands::completions::run(&ctx, a),
+        Command::Man(a) => commands::man::run(&ctx, a),
         Command::Maintain(a) => commands::maintain::run(&ctx, a),
     };
     // The command has answered (its output is written): the work its store
@@ -201,14 +274,18 @@ fn main() -> ExitCode {
                 let _ = outln!("{msg}");
             }
             errln!("turnback: error: {}", message(&e));
-            ExitCode::from(1)
+            if e.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::from(1)
+            }
         }
     }
 }
 
 /// The error and its causes, each once (the library's messages already
 /// include their I/O cause).
-fn message(e: &anyhow::Error) -> String {
+pub fn message(e: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in e.chain() {
         let text = cause.to_string();

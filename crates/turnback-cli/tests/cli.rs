@@ -22,6 +22,12 @@ mod dirs_special;
 mod exact_rewinds;
 #[path = "cli/foreign_names.rs"]
 mod foreign_names;
+#[path = "cli/gc_store.rs"]
+mod gc_store;
+#[path = "cli/help.rs"]
+mod help;
+#[path = "cli/json_doc.rs"]
+mod json_doc;
 #[path = "cli/list_show_diff.rs"]
 mod list_show_diff;
 #[path = "cli/path_rewinds.rs"]

@@ -231,7 +231,7 @@ fn recorded_events_make_rewindable_turns_byte_for_byte() -> TestResult {
     assert_eq!(turns[0]["label"], "Switch the site to the new theme");
     assert_eq!(turns[1]["label"], "Now make app.js log the theme");
     assert_eq!(
-        turns[0]["files"], 6,
+        turns[0]["file_count"], 6,
         "5 files and the styles/ directory: {turns:?}"
     );
 
@@ -274,7 +274,7 @@ fn separate_hook_processes_agree_on_the_turn_and_a_repeated_prompt_begins_one() 
     let turns = list(root)?;
     assert_eq!(turns.len(), 1, "{turns:?}");
     assert_eq!(turns[0]["turn"], format!("claude-{SESSION_TAG}-1"));
-    assert_eq!(turns[0]["files"], 2);
+    assert_eq!(turns[0]["file_count"], 2);
 
     // A tool call from a prompt the hook never saw begins a turn of its own.
     let unseen = with_prompt_id(fixture("pre_tool_use_multi_edit.json", root)?, "unseen");
@@ -547,7 +547,7 @@ fn parallel_tool_calls_before_any_prompt_share_one_turn() -> TestResult {
     }
     let turns = list(root)?;
     assert_eq!(turns.len(), 1, "one turn, not one per process: {turns:?}");
-    assert_eq!(turns[0]["files"], 17, "par/ and its 16 files");
+    assert_eq!(turns[0]["file_count"], 17, "par/ and its 16 files");
     Ok(())
 }
 

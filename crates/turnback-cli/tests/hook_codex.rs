@@ -98,7 +98,7 @@ fn codex_patches_that_move_and_delete_are_rewound() -> TestResult {
     let turns = list(root)?;
     assert_eq!(turns.len(), 1);
     assert_eq!(
-        turns[0]["files"], 3,
+        turns[0]["file_count"], 3,
         "app.js, src/app.js, draft.md: {turns:?}"
     );
     let id = turns[0]["turn"].as_str().ok_or("turn id")?;

@@ -191,7 +191,10 @@ fn recorded_gemini_events_make_a_rewindable_turn() -> TestResult {
     assert_eq!(turns.len(), 1, "{turns:?}");
     assert_eq!(turns[0]["turn"], "gemini-f1d2c3b4-1");
     assert_eq!(turns[0]["label"], "Make the config use the dark theme");
-    assert_eq!(turns[0]["files"], 3, "config.js, docs/, docs/CHANGELOG.md");
+    assert_eq!(
+        turns[0]["file_count"], 3,
+        "config.js, docs/, docs/CHANGELOG.md"
+    );
     assert_ne!(tree(root)?, before);
 
     let out = turnback(root, &["rewind", "gemini-f1d2c3b4-1"])?;

@@ -1225,7 +1225,7 @@ impl Lab {
             .iter()
             .map(|t| {
                 let id = t["turn"].as_str().ok_or("a turn without id")?;
-                let n = t["files"].as_u64().ok_or("a turn without files")?;
+                let n = t["file_count"].as_u64().ok_or("a turn without files")?;
                 Ok((id.to_owned(), n as usize))
             })
             .collect()

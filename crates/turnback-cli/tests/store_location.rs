@@ -99,7 +99,7 @@ impl Repo {
     fn store_dir(&self) -> Result<PathBuf, Box<dyn std::error::Error>> {
         let out = self.tb(&["--json", "store"])?;
         let v: serde_json::Value = serde_json::from_str(&out)?;
-        Ok(PathBuf::from(v["store"].as_str().ok_or("a store")?))
+        Ok(PathBuf::from(v["store_dir"].as_str().ok_or("a store")?))
     }
 
     /// One earlier turn through a file tool, so a command that destroys
@@ -311,7 +311,7 @@ fn without_turnback_data_dir_the_store_goes_to_the_platform_data_directory() -> 
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     // The marker names the store; under another data directory it is gone,
     // and that is what the command says.
-    assert!(v["store"].is_null(), "{v}");
+    assert!(v["store_dir"].is_null(), "{v}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&xdg.join("turnback").display().to_string()),
@@ -385,7 +385,7 @@ fn a_new_clone_at_the_old_path_of_a_moved_project_and_the_moved_project_both_kee
     );
     let out = r.tb_in(&moved, &["--json", "store"])?;
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    let moved_store = PathBuf::from(v["store"].as_str().ok_or("a store")?);
+    let moved_store = PathBuf::from(v["store_dir"].as_str().ok_or("a store")?);
     assert_ne!(
         r.store_dir()?,
         moved_store,
@@ -399,7 +399,7 @@ fn store_of(r: &Repo, dir: &Path) -> Result<PathBuf, Box<dyn std::error::Error>>
     let out = r.tb_in(dir, &["--json", "store"])?;
     assert!(out.status.success(), "{out:?}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    Ok(PathBuf::from(v["store"].as_str().ok_or("a store")?))
+    Ok(PathBuf::from(v["store_dir"].as_str().ok_or("a store")?))
 }
 
 #[test]

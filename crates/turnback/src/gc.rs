@@ -120,19 +120,27 @@ pub struct GcReport {
     /// Live turns dropped (they can no longer be rewound).
     pub dropped_turns: Vec<String>,
     /// Rewinds and reverts dropped (they can no longer be undone).
+    #[serde(rename = "dropped_operation_count")]
     pub dropped_operations: usize,
     /// Live turns kept.
+    #[serde(rename = "kept_turn_count")]
     pub kept_turns: usize,
     /// Log records before and after.
+    #[serde(rename = "record_count_before")]
     pub records_before: usize,
     /// Log records after.
+    #[serde(rename = "record_count_after")]
     pub records_after: usize,
     /// Pack files deleted.
+    #[serde(rename = "removed_pack_count")]
     pub packs_removed: usize,
     /// Bytes of packs and log before.
     pub bytes_before: u64,
     /// Bytes of packs and log after.
     pub bytes_after: u64,
+    /// Whether this is what a gc would do ([`Store::gc_dry_run`]): nothing
+    /// was changed.
+    pub dry_run: bool,
 }
 
 /// What gc needs to know of a kept record to decide which saved records
@@ -225,6 +233,53 @@ impl Store {
         }
         let _guard = self.begin_mutation()?;
         self.gc_locked(options)
+    }
+
+    /// What [`Store::gc`] with these options would drop and free, changing
+    /// nothing: the plan is made as gc makes it (its compacted log written
+    /// under a temporary name, then removed), under the shared lock so
+    /// that no mutation changes the store meanwhile, and the packs it would
+    /// delete are listed with their sizes. The store's files are left as
+    /// they were (nothing is swept, settled or rolled back either).
+    pub fn gc_dry_run(&mut self, options: &GcOptions) -> Result<GcReport> {
+        if !self.has_store() {
+            return Ok(GcReport {
+                dry_run: true,
+                ..GcReport::default()
+            });
+        }
+        let config = self.config()?;
+        let _shared = crate::lock::acquire(
+            &self.dirs().store,
+            &self.store_path,
+            false,
+            self.options.lock_timeout,
+        )?;
+        let plan = self.gc_plan(options, &config)?;
+        let referenced: HashSet<String> = plan
+            .rewrite
+            .as_ref()
+            .map_or(&self.index.blobs, |r| &r.check.blobs)
+            .iter()
+            .map(|(_, l)| l.pack.to_string())
+            .collect();
+        let packs = self.pack_sizes();
+        let log_before = self.index.consumed;
+        let log_after = plan.rewrite.as_ref().map_or(log_before, |r| r.len);
+        let mut report = plan.report.clone();
+        plan.discard(&self.dirs().store);
+        let packs = packs?;
+        report.bytes_before = packs.values().sum::<u64>() + log_before;
+        let mut removed_bytes = 0;
+        for (name, size) in &packs {
+            if !referenced.contains(name) {
+                report.packs_removed += 1;
+                removed_bytes += size;
+            }
+        }
+        report.bytes_after = report.bytes_before - log_before - removed_bytes + log_after;
+        report.dry_run = true;
+        Ok(report)
     }
 
     /// Runs gc when `config` says it is due (see the module doc: checked
@@ -466,19 +521,60 @@ impl Store {
         let mut total = 0;
         // (seq, what kind of record) of the records kept.
         let mut kept_seqs: Vec<(u64, Kept)> = Vec::new();
-        let mut trims = false;
+        // The blobs kept records other than snapshots name (with the bases
+        // of their deltas), and, per snapshot record, the blobs the tree
+        // state does not name (`loose`) and whether it names any of them.
+        let mut needed: HashSet<BlobId> = HashSet::new();
+        let mut snapshots: Vec<(u64, Vec<BlobId>, bool)> = Vec::new();
         for_each_record(&log_bytes, &log_path, |r| {
             total += 1;
-            if keep_record(&r, &mut kept_saved)? {
-                if let (Op::Snapshot { blobs, .. }, Some(named)) = (&r.op, &tree_blobs)
-                    && !blobs.iter().all(|b| named.contains(&b.id))
-                {
-                    trims = true;
+            if let (Op::Snapshot { blobs, .. }, Some(named)) = (&r.op, &tree_blobs) {
+                let loose: Vec<BlobId> = blobs
+                    .iter()
+                    .map(|b| b.id)
+                    .filter(|id| !named.contains(id))
+                    .collect();
+                let names_some = loose.len() < blobs.len();
+                if !loose.is_empty() {
+                    snapshots.push((r.seq, loose, names_some));
                 }
+                if names_some {
+                    kept_seqs.push((r.seq, Kept::Other));
+                }
+                return Ok(());
+            }
+            if keep_record(&r, &mut kept_saved)? {
+                self.add_needed(&r, &mut needed);
                 kept_seqs.push((r.seq, Kept::of(&r.op)));
             }
             Ok(())
         })?;
+        // A snapshot blob the tree state no longer names stays when a kept
+        // record names it: dropping it from the snapshot record frees
+        // nothing (its pack stays for that record), and the record naming
+        // it would have to introduce it itself, making the log longer. So
+        // a gc that drops no turn leaves such a log as it is. A snapshot
+        // record with a blob nobody needs is trimmed (or dropped, when it
+        // keeps none), which may free its pack.
+        let mut trims = false;
+        let mut revived = Vec::new();
+        for (seq, loose, names_some) in &snapshots {
+            let needs_some = loose.iter().any(|b| needed.contains(b));
+            if !names_some && needs_some {
+                revived.push(*seq);
+            }
+            if (*names_some || needs_some) && !loose.iter().all(|b| needed.contains(b)) {
+                trims = true;
+            }
+        }
+        if !revived.is_empty() {
+            kept_seqs.extend(revived.into_iter().map(|seq| (seq, Kept::Other)));
+            kept_seqs.sort_unstable_by_key(|k| k.0);
+        }
+        let snapshot_keeps: Option<HashSet<BlobId>> = tree_blobs
+            .as_ref()
+            .map(|named| named.union(&needed).copied().collect());
+        drop(needed);
         report.records_before = total;
         // A saved record no kept operation names is one whose operation was
         // interrupted: the bytes it holds may exist nowhere else, so it
@@ -516,7 +612,7 @@ impl Store {
                 Ok(())
             })?;
             drop(log_bytes);
-            Some(self.compact(chosen, tree_blobs.as_ref(), &log_path, &mut report)?)
+            Some(self.compact(chosen, snapshot_keeps.as_ref(), &log_path, &mut report)?)
         };
         Ok(GcPlan {
             report,
@@ -768,6 +864,30 @@ impl Store {
         let mut bytes = vec![0; n];
         crate::sys::read_exact_at(f, &mut bytes, from).ctx("read", &path)?;
         Ok(bytes)
+    }
+
+    /// Adds to `needed` the blobs `rec` names as pre-images, with the
+    /// bases of their deltas (as [`Store::relink_blobs`] would introduce
+    /// them).
+    fn add_needed(&self, rec: &Record, needed: &mut HashSet<BlobId>) {
+        let files = match &rec.op {
+            Op::Capture { files, .. } | Op::Saved { files, .. } | Op::Packed { files, .. } => files,
+            _ => return,
+        };
+        for f in files {
+            let Pre::File { blob, .. } = &f.pre else {
+                continue;
+            };
+            let mut cur = Some(*blob);
+            let mut depth = 0;
+            while let Some(id) = cur {
+                if !needed.insert(id) || depth > pack::MAX_DELTA_DEPTH {
+                    break;
+                }
+                depth += 1;
+                cur = self.index.blobs.get(&id).and_then(|l| l.base);
+            }
+        }
     }
 
     /// Makes `rec` introduce every blob it names that no earlier kept

@@ -105,12 +105,15 @@ pub struct ImportedTurn {
     /// Its label.
     pub label: Option<String>,
     /// Its osfoundry time (Unix nanoseconds).
+    #[serde(serialize_with = "crate::time::ser_ns")]
     pub osfoundry_at: u64,
     /// Sequence number of its record.
     pub seq: u64,
     /// Paths recorded.
+    #[serde(rename = "file_count")]
     pub files: usize,
     /// Blobs written.
+    #[serde(rename = "new_blob_count")]
     pub new_blobs: usize,
     /// Compressed bytes written.
     pub stored_bytes: u64,

@@ -48,12 +48,14 @@ pub struct Captured {
 #[derive(Debug, Clone, Serialize)]
 pub struct Turn {
     /// The caller's id.
+    #[serde(rename = "turn")]
     pub id: TurnId,
     /// The first label given for it.
     pub label: Option<String>,
     /// Sequence number of its first record: turns are ordered by it.
     pub first_seq: u64,
-    /// Unix time (ns) of its first record.
+    /// Unix time (ns) of its first record (RFC 3339 in JSON).
+    #[serde(serialize_with = "crate::time::ser_ns")]
     pub started_at: u64,
     /// The paths captured, first capture of each path only, in order.
     pub files: Vec<Captured>,
@@ -64,7 +66,7 @@ pub struct Turn {
     /// Whether the turn was sealed (its post-images hashed).
     pub sealed: bool,
     /// The rewind or revert that ended it, if it is no longer live.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "ended_by_seq", skip_serializing_if = "Option::is_none")]
     pub ended_by: Option<u64>,
     /// The position in `files` of each path, ordered by path: a path's
     /// first capture is found by binary search, with no second copy of

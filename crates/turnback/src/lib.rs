@@ -81,6 +81,7 @@ mod subtree_stat;
 mod sys;
 #[cfg(test)]
 mod test_project;
+pub mod time;
 mod trash;
 pub mod tree;
 pub mod verify;

@@ -61,14 +61,17 @@ pub struct RepairReport {
     /// Whether the log was rewritten (false: nothing to repair, or a dry run).
     pub repaired: bool,
     /// Complete lines in the original log.
+    #[serde(rename = "line_count_before")]
     pub lines_before: usize,
     /// Lines kept, byte for byte.
+    #[serde(rename = "kept_line_count")]
     pub lines_kept: usize,
     /// Lines dropped (a torn final line is counted in `torn_tail`).
     pub dropped: Vec<DroppedLine>,
     /// A torn final line dropped: its line number and length in bytes.
     pub torn_tail: Option<(usize, usize)>,
     /// Where the original log was kept (when repaired).
+    #[serde(rename = "original_log")]
     pub original_kept_at: Option<PathBuf>,
     /// The live turns verify found uncertain before the repair (their
     /// rewind may lack what the dropped lines held).

@@ -95,14 +95,18 @@ pub struct VerifyReport {
     /// Whether nothing is damaged (warnings aside).
     pub whole: bool,
     /// Complete lines in the log.
+    #[serde(rename = "log_line_count")]
     pub log_lines: usize,
     /// Records that decoded and fit the log.
+    #[serde(rename = "record_count")]
     pub records: usize,
     /// Sequence number of the last such record.
     pub last_seq: u64,
     /// Packs whose blobs were checked.
+    #[serde(rename = "checked_pack_count")]
     pub packs_checked: usize,
     /// Blobs decompressed and re-hashed.
+    #[serde(rename = "checked_blob_count")]
     pub blobs_checked: usize,
     /// Everything damaged.
     pub damage: Vec<Damage>,
@@ -125,7 +129,9 @@ impl VerifyReport {
 pub enum Damage {
     /// A file or directory of the store itself is not what it must be.
     Store {
-        /// The path.
+        /// The path (`store_file` in JSON: a file of the store, not of
+        /// the project).
+        #[serde(rename = "store_file")]
         path: PathBuf,
         /// What is wrong.
         reason: String,
@@ -147,6 +153,7 @@ pub enum Damage {
         reason: String,
         /// Blobs of the log in it, now unreadable (0 for a damaged header
         /// whose frames still verify).
+        #[serde(rename = "unreadable_blob_count")]
         unreadable_blobs: usize,
         /// The captured paths whose pre-images those blobs hold.
         uses: Vec<BlobUse>,
@@ -219,6 +226,7 @@ pub enum Warning {
         /// Its file name.
         pack: String,
         /// Its link count.
+        #[serde(rename = "link_count")]
         links: u64,
     },
 }
@@ -235,6 +243,7 @@ pub struct TurnCheck {
     /// Line of its first record.
     pub line: usize,
     /// Paths it captured.
+    #[serde(rename = "file_count")]
     pub files: usize,
     /// Whether `rewind` of it would restore every path.
     pub rewindable: bool,

@@ -1,5 +1,6 @@
-use turnback::{GcOptions, Options};
+use turnback::{GcOptions, GcReport, Options};
 
+use crate::size::human;
 use crate::{Ctx, Outcome};
 
 /// Drop the oldest turns beyond the limits and delete what nothing refers to
@@ -20,30 +21,70 @@ pub struct Args {
     /// Drop the oldest turns until the store fits in SIZE (e.g. 500M, 2G)
     #[arg(long, value_name = "SIZE", value_parser = turnback::parse_size)]
     max_size: Option<u64>,
+
+    /// Say what gc would drop and how much room it would free; change nothing
+    #[arg(long)]
+    dry_run: bool,
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     let mut store = ctx.open(Options::default())?;
-    let report = store.gc(&GcOptions {
+    let options = GcOptions {
         keep_turns: args.keep_turns,
         keep_days: args.keep_days,
         max_size: args.max_size,
-    })?;
+    };
+    let report = if args.dry_run {
+        store.gc_dry_run(&options)?
+    } else {
+        store.gc(&options)?
+    };
     if ctx.json() {
         ctx.print_json(&report)?;
         return Ok(0);
     }
-    outln!(
-        "gc: kept {} turn(s), dropped {} turn(s) and {} operation(s); {} pack(s) removed; {} -> {} bytes",
-        report.kept_turns,
-        report.dropped_turns.len(),
-        report.dropped_operations,
-        report.packs_removed,
-        report.bytes_before,
-        report.bytes_after
-    )?;
-    for t in &report.dropped_turns {
-        outln!("  dropped turn {t}")?;
+    for line in describe(&report) {
+        outln!("{line}")?;
     }
     Ok(0)
+}
+
+/// Lines for people describing a gc run (or a dry run).
+pub fn describe(r: &GcReport) -> Vec<String> {
+    let (would, drop, remove) = if r.dry_run {
+        ("gc would keep", "drop", "remove")
+    } else {
+        ("gc kept", "dropped", "removed")
+    };
+    let freed = r.bytes_before.saturating_sub(r.bytes_after);
+    let size = if r.bytes_after > r.bytes_before {
+        format!(
+            "{} -> {} (the log grows by {})",
+            human(r.bytes_before),
+            human(r.bytes_after),
+            human(r.bytes_after - r.bytes_before)
+        )
+    } else {
+        format!(
+            "{} -> {}, {} {}",
+            human(r.bytes_before),
+            human(r.bytes_after),
+            human(freed),
+            if r.dry_run { "would be freed" } else { "freed" }
+        )
+    };
+    let mut out = vec![format!(
+        "{would} {} turn(s), {drop} {} turn(s) and {} operation(s), {remove} {} pack(s); {size}",
+        r.kept_turns,
+        r.dropped_turns.len(),
+        r.dropped_operations,
+        r.packs_removed,
+    )];
+    for t in &r.dropped_turns {
+        out.push(format!("  {drop} turn {t}"));
+    }
+    if r.dry_run {
+        out.push("dry run: nothing changed".into());
+    }
+    out
 }

@@ -7,28 +7,39 @@ use crate::{Ctx, Outcome};
 #[derive(clap::Args, Debug)]
 pub struct Args {}
 
+/// One live turn as `list --json` (and the MCP server's `list_turns`)
+/// give it; see docs/JSON.md.
 #[derive(Serialize)]
-struct Row<'a> {
-    turn: &'a str,
-    label: Option<&'a str>,
+pub struct Row<'a> {
+    pub turn: &'a str,
+    pub label: Option<&'a str>,
+    /// RFC 3339 in UTC with nanoseconds.
+    pub started_at: String,
+    pub first_seq: u64,
+    pub file_count: usize,
+    #[serde(skip)]
     started_at_ns: u64,
-    seq: u64,
-    files: usize,
 }
 
-pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
-    let store = ctx.open(Options::default())?;
-    let rows: Vec<Row> = store
-        .turns()?
+/// The rows of `turns`, oldest first.
+pub fn rows<'a>(turns: &[&'a turnback::Turn]) -> Vec<Row<'a>> {
+    turns
         .iter()
         .map(|t| Row {
             turn: t.id.as_str(),
             label: t.label.as_deref(),
+            started_at: turnback::time::rfc3339(i128::from(t.started_at)),
+            first_seq: t.first_seq,
+            file_count: t.files.len(),
             started_at_ns: t.started_at,
-            seq: t.first_seq,
-            files: t.files.len(),
         })
-        .collect();
+        .collect()
+}
+
+pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
+    let store = ctx.open(Options::default())?;
+    let turns = store.turns()?;
+    let rows = rows(&turns);
     if ctx.json() {
         ctx.print_json(&rows)?;
         return Ok(0);
@@ -41,7 +52,7 @@ pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
             "{:<24} {}  {:>5} file(s)  {}",
             r.turn,
             format_time(r.started_at_ns),
-            r.files,
+            r.file_count,
             r.label.unwrap_or("")
         )?;
     }
@@ -52,16 +63,7 @@ pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
 pub fn format_time(ns: u64) -> String {
     let secs = ns / 1_000_000_000;
     let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = turnback::time::civil_from_days(i128::from(days));
     format!(
         "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
         rem / 3600,

@@ -393,25 +393,13 @@ impl Server {
     }
 
     #[tool(
-        description = "List the turns that can be rewound, oldest first, as JSON: turn id, label, start time (Unix ns), number of files.",
+        description = "List the turns that can be rewound, oldest first, as JSON (the shape of `turnback list --json`, docs/JSON.md): turn, label, started_at (RFC 3339, UTC), first_seq, file_count.",
         annotations(read_only_hint = true)
     )]
     fn list_turns(&self, Parameters(_): Parameters<NoArgs>) -> CallToolResult {
         self.with_store(|store, _| {
-            let rows: Vec<serde_json::Value> = store
-                .turns()
-                .map_err(|e| e.to_string())?
-                .iter()
-                .map(|t| {
-                    serde_json::json!({
-                        "turn": t.id,
-                        "label": t.label,
-                        "started_at_ns": t.started_at,
-                        "files": t.files.len(),
-                    })
-                })
-                .collect();
-            Ok(json_result(&rows))
+            let turns = store.turns().map_err(|e| e.to_string())?;
+            Ok(json_result(&super::list::rows(&turns)))
         })
     }
 

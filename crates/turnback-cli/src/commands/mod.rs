@@ -2,6 +2,7 @@
 //! help text) and `run`.
 
 pub mod capture;
+pub mod completions;
 pub mod demo;
 pub mod diff;
 pub mod edit;
@@ -12,6 +13,7 @@ pub mod import_osfoundry;
 pub mod init;
 pub mod list;
 pub mod maintain;
+pub mod man;
 pub mod mcp;
 pub mod mkdir;
 pub mod mv;

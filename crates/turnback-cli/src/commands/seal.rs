@@ -16,7 +16,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     let mut store = ctx.open(Options::default())?;
     let n = store.seal(&turn)?;
     if ctx.json() {
-        ctx.print_json(&serde_json::json!({ "turn": turn, "sealed_paths": n }))?;
+        ctx.print_json(&serde_json::json!({ "turn": turn, "sealed_path_count": n }))?;
     } else {
         outln!("sealed turn {turn}: {n} post-image(s) recorded")?;
     }

@@ -49,7 +49,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         let (removed, kept) = location::forget_project(&root, None)?;
         if ctx.json() {
             ctx.print_json(
-                &serde_json::json!({ "root": root, "forgotten": removed, "store_kept": kept }),
+                &serde_json::json!({ "root": root, "removed": removed, "kept_store_dir": kept }),
             )?;
         } else if removed.is_empty() {
             outln!(
@@ -76,12 +76,33 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     } else {
         location::locate(&root, None)?
     };
+    // Where the store is is said even when it cannot be read (deleted by
+    // hand, damaged): the reason takes the place of the summary.
+    let (summary, problem) = match found.as_ref().map(|l| Summary::of(ctx, &l.store_dir)) {
+        Some(Ok(s)) => (Some(s), None),
+        Some(Err(e)) => (None, Some(crate::message(&e))),
+        None => (None, None),
+    };
     if ctx.json() {
+        let s = summary.as_ref();
         ctx.print_json(&serde_json::json!({
             "root": root,
-            "store": found.as_ref().map(|l| &l.store_dir),
+            "store_dir": found.as_ref().map(|l| &l.store_dir),
             "in_project": found.as_ref().map(|l| l.kind == Kind::InProject),
             "notes": found.as_ref().map(|l| &l.notes),
+            "bytes": s.map(|s| s.bytes),
+            "turn_count": s.map(|s| s.turns.len()),
+            "oldest_turn": s.and_then(|s| s.turns.first()),
+            "newest_turn": s.and_then(|s| s.turns.last()),
+            "config": s.map(|s| serde_json::json!({
+                "retention": {
+                    "keep_turns": s.config.retention.keep_turns,
+                    "keep_days": s.config.retention.keep_days,
+                    "max_size": s.config.retention.max_size,
+                },
+                "gc": { "auto_every_captures": s.config.gc.auto_every_captures },
+            })),
+            "problem": problem,
         }))?;
         return Ok(0);
     }
@@ -111,9 +132,127 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
             };
             outln!("project: {}", root.display())?;
             outln!("store: {} ({place})", store_dir.display())?;
+            if let Some(s) = &summary {
+                for line in s.describe(&store_dir) {
+                    outln!("{line}")?;
+                }
+            }
+            if let Some(why) = &problem {
+                outln!("cannot read the store: {why}")?;
+            }
         }
     }
     Ok(0)
+}
+
+/// What `turnback store` says of a store beyond where it is: its size, its
+/// turns and its limits.
+struct Summary {
+    /// The bytes of every file in the store's directory.
+    bytes: u64,
+    /// The live turns, oldest first.
+    turns: Vec<TurnRow>,
+    config: turnback::Config,
+}
+
+/// A turn as `store --json` names its oldest and newest.
+#[derive(serde::Serialize)]
+struct TurnRow {
+    turn: String,
+    label: Option<String>,
+    started_at: String,
+    #[serde(skip)]
+    started_at_ns: u64,
+}
+
+impl Summary {
+    fn of(ctx: &Ctx, store_dir: &std::path::Path) -> anyhow::Result<Summary> {
+        let store = ctx.open(turnback::Options::default())?;
+        let turns = store
+            .turns()?
+            .iter()
+            .map(|t| TurnRow {
+                turn: t.id.to_string(),
+                label: t.label.clone(),
+                started_at: turnback::time::rfc3339(i128::from(t.started_at)),
+                started_at_ns: t.started_at,
+            })
+            .collect();
+        Ok(Summary {
+            bytes: dir_bytes(store_dir)?,
+            turns,
+            config: store.config()?,
+        })
+    }
+
+    fn describe(&self, store_dir: &std::path::Path) -> Vec<String> {
+        let mut out = vec![format!("size: {}", crate::size::human(self.bytes))];
+        let when = |t: &TurnRow| {
+            format!(
+                "{} ({} UTC{})",
+                t.turn,
+                super::list::format_time(t.started_at_ns),
+                t.label
+                    .as_deref()
+                    .map(|l| format!(", {l}"))
+                    .unwrap_or_default()
+            )
+        };
+        out.push(match (self.turns.first(), self.turns.last()) {
+            (Some(first), Some(last)) if self.turns.len() > 1 => format!(
+                "turns: {}, oldest {}, newest {}",
+                self.turns.len(),
+                when(first),
+                when(last)
+            ),
+            (Some(only), _) => format!("turns: 1, {}", when(only)),
+            _ => "turns: none to rewind".to_owned(),
+        });
+        let r = &self.config.retention;
+        let auto = match self.config.gc.auto_every_captures {
+            0 => "automatic gc off".to_owned(),
+            n => format!("checked after every {n} captures and each rewind"),
+        };
+        out.push(format!(
+            "limits: keep_turns {}, keep_days {}, max_size {} ({auto}; {})",
+            r.keep_turns,
+            r.keep_days,
+            crate::size::human(r.max_size),
+            store_dir.join("config.toml").display()
+        ));
+        out
+    }
+}
+
+/// The bytes of the files under `dir` (symlinks not followed).
+fn dir_bytes(dir: &std::path::Path) -> anyhow::Result<u64> {
+    let mut total = 0;
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!("cannot list {}", dir.display())));
+        }
+    };
+    for e in entries {
+        let e =
+            e.map_err(|e| anyhow::Error::new(e).context(format!("cannot list {}", dir.display())))?;
+        let meta = match e.metadata() {
+            Ok(m) => m,
+            // Removed meanwhile (a temporary file).
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(err) => {
+                return Err(anyhow::Error::new(err)
+                    .context(format!("cannot look at {}", e.path().display())));
+            }
+        };
+        if meta.is_dir() {
+            total += dir_bytes(&e.path())?;
+        } else {
+            total += meta.len();
+        }
+    }
+    Ok(total)
 }
 
 /// `turnback store --list`: every registered project, its store's size and
@@ -143,9 +282,9 @@ fn list(ctx: &Ctx) -> Outcome {
             .map(|(p, turns)| {
                 serde_json::json!({
                     "root": p.root,
-                    "store": p.store_dir,
+                    "store_dir": p.store_dir,
                     "bytes": p.bytes,
-                    "turns": turns.as_ref().ok(),
+                    "turn_count": turns.as_ref().ok(),
                     "problem": turns.as_ref().err(),
                 })
             })

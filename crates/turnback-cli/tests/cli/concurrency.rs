@@ -133,7 +133,7 @@ fn two_processes_capturing_at_once_lose_and_duplicate_nothing() -> TestResult {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for t in list.as_array().ok_or("list is not an array")? {
         let id = t["turn"].as_str().ok_or("turn without id")?.to_owned();
-        let files = t["files"].as_u64().ok_or("turn without file count")?;
+        let files = t["file_count"].as_u64().ok_or("turn without file count")?;
         assert!(
             counts.insert(id.clone(), files).is_none(),
             "{id} listed twice"

@@ -41,12 +41,20 @@ fn list_shows_turns_oldest_first_with_label_and_file_count() -> TestResult {
     let v = p.json(&["list"])?;
     assert_eq!(strings(&v, Some("turn")), ["zeta", "alpha"]);
     assert_eq!(v[0]["label"], "first turn");
-    assert_eq!(v[0]["files"], 3);
+    assert_eq!(v[0]["file_count"], 3);
     assert_eq!(v[1]["label"], Value::Null);
-    assert_eq!(v[1]["files"], 1);
-    let (s0, s1) = (v[0]["seq"].as_u64(), v[1]["seq"].as_u64());
+    assert_eq!(v[1]["file_count"], 1);
+    let (s0, s1) = (v[0]["first_seq"].as_u64(), v[1]["first_seq"].as_u64());
     assert!(s0 < s1, "{v}");
-    assert!(v[0]["started_at_ns"].as_u64().is_some_and(|t| t > 0));
+    // RFC 3339, UTC, nanoseconds: 2026-12-06T09:40:35.786684193Z.
+    let at = v[0]["started_at"]
+        .as_str()
+        .ok_or("started_at is a string")?;
+    assert_eq!(at.len(), 30, "{at}");
+    assert!(
+        at.ends_with('Z') && at.as_bytes()[10] == b'T' && at.as_bytes()[19] == b'.',
+        "{at}"
+    );
 
     let human = p.ok(&["list"])?;
     let lines: Vec<&str> = human.lines().collect();
@@ -103,7 +111,7 @@ fn show_lists_each_path_with_its_pre_image_kind_and_size() -> TestResult {
     );
 
     let v = p.json(&["show", "t1"])?;
-    assert_eq!(v["id"], "t1");
+    assert_eq!(v["turn"], "t1");
     assert_eq!(v["label"], "tidy");
     assert_eq!(strings(&v["files"], Some("path")), paths);
     let pre = &v["files"][0]["pre"];

@@ -92,7 +92,7 @@ fn capture_takes_many_paths_in_one_call_and_one_record() -> TestResult {
     let list = p.json(&["list"])?;
     assert_eq!(list.as_array().map(Vec::len), Some(1));
     assert_eq!(list[0]["turn"], "fmt");
-    assert_eq!(list[0]["files"], 61);
+    assert_eq!(list[0]["file_count"], 61);
     Ok(())
 }
 
@@ -124,7 +124,7 @@ fn capture_json_lists_every_path_with_its_pre_image() -> TestResult {
         v["captured"][paths.len() - 1]["pre"],
         json!({"kind": "absent"})
     );
-    assert_eq!(v["new_blobs"], 2);
+    assert_eq!(v["new_blob_count"], 2);
     Ok(())
 }
 
@@ -173,5 +173,70 @@ fn labels_are_cut_to_120_characters() -> TestResult {
     let label = list[0]["label"].as_str().unwrap_or_default();
     assert_eq!(label.chars().count(), 120);
     assert!(long.starts_with(label));
+    Ok(())
+}
+
+/// `turnback write` with its standard input on a terminal refuses at once
+/// (exit code 2, a hint) instead of waiting for typing, and changes
+/// nothing; run in a real pseudo-terminal made by `script` (util-linux).
+/// `timeout` only guards against the old behaviour, a wait forever.
+#[cfg(target_os = "linux")]
+#[test]
+fn write_refuses_a_terminal_on_standard_input() -> TestResult {
+    let p = Project::new()?;
+    p.write("a.txt", "old\n")?;
+    for json in [false, true] {
+        let line = format!(
+            "'{}' {}write --turn t1 a.txt",
+            crate::common::BIN,
+            if json { "--json " } else { "" }
+        );
+        let mut cmd = std::process::Command::new("timeout");
+        cmd.args(["60", "script", "-qec", &line, "/dev/null"])
+            .env_clear()
+            .env(
+                "TURNBACK_DATA_DIR",
+                std::env::var_os("TURNBACK_DATA_DIR").unwrap_or_default(),
+            )
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .current_dir(&p.root)
+            .stdin(std::process::Stdio::null());
+        let out = cmd
+            .output()
+            .map_err(|e| format!("timeout and script are needed (.ci/run installs them): {e}"))?;
+        let (stdout, stderr) = crate::common::texts(&out);
+        // What the command printed on the terminal.
+        assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+        assert!(
+            stdout.contains("standard input is a terminal")
+                && stdout.contains("turnback write --turn t1 PATH < new-contents"),
+            "{stdout}"
+        );
+        if json {
+            let first = stdout.lines().next().unwrap_or("");
+            let v: serde_json::Value = serde_json::from_str(first.trim_end_matches('\r'))?;
+            assert!(
+                v["error"].as_str().is_some_and(|e| e.contains("terminal")),
+                "{v}"
+            );
+        }
+    }
+    assert_eq!(p.read("a.txt")?, b"old\n");
+    assert!(!p.exists(".turnback"), "a store was made");
+    Ok(())
+}
+
+#[test]
+fn write_from_an_empty_pipe_writes_an_empty_file() -> TestResult {
+    let p = Project::new()?;
+    p.write("a.txt", "old\n")?;
+    p.tb()
+        .args(["write", "--turn", "t1", "a.txt"])
+        .write_stdin("")
+        .assert()
+        .success();
+    assert_eq!(p.read("a.txt")?, b"");
+    let show = p.json(&["show", "t1"])?;
+    assert_eq!(show["files"][0]["pre"]["size"], 4);
     Ok(())
 }

@@ -275,6 +275,7 @@ pub struct Report {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub left: Vec<RelPath>,
     /// Sequence number of the record holding what this overwrote.
+    #[serde(rename = "saved_seq")]
     pub saved: Option<u64>,
     /// What the operation settled before it began: an interrupted
     /// operation rolled back, a command's window closed into its turn.

@@ -140,20 +140,26 @@ impl Progress for NoProgress {}
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct ScanStats {
     /// Covered regular files.
+    #[serde(rename = "file_count")]
     pub files: u64,
     /// Their bytes.
     pub bytes: u64,
     /// Covered directories.
+    #[serde(rename = "dir_count")]
     pub dirs: u64,
     /// Covered symlinks.
+    #[serde(rename = "symlink_count")]
     pub symlinks: u64,
     /// Paths left out (see [`Store::status`]).
+    #[serde(rename = "excluded_count")]
     pub excluded: u64,
     /// Files read and hashed (the rest were known by their stat).
+    #[serde(rename = "hashed_file_count")]
     pub hashed_files: u64,
     /// Bytes read and hashed.
     pub hashed_bytes: u64,
     /// Blobs stored by this scan.
+    #[serde(rename = "new_blob_count")]
     pub new_blobs: u64,
     /// Compressed bytes stored by this scan.
     pub stored_bytes: u64,
@@ -274,7 +280,8 @@ pub struct Baseline {
     pub turn: TurnId,
     /// Whether it is a before half still waiting for its after half.
     pub pending: bool,
-    /// Its scan stamp (ns since the epoch).
+    /// Its scan stamp (ns since the epoch; `at`, RFC 3339, in JSON).
+    #[serde(rename = "at", serialize_with = "crate::time::ser_ns_signed")]
     pub at_ns: i64,
 }
 
@@ -310,6 +317,7 @@ pub struct Status {
     /// Everything the scan leaves out, changed or not.
     pub not_covered: Vec<NotCovered>,
     /// Covered files now.
+    #[serde(rename = "file_count")]
     pub files: u64,
     /// Their bytes.
     pub bytes: u64,

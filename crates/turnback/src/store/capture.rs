@@ -31,6 +31,7 @@ pub struct CaptureReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hard_links_outside: Vec<RelPath>,
     /// Blobs written by this call.
+    #[serde(rename = "new_blob_count")]
     pub new_blobs: usize,
     /// Compressed bytes written by this call.
     pub stored_bytes: u64,
