@@ -250,10 +250,10 @@ impl Store {
         }
         let config = self.config()?;
         let _shared = crate::lock::acquire(
-            &self.dirs().store,
-            &self.store_path,
+            &self.place.dirs().store,
+            &self.place.store_path,
             false,
-            self.options.lock_timeout,
+            self.options().lock_timeout,
         )?;
         let plan = self.gc_plan(options, &config)?;
         let referenced: HashSet<String> = plan
@@ -267,7 +267,7 @@ impl Store {
         let log_before = self.index.consumed;
         let log_after = plan.rewrite.as_ref().map_or(log_before, |r| r.len);
         let mut report = plan.report.clone();
-        plan.discard(&self.dirs().store);
+        plan.discard(&self.place.dirs().store);
         let packs = packs?;
         report.bytes_before = packs.values().sum::<u64>() + log_before;
         let mut removed_bytes = 0;

@@ -442,6 +442,10 @@ fn every_command_json_matches_docs_json_md() -> TestResult {
     // A file of yours changed after the turn: a conflict.
     p.write("a.txt", "yours\n")?;
     docs.push(("rewind", r.run(&["rewind", "t3", "--dry-run"], "", 0)?));
+    docs.push((
+        "rewind",
+        r.run(&["rewind", "t1", "--dry-run", "--", "a.txt"], "", 0)?,
+    ));
     docs.push(("rewind", r.run(&["rewind", "t3"], "", 0)?));
     docs.push(("undo", r.run(&["undo"], "", 0)?));
     docs.push(("redo", r.run(&["redo"], "", 0)?));
