@@ -83,6 +83,7 @@ mod sys;
 mod test_project;
 mod trash;
 pub mod tree;
+pub mod turn_ref;
 pub mod verify;
 
 pub use config::{Config, parse_size};
