@@ -133,6 +133,13 @@ impl Ctx {
         self.json
     }
 
+    /// The live turn a turn reference on the command line names (a full
+    /// id, a unique prefix of one, `@` or `@~N`; see
+    /// `turnback::turn_ref`).
+    pub fn turn(&self, store: &turnback::Store, text: &str) -> anyhow::Result<turnback::TurnId> {
+        Ok(store.resolve_turn(text)?)
+    }
+
     /// Prints `value` as one line of JSON.
     pub fn print_json(&self, value: &impl serde::Serialize) -> anyhow::Result<()> {
         let mut out = std::io::stdout().lock();

@@ -6,13 +6,14 @@ use crate::{Ctx, Outcome};
 /// Show the paths a turn captured, with their pre-image kind and size
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The turn
+    /// The turn: its id, a unique prefix of it, @ (the newest turn) or @~N
+    /// (N turns before it)
     turn: String,
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
-    let turn = TurnId::new(&args.turn)?;
     let store = ctx.open(Options::default())?;
+    let turn = ctx.turn(&store, &args.turn)?;
     let t = store.turn(&turn)?;
     if ctx.json() {
         ctx.print_json(t)?;
