@@ -12,6 +12,7 @@ mod commands;
 mod platform;
 mod progress;
 mod size;
+mod when;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -44,6 +45,16 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "SECONDS", default_value_t = 30.0)]
     lock_timeout: f64,
 
+    /// When to color the output: auto (on a terminal, unless NO_COLOR is
+    /// set), always or never
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto")]
+    color: out::ColorChoice,
+
+    /// Print long output (log, show --stat/--patch) straight to the
+    /// terminal, not through $PAGER or less
+    #[arg(long, global = true)]
+    no_pager: bool,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -59,6 +70,7 @@ enum Command {
     Seal(commands::seal::Args),
     Gc(commands::gc::Args),
     List(commands::list::Args),
+    Log(commands::log::Args),
     Show(commands::show::Args),
     Diff(commands::diff::Args),
     Demo(commands::demo::Args),
@@ -88,6 +100,7 @@ pub struct Ctx {
     root: Option<PathBuf>,
     json: bool,
     lock_timeout: std::time::Duration,
+    no_pager: bool,
 }
 
 impl Ctx {
@@ -140,6 +153,13 @@ impl Ctx {
         Ok(store.resolve_turn(text)?)
     }
 
+    /// The pager for long output on a terminal, unless `--no-pager` or
+    /// `--json` (see `out::Pager`); printing goes through it until it is
+    /// dropped.
+    pub fn pager(&self) -> out::Pager {
+        out::Pager::start(!self.no_pager && !self.json)
+    }
+
     /// Prints `value` as one line of JSON.
     pub fn print_json(&self, value: &impl serde::Serialize) -> anyhow::Result<()> {
         let mut out = std::io::stdout().lock();
@@ -153,9 +173,11 @@ impl Ctx {
 fn main() -> ExitCode {
     platform::return_large_frees();
     let cli = Cli::parse();
+    out::init_color(cli.color);
     let ctx = Ctx {
         root: cli.root,
         json: cli.json,
+        no_pager: cli.no_pager,
         lock_timeout: std::time::Duration::try_from_secs_f64(cli.lock_timeout.max(0.0))
             .unwrap_or(std::time::Duration::from_secs(30)),
     };
@@ -169,6 +191,7 @@ fn main() -> ExitCode {
         Command::Seal(a) => commands::seal::run(&ctx, a),
         Command::Gc(a) => commands::gc::run(&ctx, a),
         Command::List(a) => commands::list::run(&ctx, a),
+        Command::Log(a) => commands::log::run(&ctx, a),
         Command::Show(a) => commands::show::run(&ctx, a),
         Command::Diff(a) => commands::diff::run(&ctx, a),
         Command::Demo(a) => commands::demo::run(&ctx, a),

@@ -11,6 +11,7 @@ pub mod hook;
 pub mod import_osfoundry;
 pub mod init;
 pub mod list;
+pub mod log;
 pub mod maintain;
 pub mod mcp;
 pub mod mkdir;
