@@ -7,6 +7,7 @@
 #[macro_use]
 mod out;
 
+mod changes;
 mod commands;
 #[allow(unsafe_code)] // The platform layer: each block says why it is sound.
 mod platform;
