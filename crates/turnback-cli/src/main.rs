@@ -7,12 +7,14 @@
 #[macro_use]
 mod out;
 
+mod changes;
 mod commands;
 mod help;
 #[allow(unsafe_code)] // The platform layer: each block says why it is sound.
 mod platform;
 mod progress;
 mod size;
+mod when;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -61,6 +63,16 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "SECONDS", default_value_t = 30.0)]
     lock_timeout: f64,
 
+    /// When to color the output: auto (on a terminal, unless NO_COLOR is
+    /// set), always or never
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto")]
+    color: out::ColorChoice,
+
+    /// Print long output (log, show --stat/--patch) straight to the
+    /// terminal, not through $PAGER or less
+    #[arg(long, global = true)]
+    no_pager: bool,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -76,6 +88,7 @@ enum Command {
     Seal(commands::seal::Args),
     Gc(commands::gc::Args),
     List(commands::list::Args),
+    Log(commands::log::Args),
     Show(commands::show::Args),
     Diff(commands::diff::Args),
     Demo(commands::demo::Args),
@@ -107,6 +120,7 @@ pub struct Ctx {
     root: Option<PathBuf>,
     json: bool,
     lock_timeout: std::time::Duration,
+    no_pager: bool,
 }
 
 impl Ctx {
@@ -150,6 +164,20 @@ impl Ctx {
     /// Whether `--json` was given.
     pub fn json(&self) -> bool {
         self.json
+    }
+
+    /// The live turn a turn reference on the command line names (a full
+    /// id, a unique prefix of one, `@` or `@~N`; see
+    /// `turnback::turn_ref`).
+    pub fn turn(&self, store: &turnback::Store, text: &str) -> anyhow::Result<turnback::TurnId> {
+        Ok(store.resolve_turn(text)?)
+    }
+
+    /// The pager for long output on a terminal, unless `--no-pager` or
+    /// `--json` (see `out::Pager`); printing goes through it until it is
+    /// dropped.
+    pub fn pager(&self) -> out::Pager {
+        out::Pager::start(!self.no_pager && !self.json)
     }
 
     /// Prints `value` as one line of JSON.
@@ -217,9 +245,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
+    out::init_color(cli.color);
     let ctx = Ctx {
         root: cli.root,
         json: cli.json,
+        no_pager: cli.no_pager,
         lock_timeout: std::time::Duration::try_from_secs_f64(cli.lock_timeout.max(0.0))
             .unwrap_or(std::time::Duration::from_secs(30)),
     };
@@ -233,6 +263,7 @@ fn main() -> ExitCode {
         Command::Seal(a) => commands::seal::run(&ctx, a),
         Command::Gc(a) => commands::gc::run(&ctx, a),
         Command::List(a) => commands::list::run(&ctx, a),
+        Command::Log(a) => commands::log::run(&ctx, a),
         Command::Show(a) => commands::show::run(&ctx, a),
         Command::Diff(a) => commands::diff::run(&ctx, a),
         Command::Demo(a) => commands::demo::run(&ctx, a),

@@ -10,6 +10,8 @@ mod common;
 mod bad_input;
 #[path = "cli/concurrency.rs"]
 mod concurrency;
+#[path = "cli/daily.rs"]
+mod daily;
 // The demo compares with git, which the Windows run (under Wine) lacks.
 #[cfg(unix)]
 #[path = "cli/demo.rs"]

@@ -72,6 +72,29 @@ pub enum Error {
         /// The turn asked for.
         turn: String,
     },
+    /// A turn reference (see [`crate::turn_ref`]) names no live turn.
+    #[error("unknown turn {given:?}: {reason}; `turnback log` shows the turns and their ids")]
+    NoSuchTurn {
+        /// The reference as given.
+        given: String,
+        /// Why nothing matches.
+        reason: String,
+    },
+    /// A prefix given as a turn reference begins the ids of several live
+    /// turns.
+    #[error(
+        "{given:?} is ambiguous: it begins the ids of {count} turns ({}{}); give more of the id (`turnback log` marks the shortest unique part)",
+        candidates.join(", "),
+        if *count > candidates.len() { ", ..." } else { "" }
+    )]
+    AmbiguousTurn {
+        /// The prefix as given.
+        given: String,
+        /// How many live turns it begins.
+        count: usize,
+        /// Their ids, newest first (at most ten).
+        candidates: Vec<String>,
+    },
     /// The turn existed but has already been rewound.
     #[error(
         "nothing to rewind: turn {turn:?} was already rewound or reverted (log record {seq}); `turnback undo` reverses that"

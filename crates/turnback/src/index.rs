@@ -307,6 +307,16 @@ impl Index {
         Ok(live)
     }
 
+    /// The ids of the live turns, oldest first; a checkpoint's turn is not
+    /// decoded for its id (see [`Turns::id_of`]).
+    pub(crate) fn live_ids(&self) -> Result<Vec<TurnId>> {
+        let mut ids = Vec::with_capacity(self.live_count);
+        for i in self.live_places() {
+            ids.push(self.turns.id_of(i?)?);
+        }
+        Ok(ids)
+    }
+
     /// The places of the live turns in [`Index::turns`], oldest first (no
     /// turn of the checkpoint is decoded).
     pub(crate) fn live_places(&self) -> impl DoubleEndedIterator<Item = Result<usize>> + '_ {
@@ -976,6 +986,20 @@ impl Turns {
         match &self.frozen {
             Some(f) if i < f.len() => f.is_live(i),
             _ => Ok(self.get(i)?.is_some_and(Turn::is_live)),
+        }
+    }
+
+    /// The `i`th turn's id: a checkpoint's turn not decoded yet gives it
+    /// from the start of its bytes (see [`FrozenTurns::id_of`]).
+    pub(crate) fn id_of(&self, i: usize) -> Result<TurnId> {
+        match &self.frozen {
+            Some(f) if i < f.len() => f.id_of(i),
+            _ => Ok(self
+                .get(i)?
+                .map(|t| t.id.clone())
+                .ok_or_else(|| Error::UnknownTurn {
+                    turn: format!("turn {} of {}", i + 1, self.len()),
+                })?),
         }
     }
 

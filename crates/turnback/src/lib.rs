@@ -42,6 +42,7 @@
 
 mod aside;
 pub mod checkpoint;
+pub mod command_notes;
 pub mod config;
 mod conflicts;
 mod dirstack;
@@ -53,6 +54,7 @@ mod exec_window;
 mod fsx;
 mod gc;
 mod generated;
+mod history;
 mod id;
 pub mod import;
 mod index;
@@ -84,11 +86,13 @@ mod test_project;
 pub mod time;
 mod trash;
 pub mod tree;
+pub mod turn_ref;
 pub mod verify;
 
 pub use config::{Config, parse_size};
 pub use error::{Error, PathProblem, Result};
 pub use gc::{GcOptions, GcReport};
+pub use history::{BlobReader, Left};
 pub use id::{BadBlobId, BlobId, TurnId, cut_label};
 pub use import::ImportReport;
 pub use index::{Captured, Turn};

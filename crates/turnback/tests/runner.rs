@@ -33,3 +33,4 @@ mod test_safety;
 mod test_store;
 #[cfg(target_os = "linux")]
 mod test_trash;
+mod test_turn_ref;

@@ -10,7 +10,7 @@ use crate::{Ctx, Outcome};
 /// against its current contents (binary files summarised)
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The turn
+    /// The turn: its id, a unique prefix of it, @ (the newest turn) or @~N (N turns before it)
     turn: String,
 }
 
@@ -71,8 +71,8 @@ fn text(b: &[u8]) -> Option<&str> {
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
-    let turn = TurnId::new(&args.turn)?;
     let store = ctx.open(Options::default())?;
+    let turn = ctx.turn(&store, &args.turn)?;
     let out = diffs(&store, &turn)?;
     if ctx.json() {
         ctx.print_json(&out)?;

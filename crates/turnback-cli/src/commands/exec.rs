@@ -55,6 +55,16 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         .command
         .split_first()
         .context("no command given; usage: turnback exec --turn T -- CMD ARGS...")?;
+    // What `turnback log` shows the turn ran: a description, so a failure
+    // to note it is a warning.
+    let line: Vec<String> = args
+        .command
+        .iter()
+        .map(|w| crate::platform::quote_program(&w.to_string_lossy()))
+        .collect();
+    if let Err(e) = store.note_command(&turn, &line.join(" ")) {
+        errln!("turnback: warning: the command is not noted for `turnback log`: {e}");
+    }
     let mut child = Command::new(program)
         .args(rest)
         .current_dir(&root)

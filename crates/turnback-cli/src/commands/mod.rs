@@ -12,6 +12,7 @@ pub mod hook;
 pub mod import_osfoundry;
 pub mod init;
 pub mod list;
+pub mod log;
 pub mod maintain;
 pub mod man;
 pub mod mcp;

@@ -1,4 +1,4 @@
-use turnback::{Options, RevertOptions, TurnId};
+use turnback::{Options, RevertOptions};
 
 use crate::{Ctx, Outcome};
 
@@ -9,7 +9,7 @@ use crate::{Ctx, Outcome};
 /// after) and left as it is unless --force.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The turn to revert
+    /// The turn to revert: its id, a unique prefix of it, @ (the newest turn) or @~N (N turns before it)
     turn: String,
 
     /// Print the plan and change nothing
@@ -31,8 +31,8 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
-    let turn = TurnId::new(&args.turn)?;
     let mut store = ctx.open(Options::default())?;
+    let turn = ctx.turn(&store, &args.turn)?;
     let paths = super::rewind::named_paths(&store, &args.paths)?;
     let shared = super::rewind::shared_changes(store.turn(&turn).ok());
     let report = store.revert(

@@ -11,7 +11,7 @@ use crate::{Ctx, EXIT_INCOMPLETE, Outcome};
 /// them back. `--keep-conflicts` leaves them as they are instead.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The turn to undo (with every later one)
+    /// The turn to undo (with every later one): its id, a unique prefix of it, @ (the newest turn) or @~N (N turns before it)
     turn: String,
 
     /// Print the plan (restore / delete / cannot restore, per path) and change nothing
@@ -29,8 +29,8 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
-    let turn = TurnId::new(&args.turn)?;
     let mut store = ctx.open(Options::default())?;
+    let turn = ctx.turn(&store, &args.turn)?;
     let paths = named_paths(&store, &args.paths)?;
     // Only the turns this rewind undoes: older ones are not read. An
     // unknown turn is left for the rewind to report.

@@ -1,4 +1,4 @@
-use turnback::{Options, TurnId};
+use turnback::Options;
 
 use crate::{Ctx, Outcome};
 
@@ -7,13 +7,13 @@ use crate::{Ctx, Outcome};
 /// begins
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The turn
+    /// The turn: its id, a unique prefix of it, @ (the newest turn) or @~N (N turns before it)
     turn: String,
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
-    let turn = TurnId::new(&args.turn)?;
     let mut store = ctx.open(Options::default())?;
+    let turn = ctx.turn(&store, &args.turn)?;
     let n = store.seal(&turn)?;
     if ctx.json() {
         ctx.print_json(&serde_json::json!({ "turn": turn, "sealed_path_count": n }))?;

@@ -175,7 +175,7 @@ fn show_and_diff_of_an_unknown_turn_fail_with_exit_1() -> TestResult {
             .assert()
             .code(1)
             .stdout("")
-            .stderr(contains("unknown turn \"t9\"").and(contains("turnback list")));
+            .stderr(contains("unknown turn \"t9\"").and(contains("turnback log")));
         let out = p.tb().args(["--json", cmd, "t9"]).assert().code(1);
         let v = crate::common::parse_json(&out.get_output().stdout)?;
         assert!(v["error"].as_str().is_some_and(|e| e.contains("t9")), "{v}");

@@ -294,6 +294,14 @@ fn handle(ctx: &Ctx, d: &Dialect, event: &Event) -> anyhow::Result<Verdict> {
                 }
             }
         }
+        // What `turnback log` shows the turn ran (a description: a
+        // failure to note it stops nothing).
+        if phase == Phase::Before
+            && let Some(command) = command_text(event.input.as_ref())
+            && let Err(e) = store.note_command(&session.turn, &command)
+        {
+            errln!("turnback: note: the command is not noted for `turnback log`: {e}");
+        }
     } else if post && is_file_tool(d, tool) {
         let mut store = open(ctx, d, event)?;
         let session = current_turn(&mut store, d, event)?;
@@ -318,6 +326,30 @@ fn first_word(command: &str) -> &str {
         }
     }
     c.split_whitespace().next().unwrap_or("")
+}
+
+/// The command line a shell tool's input holds: `command` as a string
+/// (or a list of words, joined), or Cline's `commands` list, one a line.
+fn command_text(input: Option<&Value>) -> Option<String> {
+    let input = input?;
+    let words = |list: &Vec<Value>| -> Option<String> {
+        let words: Vec<&str> = list.iter().map(Value::as_str).collect::<Option<_>>()?;
+        Some(words.join(" "))
+    };
+    let text = match (input.get("command"), input.get("commands")) {
+        (Some(Value::String(c)), _) => c.clone(),
+        (Some(Value::Array(list)), _) => words(list)?,
+        (_, Some(Value::Array(list))) => list
+            .iter()
+            .map(|c| {
+                c.as_str()
+                    .or_else(|| c.get("command").and_then(Value::as_str))
+            })
+            .collect::<Option<Vec<&str>>>()?
+            .join("\n"),
+        _ => return None,
+    };
+    (!text.trim().is_empty()).then_some(text)
 }
 
 /// Whether a shell tool's input runs nothing but the `turnback` program
@@ -782,6 +814,25 @@ mod tests {
         assert_eq!(label_of("\n  Fix the header  \nand more"), "Fix the header");
         assert_eq!(label_of(""), "(empty prompt)");
         assert_eq!(label_of(&"x".repeat(500)).chars().count(), 120);
+    }
+
+    #[test]
+    fn a_shell_tool_names_its_command_line() {
+        let text = |v: Value| command_text(Some(&v));
+        assert_eq!(
+            text(json!({"command": "cargo test"})).as_deref(),
+            Some("cargo test")
+        );
+        assert_eq!(
+            text(json!({"command": ["bash", "-lc", "ls"]})).as_deref(),
+            Some("bash -lc ls")
+        );
+        assert_eq!(
+            text(json!({"commands": ["make", {"command": "ls"}]})).as_deref(),
+            Some("make\nls")
+        );
+        assert_eq!(text(json!({"command": "  "})), None);
+        assert_eq!(text(json!({"path": "a"})), None);
     }
 
     #[test]

@@ -58,3 +58,45 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         Agent::Cursor(a) => cursor::run(ctx, a),
     }
 }
+
+/// Every agent's dialect.
+pub const DIALECTS: [&engine::Dialect; 7] = [
+    &claude_code::DIALECT,
+    &gemini_cli::DIALECT,
+    &codex::DIALECT,
+    &copilot::DIALECT,
+    &cline::DIALECT,
+    &opencode::DIALECT,
+    &cursor::DIALECT,
+];
+
+/// The agent and session of a turn a hook began, from its id
+/// (`<prefix>-<session>-<n>`, see [`engine`]): the agent's dialect and
+/// the session's tag. `None` for any other id.
+pub fn agent_of_turn(id: &str) -> Option<(&'static engine::Dialect, &str)> {
+    DIALECTS.iter().find_map(|d| {
+        let rest = id.strip_prefix(d.turn_prefix)?.strip_prefix('-')?;
+        let (tag, n) = rest.rsplit_once('-')?;
+        let numbered = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+        (numbered && !tag.is_empty()).then_some((*d, tag))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_hook_turn_names_its_agent_and_session() {
+        let agent_of_turn = |id| super::agent_of_turn(id).map(|(d, tag)| (d.name, tag.to_owned()));
+        assert_eq!(
+            agent_of_turn("claude-8c35adc1-3"),
+            Some(("claude-code", "8c35adc1".to_owned()))
+        );
+        assert_eq!(
+            agent_of_turn("gemini-ab-cd-12"),
+            Some(("gemini-cli", "ab-cd".to_owned()))
+        );
+        assert_eq!(agent_of_turn("claude-8c35adc1-x"), None);
+        assert_eq!(agent_of_turn("claude--3"), None);
+        assert_eq!(agent_of_turn("msg_01"), None);
+    }
+}
