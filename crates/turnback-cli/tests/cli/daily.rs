@@ -31,7 +31,7 @@ fn five_turns(p: &Project) -> TestResult {
 /// The turn `show --json REF` shows.
 fn shown(p: &Project, reference: &str) -> Res<String> {
     let v = p.json(&["show", reference])?;
-    Ok(v["id"]
+    Ok(v["turn"]
         .as_str()
         .ok_or("show --json names its turn")?
         .to_owned())
