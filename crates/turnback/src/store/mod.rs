@@ -120,6 +120,9 @@ pub struct Store {
     /// The directory handles the walks of the operation under way share
     /// (see [`Store::holding_dirs`]); `None` between operations.
     held_dirs: std::sync::Mutex<Option<crate::dirstack::Held>>,
+    /// Where the execution of a rewind, revert, undo or redo reports its
+    /// progress ([`Store::set_progress`]).
+    pub(crate) progress: Option<Arc<dyn crate::Progress + Send + Sync>>,
 }
 
 impl Drop for Store {
@@ -263,6 +266,7 @@ impl Store {
             options,
             warnings,
             held_dirs: std::sync::Mutex::new(None),
+            progress: None,
         };
         store.open_dirs(false)?;
         if store.dirs.is_some() {
@@ -270,6 +274,14 @@ impl Store {
             store.refresh()?;
         }
         Ok(store)
+    }
+
+    /// Reports the progress of this store's rewinds, reverts, undos and
+    /// redos to `progress` from now on ([`crate::Progress::changing`] and
+    /// [`crate::Progress::changed`], while they change the project); `None`:
+    /// to nothing, the default.
+    pub fn set_progress(&mut self, progress: Option<Arc<dyn crate::Progress + Send + Sync>>) {
+        self.progress = progress;
     }
 
     /// The project root (canonical).
