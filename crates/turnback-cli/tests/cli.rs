@@ -24,6 +24,8 @@ mod exact_rewinds;
 mod foreign_names;
 #[path = "cli/list_show_diff.rs"]
 mod list_show_diff;
+#[path = "cli/long_ops.rs"]
+mod long_ops;
 #[path = "cli/rewind.rs"]
 mod rewind;
 #[path = "cli/root.rs"]
@@ -36,5 +38,9 @@ mod scan;
 mod session;
 #[path = "cli/store_files.rs"]
 mod store_files;
+// Unix only: tmux drives the binary in a real terminal.
+#[cfg(unix)]
+#[path = "cli/terminal.rs"]
+mod terminal;
 #[path = "cli/write_capture.rs"]
 mod write_capture;

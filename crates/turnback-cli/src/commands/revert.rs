@@ -23,12 +23,16 @@ pub struct Args {
     /// Leave files changed since the agent's turn as they are
     #[arg(long)]
     keep_conflicts: bool,
+
+    #[command(flatten)]
+    verbose: super::rewind::Verbose,
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     let turn = TurnId::new(&args.turn)?;
     let mut store = ctx.open(Options::default())?;
     let shared = super::rewind::shared_changes(store.turn(&turn).ok());
+    let bar = super::rewind::progress_bar(&mut store, "reverting");
     let report = store.revert(
         &turn,
         &RevertOptions {
@@ -36,8 +40,10 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
             force: args.force,
             keep_conflicts: args.keep_conflicts,
         },
-    )?;
-    let code = super::rewind::print_report(ctx, &report)?;
+    );
+    turnback::Progress::done(&*bar);
+    let report = report?;
+    let code = super::rewind::print_report(ctx, &report, args.verbose)?;
     if !ctx.json() {
         super::rewind::print_shared(&report, &shared)?;
     }

@@ -19,6 +19,34 @@ pub struct Args {
     /// Leave files changed since the agent's turn as they are
     #[arg(long)]
     keep_conflicts: bool,
+
+    #[command(flatten)]
+    verbose: Verbose,
+}
+
+/// The `-v` of the commands that restore (rewind, revert, undo, redo).
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct Verbose {
+    /// List every path restored or deleted (by default only when there are
+    /// at most 50; problems are always listed, every path is in --json)
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+/// At most this many paths restored or deleted are listed one per line
+/// without `-v`; more are only counted in the summary line.
+pub const LIST_AT_MOST: usize = 50;
+
+/// A progress bar for the operation `doing` ("rewinding"), given to the
+/// store: drawn on a terminal only, once the operation has run for a
+/// while (see `progress.rs`).
+pub fn progress_bar(
+    store: &mut turnback::Store,
+    doing: &str,
+) -> std::sync::Arc<crate::progress::Bar> {
+    let bar = std::sync::Arc::new(crate::progress::Bar::doing(doing));
+    store.set_progress(Some(bar.clone()));
+    bar
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
@@ -27,14 +55,17 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     // Only the turns this rewind undoes: older ones are not read. An
     // unknown turn is left for the rewind to report.
     let shared = shared_changes(store.turns_from(&turn).unwrap_or_default());
+    let bar = progress_bar(&mut store, "rewinding");
     let report = store.rewind(
         &turn,
         &RewindOptions {
             dry_run: args.dry_run,
             keep_conflicts: args.keep_conflicts,
         },
-    )?;
-    let code = print_report(ctx, &report)?;
+    );
+    turnback::Progress::done(&*bar);
+    let report = report?;
+    let code = print_report(ctx, &report, args.verbose)?;
     if !ctx.json() {
         print_shared(&report, &shared)?;
     }
@@ -84,8 +115,10 @@ pub fn print_shared(
 }
 
 /// Prints a rewind/revert/undo/redo report; the exit code says whether it
-/// was complete.
-pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
+/// was complete. The paths restored and deleted are listed one per line
+/// when there are at most [`LIST_AT_MOST`] of them or with `-v`; the
+/// problems always are, and a summary line ends the report.
+pub fn print_report(ctx: &Ctx, report: &Report, verbose: Verbose) -> Outcome {
     let code = if report.complete() {
         0
     } else {
@@ -130,11 +163,13 @@ pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
         }
     } else {
         outln!("{verb}: {}", turns.join(", "))?;
-        for p in &report.restored {
-            outln!("  restored  {p}")?;
-        }
-        for p in &report.deleted {
-            outln!("  deleted   {p}")?;
+        if listed(report, verbose) {
+            for p in &report.restored {
+                outln!("  restored  {p}")?;
+            }
+            for p in &report.deleted {
+                outln!("  deleted   {p}")?;
+            }
         }
     }
     for c in &report.conflicts {
@@ -167,6 +202,9 @@ pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
     for s in &report.links_split {
         outln!("  LINK SPLIT  {}: {}", s.path, s.reason)?;
     }
+    if !report.dry_run {
+        outln!("{}", summary(report, verbose))?;
+    }
     if !report.complete() {
         errln!(
             "turnback: {} path(s) could not be restored; the folder is not fully back to its state before {}",
@@ -175,4 +213,25 @@ pub fn print_report(ctx: &Ctx, report: &Report) -> Outcome {
         );
     }
     Ok(code)
+}
+
+/// Whether the paths restored and deleted are listed one per line.
+fn listed(report: &Report, verbose: Verbose) -> bool {
+    verbose.verbose || report.restored.len() + report.deleted.len() <= LIST_AT_MOST
+}
+
+/// The line that ends a report: how many paths were restored, deleted,
+/// replaced over a conflict, and not restored.
+fn summary(report: &Report, verbose: Verbose) -> String {
+    let mut line = format!(
+        "restored {}, deleted {}, conflicts {}, not restored {}",
+        report.restored.len(),
+        report.deleted.len(),
+        report.conflicts.len(),
+        report.failed.len()
+    );
+    if !listed(report, verbose) {
+        line.push_str(" (-v lists every path)");
+    }
+    line
 }

@@ -43,7 +43,7 @@ fn rewind_restores_files_and_modes_and_deletes_what_the_turn_created() -> TestRe
     let human = p.ok(&["rewind", "t1"])?;
     assert_eq!(
         human,
-        "rewound turns: t1\n  restored  a.txt\n  restored  gone.txt\n  deleted   new/x.txt\n  deleted   new\n"
+        "rewound turns: t1\n  restored  a.txt\n  restored  gone.txt\n  deleted   new/x.txt\n  deleted   new\nrestored 2, deleted 2, conflicts 0, not restored 0\n"
     );
     check_back(&p)?;
     assert_eq!(p.json(&["list"])?, json!([]));
