@@ -8,6 +8,7 @@
 mod out;
 
 mod commands;
+mod picker;
 #[allow(unsafe_code)] // The platform layer: each block says why it is sound.
 mod platform;
 mod progress;

@@ -1,5 +1,6 @@
 use turnback::{Options, RevertOptions, TurnId};
 
+use super::rewind::Picked;
 use crate::{Ctx, Outcome};
 
 /// Undo TURN alone and keep later turns
@@ -7,10 +8,14 @@ use crate::{Ctx, Outcome};
 /// A file only TURN touched returns to its state before TURN. A file a later
 /// turn also touched is a conflict, explained (what TURN changed, what came
 /// after) and left as it is unless --force.
+///
+/// With no TURN on a terminal, a picker lists the turns, newest first, with
+/// what each changed; the one picked is shown as --dry-run shows it, and
+/// reverted only once you answer `y`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The turn to revert
-    turn: String,
+    /// The turn to revert [default: pick one on a terminal]
+    turn: Option<String>,
 
     /// Print the plan and change nothing
     #[arg(long)]
@@ -29,14 +34,42 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
-    let turn = TurnId::new(&args.turn)?;
+    let Some(turn) = &args.turn else {
+        return pick(ctx, &args);
+    };
+    let turn = TurnId::new(turn)?;
+    revert(ctx, &turn, &args, args.dry_run)
+}
+
+/// `revert` with no turn: the picker, then the dry run, then the revert
+/// once confirmed (see `picker.rs`).
+fn pick(ctx: &Ctx, args: &Args) -> Outcome {
+    let turn = match super::rewind::pick_turn(ctx, "revert")? {
+        Picked::Turn(turn) => turn,
+        Picked::Done(code) => return Ok(code),
+    };
+    let code = revert(ctx, &turn, args, true)?;
+    if args.dry_run {
+        return Ok(code);
+    }
+    if !crate::picker::confirm(&format!(
+        "Revert turn {turn} alone, keeping the later turns?"
+    ))? {
+        return crate::picker::cancelled();
+    }
+    revert(ctx, &turn, args, false)
+}
+
+/// Reverts `turn` as `args` say (a dry run if `dry_run`).
+fn revert(ctx: &Ctx, turn: &TurnId, args: &Args, dry_run: bool) -> Outcome {
+    let turn = turn.clone();
     let mut store = ctx.open(Options::default())?;
     let shared = super::rewind::shared_changes(store.turn(&turn).ok());
     let bar = super::rewind::progress_bar(&mut store, "reverting");
     let report = store.revert(
         &turn,
         &RevertOptions {
-            dry_run: args.dry_run,
+            dry_run,
             force: args.force,
             keep_conflicts: args.keep_conflicts,
         },

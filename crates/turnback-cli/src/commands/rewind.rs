@@ -7,10 +7,15 @@ use crate::{Ctx, EXIT_INCOMPLETE, Outcome};
 /// Files changed since the agent's turn (by you, an editor, another tool)
 /// are saved in the store before they are replaced; `turnback undo` brings
 /// them back. `--keep-conflicts` leaves them as they are instead.
+///
+/// With no TURN on a terminal, a picker lists the turns, newest first, with
+/// what each changed; the one picked is shown as --dry-run shows it, and
+/// rewound only once you answer `y`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The turn to undo (with every later one)
-    turn: String,
+    /// The turn to undo (with every later one) [default: pick one on a
+    /// terminal]
+    turn: Option<String>,
 
     /// Print the plan (restore / delete / cannot restore, per path) and change nothing
     #[arg(long)]
@@ -50,7 +55,16 @@ pub fn progress_bar(
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
-    let turn = TurnId::new(&args.turn)?;
+    let Some(turn) = &args.turn else {
+        return pick(ctx, &args);
+    };
+    let turn = TurnId::new(turn)?;
+    rewind(ctx, &turn, &args, args.dry_run)
+}
+
+/// Rewinds to before `turn` as `args` say (a dry run if `dry_run`).
+fn rewind(ctx: &Ctx, turn: &TurnId, args: &Args, dry_run: bool) -> Outcome {
+    let turn = turn.clone();
     let mut store = ctx.open(Options::default())?;
     // Only the turns this rewind undoes: older ones are not read. An
     // unknown turn is left for the rewind to report.
@@ -59,7 +73,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     let report = store.rewind(
         &turn,
         &RewindOptions {
-            dry_run: args.dry_run,
+            dry_run,
             keep_conflicts: args.keep_conflicts,
         },
     );
@@ -70,6 +84,52 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
         print_shared(&report, &shared)?;
     }
     Ok(code)
+}
+
+/// `rewind` with no turn: the picker, then the dry run, then the rewind
+/// once confirmed (see `picker.rs`).
+fn pick(ctx: &Ctx, args: &Args) -> Outcome {
+    let turn = match pick_turn(ctx, "rewind")? {
+        Picked::Turn(turn) => turn,
+        Picked::Done(code) => return Ok(code),
+    };
+    let code = rewind(ctx, &turn, args, true)?;
+    if args.dry_run {
+        return Ok(code);
+    }
+    if !crate::picker::confirm(&format!(
+        "Rewind the folder to before turn {turn}, undoing it and every later turn?"
+    ))? {
+        return crate::picker::cancelled();
+    }
+    rewind(ctx, &turn, args, false)
+}
+
+/// What the picker gave a command run with no turn.
+pub enum Picked {
+    /// The turn picked.
+    Turn(TurnId),
+    /// The command is over, with this exit code: the picker could not open
+    /// (2, the usage error printed), was cancelled, or had no turn to offer
+    /// (0, "nothing changed" printed).
+    Done(u8),
+}
+
+/// The turn the user picks for `command` ("rewind", "revert", "show").
+pub fn pick_turn(ctx: &Ctx, command: &str) -> anyhow::Result<Picked> {
+    if !crate::picker::available() {
+        return Ok(Picked::Done(crate::picker::missing_turn(command)));
+    }
+    let store = ctx.open(Options::default())?;
+    let turns = store.turns()?;
+    if turns.is_empty() {
+        outln!("no turns in {}", store.root().display())?;
+        return crate::picker::cancelled().map(Picked::Done);
+    }
+    match crate::picker::pick(store.root(), &turns, command)? {
+        Some(turn) => Ok(Picked::Turn(turn)),
+        None => crate::picker::cancelled().map(Picked::Done),
+    }
 }
 
 /// Each of `turns`' changes that are recorded in other turns too.

@@ -4,14 +4,23 @@ use super::describe_pre;
 use crate::{Ctx, Outcome};
 
 /// Show the paths a turn captured, with their pre-image kind and size
+///
+/// With no TURN on a terminal, a picker lists the turns, newest first, with
+/// what each changed; the one picked is shown.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The turn
-    turn: String,
+    /// The turn [default: pick one on a terminal]
+    turn: Option<String>,
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
-    let turn = TurnId::new(&args.turn)?;
+    let turn = match &args.turn {
+        Some(turn) => TurnId::new(turn)?,
+        None => match super::rewind::pick_turn(ctx, "show")? {
+            super::rewind::Picked::Turn(turn) => turn,
+            super::rewind::Picked::Done(code) => return Ok(code),
+        },
+    };
     let store = ctx.open(Options::default())?;
     let t = store.turn(&turn)?;
     if ctx.json() {

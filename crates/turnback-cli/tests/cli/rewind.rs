@@ -281,3 +281,25 @@ fn the_trash_a_rewind_fills_is_emptied_in_the_background() -> TestResult {
     }
     Ok(())
 }
+
+/// With no turn and no terminal (the tests' pipes), rewind, revert and show
+/// stay usage errors: exit 2, the missing argument named, nothing changed.
+#[test]
+fn a_missing_turn_without_a_terminal_is_a_usage_error() -> TestResult {
+    let p = Project::new()?;
+    one_turn(&p)?;
+    let before = p.snapshot()?;
+    for command in ["rewind", "revert", "show"] {
+        let out = p.tb().arg(command).write_stdin("y\n").assert().code(2);
+        let (stdout, stderr) = crate::common::texts(out.get_output());
+        assert_eq!(stdout, "", "{command}");
+        assert!(stderr.contains("<TURN>"), "{command}: {stderr}");
+        assert!(stderr.contains("terminal"), "{command}: {stderr}");
+        assert!(
+            stderr.contains(&format!("Usage: turnback {command}")),
+            "{command}: {stderr}"
+        );
+    }
+    assert_eq!(p.snapshot()?, before);
+    Ok(())
+}

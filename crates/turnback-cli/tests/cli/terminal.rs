@@ -36,7 +36,10 @@ impl Tmux {
         std::fs::create_dir_all(&home)?;
         let data = std::env::var("TURNBACK_DATA_DIR")?;
         let path = std::env::var("PATH").unwrap_or_default();
-        let go = p.outer.join("tmux-go");
+        // Each its own server and files: one test may start several.
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let go = p.outer.join(format!("tmux-go-{n}"));
         let mut line = format!(
             "while [ ! -e {go} ]; do sleep 0.05; done; cd {root} && env -i PATH={path} HOME={home} TURNBACK_DATA_DIR={data} TERM=xterm-256color",
             go = quoted(&go.to_string_lossy()),
@@ -56,8 +59,8 @@ impl Tmux {
         }
         line.push_str("; echo \"[exit $?]\"; sleep 600");
         let t = Tmux {
-            socket: p.outer.join("tmux.sock"),
-            raw: p.outer.join("tmux-raw"),
+            socket: p.outer.join(format!("tmux-{n}.sock")),
+            raw: p.outer.join(format!("tmux-raw-{n}")),
         };
         t.tmux(&[
             "new-session",
@@ -96,6 +99,14 @@ impl Tmux {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// Types `keys` (tmux key names: `Down`, `Enter`, `Escape`, `y`).
+    pub fn keys(&self, keys: &[&str]) -> TestResult {
+        for k in keys {
+            self.tmux(&["send-keys", "-t", "t", k])?;
+        }
+        Ok(())
+    }
+
     /// The screen as it is now.
     pub fn screen(&self) -> Res<String> {
         self.tmux(&["capture-pane", "-p", "-t", "t"])
@@ -114,6 +125,11 @@ impl Tmux {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// Waits until the screen shows `text`.
+    pub fn wait_for(&self, text: &str) -> Res<String> {
+        self.wait(&format!("{text:?}"), |s| s.contains(text))
     }
 
     /// Waits for the program's end; its exit code and the screen.
@@ -181,5 +197,156 @@ fn a_rewind_on_a_terminal_draws_a_progress_bar_then_clears_it() -> TestResult {
     );
     assert!(!screen.contains("rewinding"), "{screen}");
     assert_eq!(p.read("src/f123.txt")?, b"before src/f123.txt\n");
+    Ok(())
+}
+
+/// Three turns: t1 modifies a.txt; t2 modifies b.txt and creates c.txt; t3
+/// deletes d.txt.
+fn three_turns(p: &Project) -> TestResult {
+    for f in ["a.txt", "b.txt", "d.txt"] {
+        p.write(f, format!("{f} before\n"))?;
+    }
+    let write = |turn: &str, label: &str, path: &str, text: &str| {
+        p.tb()
+            .args(["write", "--turn", turn, "--label", label, path])
+            .write_stdin(text)
+            .assert()
+            .success();
+    };
+    write("t1", "first", "a.txt", "a by t1\n");
+    write("t2", "second", "b.txt", "b by t2\n");
+    write("t2", "second", "c.txt", "c by t2\n");
+    p.ok(&["capture", "--turn", "t3", "--label", "third", "d.txt"])?;
+    std::fs::remove_file(p.path("d.txt"))?;
+    Ok(())
+}
+
+/// The turn ids of the picker's list, top to bottom.
+fn listed(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .filter(|l| l.contains("file(s)"))
+        .filter_map(|l| {
+            l.trim_start_matches(['│', ' ', '>'])
+                .split_whitespace()
+                .next()
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+#[test]
+fn the_picker_lists_turns_newest_first_and_rewinds_the_one_picked_on_y() -> TestResult {
+    let p = Project::new()?;
+    three_turns(&p)?;
+    let t = Tmux::start(&p, &["rewind"], &[])?;
+    let screen = t.wait_for("pick a turn")?;
+    assert_eq!(listed(&screen), ["t3", "t2", "t1"], "{screen}");
+    // The newest is selected, its changes below the list.
+    assert!(screen.contains("> t3"), "{screen}");
+    assert!(screen.contains("D  d.txt"), "{screen}");
+    assert!(
+        screen.contains("turn t3: 0 created, 0 modified, 1 deleted"),
+        "{screen}"
+    );
+    t.keys(&["Down"])?;
+    let screen = t.wait_for("> t2")?;
+    assert!(
+        screen.contains("M  b.txt") && screen.contains("A  c.txt"),
+        "{screen}"
+    );
+    assert!(screen.contains("second"), "{screen}");
+    t.keys(&["Enter"])?;
+    // The dry run, then the question; nothing changed yet.
+    let screen = t.wait_for("[y/N]")?;
+    assert!(
+        screen.contains("rewind of t2 would undo turns: t2, t3"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("delete") && screen.contains("c.txt"),
+        "{screen}"
+    );
+    assert_eq!(p.read("b.txt")?, b"b by t2\n");
+    assert!(p.exists("c.txt"));
+    t.keys(&["y"])?;
+    let (code, screen) = t.exit()?;
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("rewound turns: t2, t3"), "{screen}");
+    assert!(
+        screen.contains("restored 2, deleted 1, conflicts 0, not restored 0"),
+        "{screen}"
+    );
+    assert_eq!(p.read("a.txt")?, b"a by t1\n");
+    assert_eq!(p.read("b.txt")?, b"b.txt before\n");
+    assert_eq!(p.read("d.txt")?, b"d.txt before\n");
+    assert!(!p.exists("c.txt"));
+    Ok(())
+}
+
+#[test]
+fn n_esc_and_q_in_the_picker_change_nothing() -> TestResult {
+    let p = Project::new()?;
+    three_turns(&p)?;
+    let before = p.snapshot()?;
+    // No at the question, Esc at the question, then q and Esc in the list.
+    let ways: [&[&str]; 4] = [
+        &["Enter", "n"],
+        &["Down", "Enter", "Escape"],
+        &["q"],
+        &["Escape"],
+    ];
+    for keys in ways {
+        let t = Tmux::start(&p, &["rewind"], &[])?;
+        t.wait_for("pick a turn")?;
+        t.keys(keys)?;
+        let (code, screen) = t.exit()?;
+        assert_eq!(code, 0, "{keys:?}: {screen}");
+        assert!(screen.contains("nothing changed"), "{keys:?}: {screen}");
+        assert!(!screen.contains("rewound turns"), "{keys:?}: {screen}");
+        assert_eq!(p.snapshot()?, before, "{keys:?}");
+    }
+    assert_eq!(p.json(&["list"])?.as_array().map(Vec::len), Some(3));
+    Ok(())
+}
+
+#[test]
+fn the_picker_of_revert_reverts_the_turn_picked_alone() -> TestResult {
+    let p = Project::new()?;
+    three_turns(&p)?;
+    let t = Tmux::start(&p, &["revert"], &[])?;
+    t.wait_for("pick a turn")?;
+    t.keys(&["j", "Enter"])?;
+    let screen = t.wait_for("[y/N]")?;
+    assert!(
+        screen.contains("revert of t2 would undo turns: t2"),
+        "{screen}"
+    );
+    t.keys(&["y"])?;
+    let (code, screen) = t.exit()?;
+    assert_eq!(code, 0, "{screen}");
+    assert_eq!(p.read("b.txt")?, b"b.txt before\n");
+    assert!(!p.exists("c.txt"));
+    // t3 stays: d.txt is still deleted.
+    assert!(!p.exists("d.txt"));
+    Ok(())
+}
+
+#[test]
+fn the_picker_of_show_prints_the_turn_picked() -> TestResult {
+    let p = Project::new()?;
+    three_turns(&p)?;
+    let t = Tmux::start(&p, &["show"], &[])?;
+    t.wait_for("pick a turn")?;
+    t.keys(&["Down", "Down"])?;
+    let screen = t.wait_for("> t1")?;
+    assert!(screen.contains("M  a.txt"), "{screen}");
+    t.keys(&["Enter"])?;
+    let (code, screen) = t.exit()?;
+    assert_eq!(code, 0, "{screen}");
+    let shown = p.ok(&["show", "t1"])?;
+    for line in shown.lines() {
+        assert!(screen.contains(line.trim_end()), "{line:?} not in {screen}");
+    }
     Ok(())
 }
