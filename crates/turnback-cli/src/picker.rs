@@ -25,13 +25,14 @@ pub fn available() -> bool {
 }
 
 /// Prints the usage error of `command` run with no turn where the picker
-/// cannot open, as clap prints a missing argument; returns its exit code.
+/// cannot open (no terminal, or `--json`: output for a program), as clap
+/// prints a missing argument; returns its exit code.
 pub fn missing_turn(command: &str) -> u8 {
     let mut cli = <crate::Cli as clap::CommandFactory>::command();
     cli.build();
     let message = "the following required arguments were not provided:\n  <TURN>\n\n\
-                   (with no turn, the turn picker opens, but only when standard input and \
-                   output are a terminal; `turnback list` names the turns)";
+                   (with no turn, the turn picker opens, but only without --json and when \
+                   standard input and output are a terminal; `turnback list` names the turns)";
     let kind = clap::error::ErrorKind::MissingRequiredArgument;
     let err = match cli.find_subcommand_mut(command) {
         Some(sub) => sub.error(kind, message),

@@ -117,7 +117,7 @@ pub enum Picked {
 
 /// The turn the user picks for `command` ("rewind", "revert", "show").
 pub fn pick_turn(ctx: &Ctx, command: &str) -> anyhow::Result<Picked> {
-    if !crate::picker::available() {
+    if ctx.json() || !crate::picker::available() {
         return Ok(Picked::Done(crate::picker::missing_turn(command)));
     }
     let store = ctx.open(Options::default())?;

@@ -300,6 +300,10 @@ fn a_missing_turn_without_a_terminal_is_a_usage_error() -> TestResult {
             "{command}: {stderr}"
         );
     }
+    // --json wants output for a program: never a picker.
+    let out = p.tb().args(["--json", "rewind"]).assert().code(2);
+    let (_, stderr) = crate::common::texts(out.get_output());
+    assert!(stderr.contains("<TURN>"), "{stderr}");
     assert_eq!(p.snapshot()?, before);
     Ok(())
 }
