@@ -6,6 +6,12 @@
 //! Esc or Ctrl-C cancel. The list is drawn with ratatui on the alternate
 //! screen, so the terminal is left as it was once a turn is picked.
 //!
+//! For rewind and revert the turn picked is then shown as `--dry-run`
+//! shows it, and a `[y/N]` question read as one key: only `y` runs the
+//! operation. A cancel, in the list or at the question, is not an error:
+//! the command prints "nothing changed" and exits 0, as `git add -p` does
+//! when told `q`; it has changed nothing.
+//!
 //! With standard input or output not a terminal a missing turn is a usage
 //! error (exit 2), as it always was: scripts never wait on a picker.
 

@@ -11,7 +11,8 @@ use crate::{Ctx, Outcome};
 ///
 /// With no TURN on a terminal, a picker lists the turns, newest first, with
 /// what each changed; the one picked is shown as --dry-run shows it, and
-/// reverted only once you answer `y`.
+/// reverted only once you answer `y` (any other answer, or q or Esc in the
+/// list, changes nothing and exits 0).
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The turn to revert [default: pick one on a terminal]

@@ -10,7 +10,8 @@ use crate::{Ctx, EXIT_INCOMPLETE, Outcome};
 ///
 /// With no TURN on a terminal, a picker lists the turns, newest first, with
 /// what each changed; the one picked is shown as --dry-run shows it, and
-/// rewound only once you answer `y`.
+/// rewound only once you answer `y` (any other answer, or q or Esc in the
+/// list, changes nothing and exits 0).
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The turn to undo (with every later one) [default: pick one on a
