@@ -132,6 +132,15 @@ pub fn pick(root: &Path, turns: &[&Turn], title: &str) -> anyhow::Result<Option<
             ))
         })
         .collect();
+    // Built once, drawn by reference on every key: a store may hold
+    // thousands of turns.
+    let list = List::new(items)
+        .block(Block::bordered().title(format!(
+            " turnback {title}: pick a turn ({} live, newest first) ",
+            newest_first.len()
+        )))
+        .highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+        .highlight_symbol("> ");
     let mut previews: Vec<Option<Vec<Change>>> = newest_first.iter().map(|_| None).collect();
     let mut state = ListState::default().with_selected(Some(0));
     let mut terminal = ratatui::try_init()?;
@@ -152,14 +161,7 @@ pub fn pick(root: &Path, turns: &[&Turn], title: &str) -> anyhow::Result<Option<
             ])
             .areas(frame.area());
             page = usize::from(list_area.height.saturating_sub(2)).max(1);
-            let list = List::new(items.clone())
-                .block(Block::bordered().title(format!(
-                    " turnback {title}: pick a turn ({} live, newest first) ",
-                    newest_first.len()
-                )))
-                .highlight_style(Style::new().add_modifier(Modifier::REVERSED))
-                .highlight_symbol("> ");
-            frame.render_stateful_widget(list, list_area, &mut state);
+            frame.render_stateful_widget(&list, list_area, &mut state);
             let room = usize::from(preview_area.height.saturating_sub(2));
             let mut lines: Vec<Line> = Vec::with_capacity(room);
             let shown = if preview.len() > room {
