@@ -10,6 +10,7 @@ mod out;
 mod changes;
 mod commands;
 mod help;
+mod picker;
 #[allow(unsafe_code)] // The platform layer: each block says why it is sound.
 mod platform;
 mod progress;

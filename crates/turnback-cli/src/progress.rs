@@ -1,5 +1,7 @@
-//! The progress bar of a long scan: shown on a terminal only, and only once
-//! the scan has run for half a second (a quick scan prints nothing).
+//! The progress bar of a long scan, rewind, revert, undo or redo: shown on
+//! a terminal only (standard error), and only once the work has run for
+//! half a second (a quick one prints nothing). `TURNBACK_PROGRESS_DELAY_MS`
+//! sets that delay in milliseconds, for tests (`0`: drawn at once).
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -9,10 +11,19 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 const DELAY: Duration = Duration::from_millis(500);
 
+/// The delay before a bar is drawn: [`DELAY`], or the test's.
+fn delay() -> Duration {
+    std::env::var("TURNBACK_PROGRESS_DELAY_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map_or(DELAY, Duration::from_millis)
+}
+
 /// A [`turnback::Progress`] drawn with indicatif on standard error.
 pub struct Bar {
     bar: ProgressBar,
     start: Instant,
+    delay: Duration,
     enabled: bool,
     shown: AtomicBool,
     files_total: AtomicU64,
@@ -26,6 +37,7 @@ impl Bar {
         Bar {
             bar,
             start: Instant::now(),
+            delay: delay(),
             enabled: std::io::stderr().is_terminal(),
             shown: AtomicBool::new(false),
             files_total: AtomicU64::new(0),
@@ -33,9 +45,17 @@ impl Bar {
         }
     }
 
+    /// A bar whose rewind, revert, undo or redo (see
+    /// [`turnback::Progress::changing`]) is said as `doing` ("rewinding").
+    pub fn doing(doing: &str) -> Bar {
+        let bar = Bar::new();
+        bar.bar.set_message(doing.to_string());
+        bar
+    }
+
     fn maybe_show(&self) {
         if self.enabled
-            && self.start.elapsed() >= DELAY
+            && self.start.elapsed() >= self.delay
             && !self.shown.swap(true, Ordering::Relaxed)
         {
             self.bar.set_draw_target(ProgressDrawTarget::stderr());
@@ -75,5 +95,21 @@ impl turnback::Progress for Bar {
 
     fn done(&self) {
         self.bar.finish_and_clear();
+    }
+
+    fn changing(&self, paths: u64) {
+        if let Ok(style) = ProgressStyle::with_template(
+            "{msg} {wide_bar} {pos}/{len} paths ({per_sec}, about {eta} left)",
+        ) {
+            self.bar.set_style(style);
+        }
+        self.bar.set_length(paths);
+        self.bar.set_position(0);
+        self.maybe_show();
+    }
+
+    fn changed(&self, paths: u64) {
+        self.bar.inc(paths);
+        self.maybe_show();
     }
 }

@@ -32,6 +32,8 @@ mod help;
 mod json_doc;
 #[path = "cli/list_show_diff.rs"]
 mod list_show_diff;
+#[path = "cli/long_ops.rs"]
+mod long_ops;
 #[path = "cli/path_rewinds.rs"]
 mod path_rewinds;
 #[path = "cli/rewind.rs"]
@@ -46,5 +48,9 @@ mod scan;
 mod session;
 #[path = "cli/store_files.rs"]
 mod store_files;
+// Unix only: tmux drives the binary in a real terminal.
+#[cfg(unix)]
+#[path = "cli/terminal.rs"]
+mod terminal;
 #[path = "cli/write_capture.rs"]
 mod write_capture;

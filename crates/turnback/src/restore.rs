@@ -119,6 +119,15 @@ fn in_dirs<'a, T: Sync, R: Send>(
     out
 }
 
+/// Calls its function when dropped: once per job, however the job ends.
+struct Ticks<'a, F: Fn()>(&'a F);
+
+impl<F: Fn()> Drop for Ticks<'_, F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
+
 /// Files of one directory done in a row on one thread, at most: a larger
 /// directory is split, so its files still use every core.
 const RUN: usize = 64;
@@ -190,6 +199,14 @@ impl Store {
         lost: &mut Vec<String>,
     ) -> Result<Vec<Staged<'a>>> {
         let mut walk = self.place.walk().sweeping();
+        // Each job counts as done once its file is staged (or failed): the
+        // renames that follow are quick (see `Progress::changed`).
+        let worked = std::sync::atomic::AtomicUsize::new(0);
+        let tick = || {
+            if let Some(p) = &self.progress {
+                p.changed(1);
+            }
+        };
         let done = in_dirs(
             &mut walk,
             jobs,
@@ -197,6 +214,8 @@ impl Store {
             true,
             "its directory cannot be created",
             |dir, &(path, source, mode)| {
+                let _done = Ticks(&tick);
+                worked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let (file, temp, lost) = fsx::create_temp_replacing(dir, path.file_name(), mode)
                     .map_err(|e| format!("cannot create a temporary file: {e}"))?;
                 let written = match source {
@@ -209,6 +228,11 @@ impl Store {
                 written.map(|w| w.then_some((temp, lost)))
             },
         );
+        // Jobs whose directory could not be reached did no work.
+        let unreached = jobs.len() - worked.into_inner();
+        if let Some(p) = self.progress.as_ref().filter(|_| unreached > 0) {
+            p.changed(unreached as u64);
+        }
         let mut staged = Vec::with_capacity(jobs.len());
         for (&(path, _, _), res) in done {
             match res {

@@ -300,3 +300,91 @@ fn a_replaced_file_keeps_its_extended_attributes() -> TestResult {
     }
     Ok(())
 }
+
+/// Counts what a rewind reports through [`turnback::Progress`].
+#[derive(Default)]
+struct Counted {
+    total: std::sync::atomic::AtomicU64,
+    done: std::sync::atomic::AtomicU64,
+    announced: std::sync::atomic::AtomicU64,
+}
+
+impl turnback::Progress for Counted {
+    fn changing(&self, paths: u64) {
+        self.total
+            .fetch_add(paths, std::sync::atomic::Ordering::Relaxed);
+        self.announced
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn changed(&self, paths: u64) {
+        self.done
+            .fetch_add(paths, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Counted {
+    /// (times announced, paths announced, paths done), reset to zero.
+    fn take(&self) -> (u64, u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.announced.swap(0, Relaxed),
+            self.total.swap(0, Relaxed),
+            self.done.swap(0, Relaxed),
+        )
+    }
+}
+
+/// Each path of a rewind's, undo's, redo's and revert's plan is counted
+/// done once, failed ones included, and a dry run reports nothing.
+#[test]
+fn rewinds_report_each_planned_path_done_once() -> TestResult {
+    let p = Project::new()?;
+    for k in 0..40 {
+        p.write(&format!("src/f{k}.txt"), format!("v0 {k}\n"))?;
+    }
+    p.write("gone.txt", "keep\n")?;
+    let mut store = p.open()?;
+    let counted = std::sync::Arc::new(Counted::default());
+    store.set_progress(Some(counted.clone()));
+    let (t1, t2) = (turn("t1")?, turn("t2")?);
+    for k in 0..40 {
+        store.write(&t1, None, format!("src/f{k}.txt"), b"v1\n")?;
+    }
+    for k in 0..5 {
+        store.write(&t1, None, format!("new/n{k}.txt"), b"new\n")?;
+    }
+    store.capture_many(&t1, None, &["gone.txt"])?;
+    std::fs::remove_file(p.path("gone.txt"))?;
+    store.write(&t2, None, "src/f0.txt", b"v2\n")?;
+    assert_eq!(counted.take(), (0, 0, 0), "captures report no rewind");
+
+    let dry = store.rewind(
+        &t1,
+        &RewindOptions {
+            dry_run: true,
+            ..RewindOptions::default()
+        },
+    )?;
+    assert_eq!(counted.take(), (0, 0, 0), "a dry run changes nothing");
+    let report = store.rewind(&t1, &RewindOptions::default())?;
+    assert!(report.complete(), "{:?}", report.failed);
+    let planned = report.plan.len() as u64;
+    assert_eq!(planned, dry.plan.len() as u64);
+    assert!(planned >= 46, "{planned}");
+    assert_eq!(counted.take(), (1, planned, planned));
+    for op in ["undo", "redo"] {
+        let report = if op == "undo" {
+            store.undo()?
+        } else {
+            store.redo()?
+        };
+        let planned = report.plan.len() as u64;
+        assert_eq!(counted.take(), (1, planned, planned), "{op}");
+    }
+    store.undo()?;
+    counted.take();
+    let report = store.revert(&t2, &turnback::RevertOptions::default())?;
+    let planned = report.plan.len() as u64;
+    assert_eq!(counted.take(), (1, planned, planned), "revert");
+    Ok(())
+}

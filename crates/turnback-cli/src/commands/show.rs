@@ -18,11 +18,14 @@ use crate::{Ctx, Outcome};
 /// touched it), not what happened after it (`turnback diff` compares with
 /// the folder now). On a terminal they are colored and go through $PAGER
 /// (else less -FRX).
+///
+/// With no TURN on a terminal, a picker lists the turns, newest first, with
+/// what each changed; the one picked is shown.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The turn: its id, a unique prefix of it, @ (the newest turn) or @~N
-    /// (N turns before it)
-    turn: String,
+    /// (N turns before it) [default: pick one on a terminal]
+    turn: Option<String>,
 
     /// Per file, the number of lines inserted and deleted, then a summary
     /// (like git show --stat)
@@ -54,8 +57,15 @@ struct Shown<'a> {
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Outcome {
+    let reference = match &args.turn {
+        Some(reference) => reference.clone(),
+        None => match super::rewind::pick_turn(ctx, "show")? {
+            super::rewind::Picked::Turn(turn) => turn.as_str().to_owned(),
+            super::rewind::Picked::Done(code) => return Ok(code),
+        },
+    };
     let store = ctx.open(Options::default())?;
-    let turn = ctx.turn(&store, &args.turn)?;
+    let turn = ctx.turn(&store, &reference)?;
     let t = store.turn(&turn)?;
     if !args.stat && !args.patch {
         return show_captures(ctx, t);

@@ -43,7 +43,7 @@ fn rewind_restores_files_and_modes_and_deletes_what_the_turn_created() -> TestRe
     let human = p.ok(&["rewind", "t1"])?;
     assert_eq!(
         human,
-        "rewound turns: t1\n  restored  a.txt\n  restored  gone.txt\n  deleted   new/x.txt\n  deleted   new\n"
+        "rewound turns: t1\n  restored  a.txt\n  restored  gone.txt\n  deleted   new/x.txt\n  deleted   new\nrestored 2, deleted 2, conflicts 0, not restored 0\n"
     );
     check_back(&p)?;
     assert_eq!(p.json(&["list"])?, json!([]));
@@ -279,5 +279,31 @@ fn the_trash_a_rewind_fills_is_emptied_in_the_background() -> TestResult {
     for (i, n) in names.iter().enumerate() {
         assert_eq!(p.read(n)?, format!("after {i}\n").into_bytes());
     }
+    Ok(())
+}
+
+/// With no turn and no terminal (the tests' pipes), rewind, revert and show
+/// stay usage errors: exit 2, the missing argument named, nothing changed.
+#[test]
+fn a_missing_turn_without_a_terminal_is_a_usage_error() -> TestResult {
+    let p = Project::new()?;
+    one_turn(&p)?;
+    let before = p.snapshot()?;
+    for command in ["rewind", "revert", "show"] {
+        let out = p.tb().arg(command).write_stdin("y\n").assert().code(2);
+        let (stdout, stderr) = crate::common::texts(out.get_output());
+        assert_eq!(stdout, "", "{command}");
+        assert!(stderr.contains("<TURN>"), "{command}: {stderr}");
+        assert!(stderr.contains("terminal"), "{command}: {stderr}");
+        assert!(
+            stderr.contains(&format!("Usage: turnback {command}")),
+            "{command}: {stderr}"
+        );
+    }
+    // --json wants output for a program: never a picker.
+    let out = p.tb().args(["--json", "rewind"]).assert().code(2);
+    let (_, stderr) = crate::common::texts(out.get_output());
+    assert!(stderr.contains("<TURN>"), "{stderr}");
+    assert_eq!(p.snapshot()?, before);
     Ok(())
 }

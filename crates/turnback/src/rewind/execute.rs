@@ -233,7 +233,15 @@ impl<'s, 'r> Execution<'s, 'r> {
     ) -> Result<Self> {
         let dirs = DirCache::new(store)?;
         let mut lifts = Lifts::default();
+        let failed_before = report.failed.len();
         let steps = writable_steps(store, &mut lifts, steps, report)?;
+        // Every step of the plan: those whose directory cannot be written
+        // are done (failed) already.
+        let not_writable = report.failed.len() - failed_before;
+        if let Some(p) = &store.progress {
+            p.changing((steps.len() + not_writable) as u64);
+            p.changed(not_writable as u64);
+        }
         let mut x = Execution {
             store,
             report,
@@ -254,7 +262,10 @@ impl<'s, 'r> Execution<'s, 'r> {
                 Action::MakeDir { mode } => x.mkdirs.push((step, *mode)),
                 Action::MakeFifo { mode } => x.fifos.push((step, *mode)),
                 Action::Delete => x.deletes.push(step),
-                Action::CannotRestore { reason } => x.fail(&step.path, reason.clone()),
+                Action::CannotRestore { reason } => {
+                    x.fail(&step.path, reason.clone());
+                    x.done(1);
+                }
             }
         }
         x.durability = Durability::for_files(x.restores.len() + x.links.len() + x.fifos.len());
@@ -267,6 +278,13 @@ impl<'s, 'r> Execution<'s, 'r> {
             path: path.clone(),
             reason,
         });
+    }
+
+    /// `paths` more steps are done (see [`crate::Progress::changed`]).
+    fn done(&self, paths: usize) {
+        if let Some(p) = &self.store.progress {
+            p.changed(paths as u64);
+        }
     }
 
     fn per_file(&self) -> bool {
@@ -288,6 +306,7 @@ impl<'s, 'r> Execution<'s, 'r> {
             .partition(|s| needed.contains(&s.path));
         self.deletes = deletes;
         for step in blocking {
+            self.done(1);
             let Ok(Some(d)) = self.dirs.parent(&step.path, false) else {
                 continue;
             };
@@ -311,6 +330,7 @@ impl<'s, 'r> Execution<'s, 'r> {
         self.mkdirs.sort_by_key(|(s, _)| s.path.depth());
         for k in 0..self.mkdirs.len() {
             let (step, mode) = self.mkdirs[k];
+            self.done(1);
             match self.store.make_dir(&mut self.dirs, &step.path, mode) {
                 Ok(true) => self.report.restored.push(step.path.clone()),
                 Ok(false) => {}
@@ -344,12 +364,15 @@ impl<'s, 'r> Execution<'s, 'r> {
                             let reason =
                                 format!("cannot open the files kept for it in the store: {err}");
                             self.fail(&step.path, reason);
+                            self.done(1);
                             continue;
                         }
                     };
                     if there {
                         let source = restore::Source::Kept { seq: *seq, n: *n };
                         jobs.push((&step.path, source, *mode));
+                    } else {
+                        self.done(1);
                     }
                     continue;
                 }
@@ -369,7 +392,10 @@ impl<'s, 'r> Execution<'s, 'r> {
                 });
             match ready {
                 Ok(()) => jobs.push((&step.path, restore::Source::Blob(blob), mode)),
-                Err(reason) => self.fail(&step.path, reason),
+                Err(reason) => {
+                    self.fail(&step.path, reason);
+                    self.done(1);
+                }
             }
         }
         let per_file = self.per_file();
@@ -403,6 +429,7 @@ impl<'s, 'r> Execution<'s, 'r> {
         deletes.sort_by_key(|s| std::cmp::Reverse(s.path.depth()));
         let per_file = self.per_file();
         for step in deletes {
+            self.done(1);
             match self.store.remove(&mut self.dirs, &step.path, per_file) {
                 Ok(true) => self.report.deleted.push(step.path.clone()),
                 Ok(false) => self.report.already_absent.push(step.path.clone()),
@@ -470,6 +497,7 @@ impl<'s, 'r> Execution<'s, 'r> {
             )
             .collect();
         for (step, what) in specials {
+            self.done(1);
             match self.store.put_special(&mut self.dirs, &step.path, &what) {
                 Ok(()) => self.report.restored.push(step.path.clone()),
                 Err(reason) => self.fail(&step.path, reason),

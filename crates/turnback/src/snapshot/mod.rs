@@ -111,8 +111,10 @@ type Outcome = (
 /// the same blobs, and giving memory back costs more than it frees.
 const LARGE_SCAN: usize = 10_000;
 
-/// Receives the progress of a scan (for a progress bar). Every method does
-/// nothing by default; they may be called from several threads.
+/// Receives the progress of a scan, and of the execution of a rewind,
+/// revert, undo or redo (for a progress bar; see [`Store::set_progress`]).
+/// Every method does nothing by default; they may be called from several
+/// threads.
 pub trait Progress: Sync {
     /// The walk has found `entries` paths so far.
     fn walking(&self, entries: u64) {
@@ -128,6 +130,17 @@ pub trait Progress: Sync {
     }
     /// The scan is over.
     fn done(&self) {}
+    /// A rewind, revert, undo or redo has saved the current states and
+    /// starts changing the project: `paths` paths, its plan's steps.
+    fn changing(&self, paths: u64) {
+        let _ = paths;
+    }
+    /// `paths` more of them are done: put in place (for a file: its bytes
+    /// written and verified under a temporary name, the slow part), removed,
+    /// or failed. Each path of the plan is counted once at most.
+    fn changed(&self, paths: u64) {
+        let _ = paths;
+    }
 }
 
 /// A [`Progress`] that shows nothing.

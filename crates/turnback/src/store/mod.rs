@@ -110,6 +110,9 @@ pub struct Store {
     pub(crate) index: Index,
     options: Options,
     warnings: Vec<String>,
+    /// Where the execution of a rewind, revert, undo or redo reports its
+    /// progress ([`Store::set_progress`]).
+    pub(crate) progress: Option<Arc<dyn crate::Progress + Send + Sync>>,
 }
 
 impl Drop for Store {
@@ -249,6 +252,7 @@ impl Store {
             index: Index::default(),
             options,
             warnings,
+            progress: None,
         };
         store.open_dirs(false)?;
         if store.place.dirs.is_some() {
@@ -256,6 +260,14 @@ impl Store {
             store.refresh()?;
         }
         Ok(store)
+    }
+
+    /// Reports the progress of this store's rewinds, reverts, undos and
+    /// redos to `progress` from now on ([`crate::Progress::changing`] and
+    /// [`crate::Progress::changed`], while they change the project); `None`:
+    /// to nothing, the default.
+    pub fn set_progress(&mut self, progress: Option<Arc<dyn crate::Progress + Send + Sync>>) {
+        self.progress = progress;
     }
 
     /// The project root (canonical).
