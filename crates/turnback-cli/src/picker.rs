@@ -33,7 +33,15 @@ pub fn available() -> bool {
 /// Prints the usage error of `command` run with no turn where the picker
 /// cannot open (no terminal, or `--json`: output for a program), as clap
 /// prints a missing argument; returns its exit code.
-pub fn missing_turn(command: &str) -> u8 {
+pub fn missing_turn(command: &str, json: bool) -> u8 {
+    if json {
+        let msg = serde_json::json!({
+            "error": format!("`turnback {command}` needs a turn with --json (the picker opens only without it, on a terminal); `turnback list` names the turns")
+        });
+        // Nowhere to report a failure to print the error; the usage error
+        // follows on stderr.
+        let _ = outln!("{msg}");
+    }
     let mut cli = <crate::Cli as clap::CommandFactory>::command();
     cli.build();
     let message = "the following required arguments were not provided:\n  <TURN>\n\n\

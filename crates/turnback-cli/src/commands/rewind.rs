@@ -148,7 +148,10 @@ pub enum Picked {
 /// The turn the user picks for `command` ("rewind", "revert", "show").
 pub fn pick_turn(ctx: &Ctx, command: &str) -> anyhow::Result<Picked> {
     if ctx.json() || !crate::picker::available() {
-        return Ok(Picked::Done(crate::picker::missing_turn(command)));
+        return Ok(Picked::Done(crate::picker::missing_turn(
+            command,
+            ctx.json(),
+        )));
     }
     let store = ctx.open(Options::default())?;
     let turns = store.turns()?;
