@@ -67,7 +67,7 @@ pub enum Error {
         reason: String,
     },
     /// No live turn has this id.
-    #[error("unknown turn {turn:?}; `turnback list` shows the turns that can be rewound")]
+    #[error("unknown turn {turn:?}; `turnback log` shows the turns and their ids")]
     UnknownTurn {
         /// The turn asked for.
         turn: String,

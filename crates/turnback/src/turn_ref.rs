@@ -16,9 +16,14 @@
 //!    error listing them ([`Error::AmbiguousTurn`]), never a guess.
 //!
 //! Only live turns are resolved: they are the ones a rewind, revert, show
-//! or diff acts on. The full id of a turn that was rewound gets the error
-//! saying so ([`Error::AlreadyRewound`]); anything else that matches no
-//! live turn is [`Error::NoSuchTurn`], which says why.
+//! or diff acts on. Text that matches none of them and is a well-formed
+//! id is handed on as that id, for the command to look up in its own
+//! time: a turn whose only record is a shell command's before half (its
+//! window still open) is recorded by the rewind that takes the lock, and
+//! a rewound turn's id gets the error saying so ([`Error::AlreadyRewound`]),
+//! an unknown one [`Error::UnknownTurn`]. The turn of the open command
+//! window is an exact id too, before any prefix. `@~N` past the history,
+//! and text no id can be, are [`Error::NoSuchTurn`], which says why.
 
 use crate::error::{Error, Result};
 use crate::id::TurnId;
@@ -134,9 +139,10 @@ impl Store {
     /// The live turn `text` names: its full id, `@`, `@~N`, or a unique
     /// prefix of its id (see [`crate::turn_ref`]).
     pub fn resolve_turn(&self, text: &str) -> Result<TurnId> {
-        // A full id is found by its hash, without listing the turns.
+        // A full id is found by its hash, without listing the turns; the
+        // turn of an open command window (not in the log yet) is one too.
         if let Ok(id) = TurnId::new(text)
-            && self.index.turn(&id)?.is_some()
+            && (self.index.turn(&id)?.is_some() || self.pending_turn()?.as_ref() == Some(&id))
         {
             return Ok(id);
         }
@@ -166,22 +172,20 @@ impl Store {
                     .map(|&i| ids[i].to_owned())
                     .collect(),
             }),
-            Resolution::NotFound => match TurnId::new(text) {
-                Ok(id) => match self.unknown_turn(&id) {
-                    Error::UnknownTurn { .. } => Err(not_found(text)),
-                    e => Err(e),
-                },
-                Err(_) => Err(not_found(text)),
-            },
+            Resolution::NotFound => TurnId::new(text).map_err(|_| Error::NoSuchTurn {
+                given: text.to_owned(),
+                reason: "no turn id can be spelled so".to_owned(),
+            }),
         }
     }
-}
 
-fn not_found(text: &str) -> Error {
-    Error::NoSuchTurn {
-        given: text.to_owned(),
-        reason: "it is neither the id of a live turn nor the start of one (nor @ or @~N)"
-            .to_owned(),
+    /// The turn of the open command window, if one is open (the tree's
+    /// header says so; see [`crate::tree`]).
+    fn pending_turn(&self) -> Result<Option<TurnId>> {
+        match &self.dirs {
+            Some(dirs) => crate::tree::pending_turn(&dirs.store, &self.store_path),
+            None => Ok(None),
+        }
     }
 }
 

@@ -145,7 +145,7 @@ fn a_store_resolves_references_as_the_model_does() -> TestResult {
                     .collect::<Vec<_>>(),
                 ids
             );
-            for text in references(&ids, &[]) {
+            for text in references(&ids, &[String::new(), "zz".into()]) {
                 let got = store.resolve_turn(&text);
                 match model(&ids, &text) {
                     Resolution::Found(i) => assert_eq!(got?.as_str(), ids[i], "{text:?}"),
@@ -159,12 +159,23 @@ fn a_store_resolves_references_as_the_model_does() -> TestResult {
                         }
                         other => panic!("{text:?} in {ids:?}: {other:?}"),
                     },
-                    Resolution::Beyond { .. } | Resolution::NotFound => {
+                    Resolution::Beyond { .. } => {
                         assert!(
                             matches!(got, Err(Error::NoSuchTurn { .. })),
                             "{text:?} in {ids:?}: {got:?}"
                         );
                     }
+                    // Handed on as an id, for the command to look up.
+                    Resolution::NotFound => match TurnId::new(text.as_str()) {
+                        Ok(id) => {
+                            assert_eq!(got?, id, "{text:?} in {ids:?}");
+                            assert!(matches!(store.turn(&id), Err(Error::UnknownTurn { .. })));
+                        }
+                        Err(_) => assert!(
+                            matches!(got, Err(Error::NoSuchTurn { .. })),
+                            "{text:?} in {ids:?}: {got:?}"
+                        ),
+                    },
                 }
             }
             Ok(())

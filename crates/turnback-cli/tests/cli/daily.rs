@@ -722,3 +722,30 @@ fn log_shows_the_command_an_agent_ran_through_its_hook() -> TestResult {
     assert!(shown.contains("Ran:    $ sed -i"), "{shown}");
     Ok(())
 }
+
+#[cfg(unix)]
+#[test]
+fn a_commands_file_that_is_not_a_regular_file_is_a_warning_never_a_hang() -> TestResult {
+    let p = Project::new()?;
+    write(&p, "t1", "a.txt", "a\n")?;
+    let file = p.store_dir()?.join("commands.jsonl");
+    let made = std::process::Command::new("mkfifo").arg(&file).status()?;
+    assert!(made.success(), "mkfifo {}", file.display());
+    let guard = std::time::Duration::from_secs(60);
+    let out = p.tb().args(["log"]).timeout(guard).assert().success();
+    let (stdout, stderr) = texts(out.get_output());
+    assert!(stdout.starts_with("[t]1 "), "{stdout}");
+    assert!(
+        stderr.contains("commands.jsonl") && stderr.contains("not a regular file"),
+        "{stderr}"
+    );
+    let out = p
+        .tb()
+        .args(["exec", "--turn", "t2", "--", "true"])
+        .timeout(guard)
+        .assert()
+        .success();
+    let stderr = texts(out.get_output()).1;
+    assert!(stderr.contains("not noted for `turnback log`"), "{stderr}");
+    Ok(())
+}
