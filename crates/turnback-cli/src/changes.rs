@@ -54,8 +54,10 @@ pub struct FileChange {
     /// left is not known).
     pub change: &'static str,
     /// Lines inserted and deleted (0 for a binary or large file).
+    #[serde(rename = "insertion_count")]
     pub insertions: usize,
     /// See `insertions`.
+    #[serde(rename = "deletion_count")]
     pub deletions: usize,
     /// Its size before the turn, when it was a file.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -59,13 +59,12 @@ pub fn ago(ns: u64) -> String {
     }
 }
 
-/// Unix nanoseconds in RFC 3339, UTC, with as many fractional digits as
-/// it needs (`2026-12-06T09:41:10.123456789Z`).
+/// Unix nanoseconds in RFC 3339, UTC, with all nine fractional digits
+/// (`2026-12-06T09:41:10.123456780Z`), as the library writes every time.
 pub fn rfc3339(ns: u64) -> String {
-    match timestamp(ns) {
-        Some(ts) => ts.to_string(),
-        None => String::new(),
-    }
+    // The one spelling of a time in every command's JSON (docs/JSON.md):
+    // nine digits of nanoseconds, always.
+    turnback::time::rfc3339(i128::from(ns))
 }
 
 fn timestamp(ns: u64) -> Option<Timestamp> {

@@ -182,8 +182,8 @@ impl Store {
     /// The turn of the open command window, if one is open (the tree's
     /// header says so; see [`crate::tree`]).
     fn pending_turn(&self) -> Result<Option<TurnId>> {
-        match &self.dirs {
-            Some(dirs) => crate::tree::pending_turn(&dirs.store, &self.store_path),
+        match &self.place.dirs {
+            Some(dirs) => crate::tree::pending_turn(&dirs.store, &self.place.store_path),
             None => Ok(None),
         }
     }

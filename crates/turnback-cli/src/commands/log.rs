@@ -49,8 +49,11 @@ impl Entry<'_> {
 /// A turn's files, counted.
 #[derive(Default, Serialize)]
 struct Counts {
+    #[serde(rename = "created_count")]
     created: usize,
+    #[serde(rename = "modified_count")]
     modified: usize,
+    #[serde(rename = "deleted_count")]
     deleted: usize,
 }
 
@@ -85,9 +88,8 @@ struct TurnEntry<'a> {
     label: Option<&'a str>,
     seq: u64,
     started_at: String,
-    started_at_ns: u64,
     live: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "ended_by_seq", skip_serializing_if = "Option::is_none")]
     ended_by: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     agent: Option<&'static str>,
@@ -105,12 +107,11 @@ struct OpEntry<'a> {
     kind: &'static str,
     seq: u64,
     at: String,
-    at_ns: u64,
     /// The turn the rewind or revert (or the one undone or redone) named.
     #[serde(skip_serializing_if = "Option::is_none")]
     turn: Option<&'a TurnId>,
     /// For an undo or redo: the operation it reversed, and its kind.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "op_seq", skip_serializing_if = "Option::is_none")]
     op: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     op_kind: Option<&'static str>,
@@ -118,6 +119,7 @@ struct OpEntry<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     undone: Option<bool>,
     /// Paths it could not restore.
+    #[serde(rename = "failed_count")]
     failed: usize,
 }
 
@@ -438,7 +440,6 @@ fn print_json(
                     label: t.label.as_deref(),
                     seq: t.first_seq,
                     started_at: when::rfc3339(t.started_at),
-                    started_at_ns: t.started_at,
                     live: t.is_live(),
                     ended_by: t.ended_by,
                     agent: agent.map(|(d, _)| d.name),
@@ -460,7 +461,6 @@ fn print_json(
                     kind: op_kind(&r.op),
                     seq: r.seq,
                     at: when::rfc3339(r.at),
-                    at_ns: r.at,
                     turn,
                     op: reversed,
                     op_kind: reversed.and_then(|op| ops.kind_of(op)),

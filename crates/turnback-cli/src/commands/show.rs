@@ -44,15 +44,14 @@ struct Shown<'a> {
     turn: &'a TurnId,
     label: Option<&'a str>,
     started_at: String,
-    started_at_ns: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     agent: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     session: Option<&'a str>,
     commands: Vec<&'a str>,
-    files_changed: usize,
-    insertions: usize,
-    deletions: usize,
+    file_count: usize,
+    insertion_count: usize,
+    deletion_count: usize,
     files: Vec<FileChange>,
 }
 
@@ -81,13 +80,12 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
             turn: &t.id,
             label: t.label.as_deref(),
             started_at: when::rfc3339(t.started_at),
-            started_at_ns: t.started_at,
             agent: agent.map(|(d, _)| d.name),
             session: agent.map(|(_, s)| s),
             commands,
-            files_changed: files.len(),
-            insertions: files.iter().map(|f| f.insertions).sum(),
-            deletions: files.iter().map(|f| f.deletions).sum(),
+            file_count: files.len(),
+            insertion_count: files.iter().map(|f| f.insertions).sum(),
+            deletion_count: files.iter().map(|f| f.deletions).sum(),
             files,
         })?;
         return Ok(0);

@@ -404,8 +404,11 @@ fn every_command_json_matches_docs_json_md() -> TestResult {
     ));
     docs.push(("seal", r.run(&["seal", "t3"], "", 0)?));
     docs.push(("list", r.run(&["list"], "", 0)?));
+    docs.push(("log", r.run(&["log", "--all"], "", 0)?));
     for t in ["t1", "t2", "t3"] {
         docs.push(("show", r.run(&["show", t], "", 0)?));
+        docs.push(("show --stat", r.run(&["show", t, "--stat"], "", 0)?));
+        docs.push(("show --patch", r.run(&["show", t, "--patch"], "", 0)?));
         docs.push(("diff", r.run(&["diff", t], "", 0)?));
     }
     #[cfg(unix)]
@@ -456,6 +459,7 @@ fn every_command_json_matches_docs_json_md() -> TestResult {
         r.run(&["revert", "t1", "--keep-conflicts"], "", 0)?,
     ));
     docs.push(("list", r.run(&["list"], "", 0)?));
+    docs.push(("log", r.run(&["log", "--all"], "", 0)?));
     docs.push((
         "gc",
         r.run(&["gc", "--dry-run", "--keep-turns", "2"], "", 0)?,
