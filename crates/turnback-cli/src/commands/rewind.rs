@@ -104,12 +104,15 @@ pub fn named_paths(store: &turnback::Store, given: &[PathBuf]) -> anyhow::Result
     let cwd = std::env::current_dir()?;
     let mut out = Vec::with_capacity(given.len());
     for p in given {
-        let abs = cwd.join(p);
-        let canonical = std::fs::canonicalize(&abs).ok();
-        if canonical.as_deref() == Some(store.root()) {
-            return Ok(Vec::new());
+        match store.resolve(cwd.join(p), false) {
+            Ok(rel) => out.push(rel),
+            // The root itself (`.` in it, or its path).
+            Err(turnback::Error::BadPath {
+                reason: turnback::PathProblem::Empty,
+                ..
+            }) => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
         }
-        out.push(store.resolve(&abs, false)?);
     }
     out.sort();
     out.dedup();
