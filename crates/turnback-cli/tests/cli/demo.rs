@@ -197,3 +197,27 @@ fn demo_without_git_says_git_is_needed() -> TestResult {
         .stderr(contains("needs the real `git`").and(contains("install git")));
     Ok(())
 }
+
+/// The demo's stores live in its own temporary folder: it registers and
+/// leaves nothing in the user's data directory (its projects are gone once
+/// it ends).
+#[test]
+fn the_demo_leaves_nothing_in_the_data_directory() -> TestResult {
+    let p = Project::new()?;
+    let data = p.outer.join("data");
+    std::fs::create_dir(&data)?;
+    p.tb()
+        .env("TURNBACK_DATA_DIR", &data)
+        .args(["demo", "--json"])
+        .assert()
+        .success();
+    let left = std::fs::read_dir(&data)?
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<Result<Vec<_>, _>>()?;
+    assert!(
+        left.is_empty(),
+        "the demo left {left:?} in {}",
+        data.display()
+    );
+    Ok(())
+}

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::Result;
-use turnback::{RewindOptions, Store, TurnId};
+use turnback::{RewindOptions, TurnId};
 
 use super::git::Git;
 use super::scenario::TURN;
@@ -78,11 +78,17 @@ impl Method {
 
     /// Undoes the turn in `dir` this way. Returns a note on what happened,
     /// when there is more to say than the comparison shows.
-    pub fn apply(self, dir: &Path, git: &Git, stash: &str) -> Result<Option<String>> {
+    pub fn apply(
+        self,
+        dir: &Path,
+        git: &Git,
+        stash: &str,
+        stores: &super::Stores,
+    ) -> Result<Option<String>> {
         let git = git.at(dir);
         match self {
             Method::Turnback => {
-                let mut store = Store::open(dir)?;
+                let mut store = stores.open(dir)?;
                 let report = store.rewind(&TurnId::new(TURN)?, &RewindOptions::default())?;
                 let mut note = format!(
                     "restored {} file(s), deleted {}",

@@ -32,6 +32,28 @@ pub struct Args {
     keep: bool,
 }
 
+/// Where the demo keeps its stores: a data directory of its own.
+pub struct Stores {
+    data_dir: std::path::PathBuf,
+}
+
+impl Stores {
+    fn in_dir(data_dir: std::path::PathBuf) -> Stores {
+        Stores { data_dir }
+    }
+
+    /// The store of the project at `root`.
+    pub fn open(&self, root: &std::path::Path) -> turnback::Result<turnback::Store> {
+        turnback::Store::open_with(
+            root,
+            turnback::Options {
+                data_dir: Some(self.data_dir.clone()),
+                ..turnback::Options::default()
+            },
+        )
+    }
+}
+
 /// One undo method's result.
 #[derive(Serialize)]
 struct Row {
@@ -57,8 +79,11 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     let version = git::version(&home)?;
     let git = Git::new(&base.join("site"), &home);
 
-    let built = scenario::build(&base.join("site"), &git)?;
-    let rows = undo_all(&built, &base, &git)?;
+    // The demo's stores live in its own folder, never in the user's data
+    // directory: its projects are deleted when it ends.
+    let stores = Stores::in_dir(base.join("turnback-data"));
+    let built = scenario::build(&base.join("site"), &git, &stores)?;
+    let rows = undo_all(&built, &base, &git, &stores)?;
 
     let surprises: Vec<String> = rows.iter().filter_map(surprise).collect();
     if ctx.json() {
@@ -82,7 +107,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Outcome {
     Ok(1)
 }
 
-fn undo_all(built: &Built, base: &std::path::Path, git: &Git) -> Result<Vec<Row>> {
+fn undo_all(built: &Built, base: &std::path::Path, git: &Git, stores: &Stores) -> Result<Vec<Row>> {
     let known = [
         Known {
             name: "as the agent left it",
@@ -98,7 +123,7 @@ fn undo_all(built: &Built, base: &std::path::Path, git: &Git) -> Result<Vec<Row>
         let dir = base.join(method.folder());
         tree::copy_verified(&built.site, &dir)?;
         let note = method
-            .apply(&dir, git, &built.stash)
+            .apply(&dir, git, &built.stash, stores)
             .with_context(|| format!("the demo's `{}` step failed", method.name()))?;
         let result = Snapshot::take(&dir, NOT_COMPARED)?;
         let differences = tree::compare(&built.before, &result, &known);

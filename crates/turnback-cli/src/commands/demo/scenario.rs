@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, ensure};
-use turnback::{Store, TurnId};
+use turnback::TurnId;
 
 use super::git::{self, Git};
 use super::tree::Snapshot;
@@ -72,7 +72,7 @@ fn read(dir: &Path, rel: &str) -> Result<String> {
 }
 
 /// Builds the scenario in the new folder `site`.
-pub fn build(site: &Path, git: &Git) -> Result<Built> {
+pub fn build(site: &Path, git: &Git, stores: &super::Stores) -> Result<Built> {
     std::fs::create_dir(site).with_context(|| format!("cannot create {}", site.display()))?;
 
     // The site as last committed; .env is git-ignored.
@@ -112,7 +112,7 @@ pub fn build(site: &Path, git: &Git) -> Result<Built> {
 
     // The agent's turn: every file is captured just before it is written.
     let turn = TurnId::new(TURN)?;
-    let mut store = Store::open(site)?;
+    let mut store = stores.open(site)?;
     let index = edit(
         &read(site, "index.html")?,
         STYLES_LINK,
