@@ -208,15 +208,8 @@ mod tests {
 
     #[test]
     fn notes_are_appended_and_read_back_past_a_torn_line() -> TestResult {
-        let dir = tempfile::tempdir()?;
-        let data = tempfile::tempdir()?;
-        let mut store = Store::open_with(
-            dir.path(),
-            crate::Options {
-                data_dir: Some(data.path().to_path_buf()),
-                ..Default::default()
-            },
-        )?;
+        let project = crate::test_project::Beside::new(&[])?;
+        let mut store = project.open()?;
         let t = TurnId::new("t1")?;
         // No store yet: nothing is noted, nothing is made.
         store.note_command(&t, "true")?;

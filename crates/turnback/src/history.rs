@@ -221,15 +221,8 @@ mod tests {
 
     #[test]
     fn history_gives_ended_turns_and_operations() -> TestResult {
-        let dir = tempfile::tempdir()?;
-        let data = tempfile::tempdir()?;
-        let mut store = Store::open_with(
-            dir.path(),
-            crate::Options {
-                data_dir: Some(data.path().to_path_buf()),
-                ..Default::default()
-            },
-        )?;
+        let project = crate::test_project::Beside::new(&[])?;
+        let mut store = project.open()?;
         assert!(store.operations()?.is_empty());
         let (t1, t2) = (TurnId::new("t1")?, TurnId::new("t2")?);
         store.write(&t1, None, "a.txt", b"one\n")?;
