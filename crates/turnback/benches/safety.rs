@@ -80,50 +80,10 @@ struct Config {
     write: bool,
 }
 
-fn env_usize(name: &str, default: usize) -> Res<usize> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map_err(|_| format!("{name}={v:?} is not a whole number").into()),
-        Err(_) => Ok(default),
-    }
-}
-
 fn config() -> Res<Config> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let workspace = fs::canonicalize(&workspace).unwrap_or(workspace);
-    let mut reps = env_usize("TURNBACK_BENCH_REPS", MIN_REPS)?;
-    let mut write =
-        std::env::var("TURNBACK_BENCH_NO_WRITE").map_or(true, |v| v.is_empty() || v == "0");
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--bench" => {}
-            "--no-write" => write = false,
-            "--reps" => {
-                let v = args.next().ok_or("--reps needs a number, e.g. --reps 7")?;
-                reps = v
-                    .parse()
-                    .map_err(|_| format!("--reps {v:?}: not a whole number"))?;
-            }
-            _ if a.starts_with("--reps=") => {
-                let v = &a["--reps=".len()..];
-                reps = v
-                    .parse()
-                    .map_err(|_| format!("{a:?}: not a whole number"))?;
-            }
-            _ => {
-                return Err(format!(
-                    "unknown argument {a:?}; this benchmark takes --reps N and --no-write"
-                )
-                .into());
-            }
-        }
-    }
-    if reps == 0 {
-        return Err("the repetition count must be at least 1".into());
-    }
+    let (reps, write) = reps_and_write(MIN_REPS)?;
     let gc_reps = env_usize("TURNBACK_BENCH_GC_REPS", reps)?.max(1);
     let tmp = std::env::var_os("TURNBACK_BENCH_TMP")
         .map(PathBuf::from)

@@ -149,21 +149,63 @@ pub fn rustc_version() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// The whole number in the environment variable `name`, else `default`.
+pub fn env_usize(name: &str, default: usize) -> Res<usize> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| format!("{name}={v:?} is not a whole number").into()),
+        Err(_) => Ok(default),
+    }
+}
+
+/// The settings every benchmark takes (a flag wins over the environment):
+/// its repetitions (`--reps N` / `TURNBACK_BENCH_REPS`, else
+/// `default_reps`; at least 1), and whether it writes its figures to the
+/// docs (not with `--no-write` / `TURNBACK_BENCH_NO_WRITE=1`). The
+/// `--bench` cargo bench passes to every bench target is taken and ignored.
+pub fn reps_and_write(default_reps: usize) -> Res<(usize, bool)> {
+    let mut reps = env_usize("TURNBACK_BENCH_REPS", default_reps)?;
+    let mut write =
+        std::env::var("TURNBACK_BENCH_NO_WRITE").map_or(true, |v| v.is_empty() || v == "0");
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--bench" => {}
+            "--no-write" => write = false,
+            "--reps" => {
+                let v = args.next().ok_or("--reps needs a number, e.g. --reps 7")?;
+                reps = v
+                    .parse()
+                    .map_err(|_| format!("--reps {v:?}: not a whole number"))?;
+            }
+            _ if a.starts_with("--reps=") => {
+                let v = &a["--reps=".len()..];
+                reps = v
+                    .parse()
+                    .map_err(|_| format!("{a:?}: not a whole number"))?;
+            }
+            _ => {
+                return Err(format!(
+                    "unknown argument {a:?}; this benchmark takes --reps N and --no-write"
+                )
+                .into());
+            }
+        }
+    }
+    if reps == 0 {
+        return Err("the repetition count must be at least 1".into());
+    }
+    Ok((reps, write))
+}
+
 /// Today's date (UTC) as YYYY-MM-DD.
 pub fn today() -> String {
     let days = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() / 86_400) as i64;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+        .map_or(0, |d| d.as_secs() / 86_400);
+    let (y, m, d) = turnback::time::civil_from_days(i128::from(days));
     format!("{y:04}-{m:02}-{d:02}")
 }
 
