@@ -109,16 +109,24 @@ fn window_log_for(len: u64) -> u32 {
     (64 - len.max(1).leading_zeros()).clamp(10, 27)
 }
 
+thread_local! {
+    /// This thread's decompression context, made once: a context made per
+    /// blob cost more than decompressing a small file.
+    static DCTX: RefCell<Option<zstd::zstd_safe::DCtx<'static>>> = const { RefCell::new(None) };
+    /// This thread's buffers for a blob read whole: its frame and its bytes.
+    static WHOLE: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// A blob whose frame and bytes both fit in this is read and decompressed
+/// whole ([`decompress_whole`]); a larger one is streamed.
+const WHOLE_LIMIT: u64 = 1 << 20;
+
 /// Decompresses the zstd frames `reader` gives into `writer` with this
-/// thread's decompression context, made once per thread: a context made
-/// per blob cost more than decompressing a small file. (Compression keeps
-/// making one per blob: a context kept in each worker thread changed where
-/// the allocator trims its heaps, which made the system calls of a capture
-/// vary from run to run, and the fault-injection tests count them.)
+/// thread's decompression context. (Compression keeps making one per blob:
+/// a context kept in each worker thread changed where the allocator trims
+/// its heaps, which made the system calls of a capture vary from run to
+/// run, and the fault-injection tests count them.)
 fn decompress(reader: impl Read, writer: &mut impl Write) -> io::Result<u64> {
-    thread_local! {
-        static DCTX: RefCell<Option<zstd::zstd_safe::DCtx<'static>>> = const { RefCell::new(None) };
-    }
     let reader = io::BufReader::with_capacity(zstd::zstd_safe::DCtx::in_size(), reader);
     DCTX.with(|cell| match cell.try_borrow_mut() {
         Ok(mut slot) => {
@@ -132,6 +140,54 @@ fn decompress(reader: impl Read, writer: &mut impl Write) -> io::Result<u64> {
             &mut zstd::stream::read::Decoder::with_buffer(reader)?,
             writer,
         ),
+    })
+}
+
+/// Reads the `len` bytes of frames `reader` gives and decompresses them in
+/// one call into at least `size` bytes of room, through buffers kept per
+/// thread, then writes them to `writer`. A streamed blob zeroed a fresh
+/// input buffer of 128 KiB per blob (`BufReader` hands only initialized
+/// bytes to a reader), twice the size of the files of a typical turn: more
+/// than half the instructions of a rewind of 20,000 small files.
+fn decompress_whole(
+    mut reader: impl Read,
+    len: usize,
+    size: usize,
+    writer: &mut impl Write,
+) -> io::Result<u64> {
+    WHOLE.with(|cell| {
+        let Ok(mut bufs) = cell.try_borrow_mut() else {
+            return decompress(reader.take(len as u64), writer);
+        };
+        let (frame, bytes) = &mut *bufs;
+        if frame.len() < len {
+            // Only the growth is zeroed; the buffer is kept at its largest.
+            frame.resize(len.next_power_of_two().max(64 << 10), 0);
+        }
+        reader.read_exact(&mut frame[..len])?;
+        bytes.clear();
+        bytes.reserve(size);
+        DCTX.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut slot) => slot
+                .get_or_insert_with(zstd::zstd_safe::DCtx::create)
+                .decompress(bytes, &frame[..len]),
+            Err(_) => zstd::zstd_safe::DCtx::create().decompress(bytes, &frame[..len]),
+        })
+        .map_err(|code| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                zstd::zstd_safe::get_error_name(code),
+            )
+        })?;
+        // The room kept from a larger blob may hold more than `size`.
+        if bytes.len() > size {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "blob decompresses to more bytes than recorded",
+            ));
+        }
+        writer.write_all(bytes)?;
+        Ok(bytes.len() as u64)
     })
 }
 
@@ -454,6 +510,9 @@ pub(crate) fn read_blob(
                 dec.window_log_max(27)?;
                 io::copy(&mut dec, &mut writer)
             }),
+        None if loc.len <= WHOLE_LIMIT && loc.size <= WHOLE_LIMIT => {
+            decompress_whole(reader, loc.len as usize, loc.size as usize, &mut writer)
+        }
         None => decompress(reader, &mut writer),
     };
     copied.map_err(|e| {
@@ -541,6 +600,53 @@ mod tests {
         );
         let mut out = Vec::new();
         decompress(&fb[..], &mut out)?;
+        assert_eq!(out, b);
+        Ok(())
+    }
+
+    /// A blob read whole gives the bytes streaming gives, one after another
+    /// through the buffers kept per thread (a larger one first, so a
+    /// smaller one finds room longer than itself), and refuses a cut
+    /// frame, a pack shorter than its range, and a frame that holds more
+    /// than its recorded size.
+    #[test]
+    fn a_blob_read_whole_gives_what_streaming_gives() -> io::Result<()> {
+        let a: Vec<u8> = (0..200_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
+        let b = b"a small file\n".repeat(40);
+        let fa = zstd::bulk::compress(&a, 3)?;
+        let fb = zstd::bulk::compress(&b, 19)?;
+        let empty = zstd::bulk::compress(b"", 3)?;
+        for (frame, want) in [
+            (&fa, &a[..]),
+            (&fb, &b[..]),
+            (&empty, &b""[..]),
+            (&fa, &a[..]),
+        ] {
+            let mut whole = Vec::new();
+            let n = decompress_whole(&frame[..], frame.len(), want.len(), &mut whole)?;
+            assert_eq!((n, &whole[..]), (want.len() as u64, want));
+            let mut streamed = Vec::new();
+            decompress(&frame[..], &mut streamed)?;
+            assert_eq!(whole, streamed);
+        }
+        let mut out = Vec::new();
+        let cut = fa.len() / 2;
+        assert!(
+            decompress_whole(&fa[..cut], cut, a.len(), &mut out).is_err(),
+            "a cut frame"
+        );
+        assert!(
+            decompress_whole(&fb[..], fb.len() + 1, b.len(), &mut out).is_err(),
+            "a range past the pack's end"
+        );
+        assert!(
+            decompress_whole(&fa[..], fa.len(), 1000, &mut out).is_err(),
+            "more bytes than recorded"
+        );
+        let mut out = Vec::new();
+        decompress_whole(&fb[..], fb.len(), b.len(), &mut out)?;
         assert_eq!(out, b);
         Ok(())
     }

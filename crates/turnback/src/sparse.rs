@@ -41,7 +41,10 @@ impl SparseWriter {
             file,
             len: 0,
             block: Vec::with_capacity(BLOCK),
-            pending: Vec::with_capacity(BATCH),
+            // Grown as blocks come, up to a batch: a batch's room taken
+            // and given back for each small file made the allocator trim
+            // its heap (an `madvise`) once per restored file.
+            pending: Vec::new(),
             pending_at: 0,
             written_to: 0,
         }
