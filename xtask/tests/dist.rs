@@ -4,8 +4,8 @@
 //!
 //! One dist is built for all the tests here (profile `dist-ci`, in the
 //! cache `~/.cache/turnback-dist/target`, reused between runs), for the
-//! targets in `TURNBACK_DIST_TARGETS` (default: Linux x86_64 musl,
-//! Windows, both macOS). Each test then checks one channel: the checksums,
+//! targets in `TURNBACK_DIST_TARGETS` (default: all five: both Linux
+//! musl, Windows, both macOS). Each test then checks one channel: the checksums,
 //! the archives, the binaries (run here, under Wine, or read as Mach-O),
 //! the npm packages installed offline into a fresh prefix, an upgrade
 //! through npm and through a Homebrew Cellar with the hooks `init` wrote,
@@ -30,6 +30,7 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 const DEFAULT_TARGETS: &[&str] = &[
     "x86_64-unknown-linux-musl",
+    "aarch64-unknown-linux-musl",
     "x86_64-pc-windows-gnu",
     "x86_64-apple-darwin",
     "aarch64-apple-darwin",
@@ -637,6 +638,12 @@ fn npm_packages_install_offline_and_their_hooks_survive_an_upgrade() -> TestResu
         "turnback --version through npm's shim",
     )?;
     assert_eq!(version.trim(), format!("turnback {}", d.version));
+    for package in ["turnback", "turnback-linux-x64"] {
+        for file in ["LICENSE-MIT", "LICENSE-APACHE", "README.md"] {
+            let path = prefix.join("lib/node_modules").join(package).join(file);
+            assert!(path.is_file(), "{} is not installed", path.display());
+        }
+    }
 
     let on_path = base.join("on-path");
     let off_path = base.join("off-path");
