@@ -1,5 +1,6 @@
 //! Linux: `getdents64`, `fdatasync`, `syncfs`, `mknodat`; `st_mode` is
-//! 32 bits and `st_dev` 64, so the conversions are the identity.
+//! 32 bits and `st_dev` 64, so the conversions are the identity
+//! (`st_nlink` is 64 bits on x86_64 and 32 on aarch64).
 
 use std::io;
 use std::os::fd::AsFd;
@@ -36,9 +37,11 @@ pub(crate) fn dev(st: &Stat) -> u64 {
     st.st_dev
 }
 
-/// The number of names of `st`'s inode.
+/// The number of names of `st`'s inode: 64 bits on x86_64, 32 on aarch64
+/// (the generic `struct stat` of arm64 and riscv64).
+#[allow(clippy::useless_conversion)]
 pub(crate) fn nlink(st: &Stat) -> u64 {
-    st.st_nlink
+    u64::from(st.st_nlink)
 }
 
 /// The modification time of `st` in nanoseconds since the epoch.

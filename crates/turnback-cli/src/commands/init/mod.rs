@@ -37,6 +37,7 @@
 mod chat;
 mod codex_config;
 mod merge;
+mod program;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -91,7 +92,9 @@ struct AgentArgs {
     print: bool,
 
     /// The turnback program the hooks run [default: `turnback` when it is
-    /// this program on PATH, else this program's absolute path]
+    /// this program (or the npm shim that started it) on PATH, else a path
+    /// that survives upgrades: npm's shim, Homebrew's link, or this
+    /// program's absolute path outside a versioned folder]
     #[arg(long, value_name = "PROGRAM")]
     program: Option<String>,
 }
@@ -604,23 +607,29 @@ fn write_atomically(path: &Path, bytes: &[u8], executable: bool) -> anyhow::Resu
     Ok(())
 }
 
-/// `turnback` when that name on PATH is this program, else its absolute
-/// path (quoted for the shell where the hooks run through one).
+/// How the hooks name this program: a name that survives an upgrade (see
+/// [`program`]), its path quoted for the shell where the hooks run through
+/// one.
 fn default_program() -> anyhow::Result<Program> {
     let exe = std::env::current_exe().context("cannot find this program's path")?;
     let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
-    let on_path = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<PathBuf>>())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|d| d.join(format!("turnback{}", std::env::consts::EXE_SUFFIX)))
-        .find(|c| c.is_file());
-    if let Some(found) = on_path
-        && std::fs::canonicalize(&found).is_ok_and(|c| c == exe)
-    {
-        return Ok(Program::on_path());
-    }
-    Ok(program_at(&exe))
+    let shim = std::env::var_os(program::SHIM_ENV)
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from);
+    let path_var = std::env::var_os("PATH");
+    Ok(
+        match program::choose(&exe, shim.as_deref(), path_var.as_deref()) {
+            program::Choice::OnPath => Program::on_path(),
+            program::Choice::At(path) => program_at(&path),
+            program::Choice::OnPathUnverified { exe } => {
+                errln!(
+                    "turnback: warning: this program is {}, in a folder an upgrade replaces; the hooks run `turnback` from PATH instead, so put turnback on PATH (or pass --program)",
+                    exe.display()
+                );
+                Program::on_path()
+            }
+        },
+    )
 }
 
 /// The program at `exe` as the hooks name it, its path spelled as shells
