@@ -31,6 +31,7 @@
 //! `status` says so.
 
 use std::path::Path;
+#[cfg(unix)]
 use std::time::Duration;
 
 use serde::Serialize;
@@ -104,7 +105,8 @@ pub(crate) fn mode(config: FsMonitor) -> Result<FsMonitor> {
 
 /// How long one exchange with Watchman may take before the scan runs
 /// instead: 1 s, or `TURNBACK_WATCHMAN_TIMEOUT_MS` (for tests).
-pub(crate) fn limit() -> Duration {
+#[cfg(unix)]
+fn limit() -> Duration {
     let ms = std::env::var("TURNBACK_WATCHMAN_TIMEOUT_MS")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())

@@ -460,12 +460,11 @@ pub(super) fn walk_changed(
         unlisted: Mutex::new(Vec::new()),
         store_inside,
     };
+    let root_dir = Some((Arc::new(crate::sys::dup(root_fd)?), Arc::new(ignores)));
     let mut looker = Looker {
         ctx: &ctx,
         old,
-        root_fd,
-        root_ignores: Arc::new(ignores),
-        dirs: HashMap::new(),
+        dirs: HashMap::from([(Vec::new(), root_dir)]),
         founds: std::collections::BTreeMap::new(),
         looked: std::collections::BTreeSet::new(),
         cut: std::collections::BTreeSet::new(),
@@ -686,15 +685,16 @@ fn dirty_paths(
     Ok(dirty)
 }
 
+/// A directory opened by [`Looker`], with the ignore rules of its entries.
+type OpenDir = (Arc<OwnedFd>, Arc<Ignores>);
+
 /// Looks at changed paths one by one (see [`walk_changed`]).
 struct Looker<'c, 'a> {
     ctx: &'c WalkCtx<'a>,
     old: &'c [Entry],
-    root_fd: &'c OwnedFd,
-    root_ignores: Arc<Ignores>,
-    /// Directories opened so far, with the ignore rules of their entries;
-    /// `None`: not a directory now.
-    dirs: HashMap<Vec<u8>, Option<(OwnedFd, Arc<Ignores>)>>,
+    /// Directories opened so far (the root under the empty path), with
+    /// the ignore rules of their entries; `None`: not a directory now.
+    dirs: HashMap<Vec<u8>, Option<OpenDir>>,
     /// What was found at each path looked at.
     founds: std::collections::BTreeMap<Vec<u8>, Found>,
     /// Every path looked at (its old entry is replaced or dropped).
@@ -725,31 +725,22 @@ impl Looker<'_, '_> {
     /// Opens the directory at `rel` (empty: the root) with the ignore rules
     /// of its entries; `Err(q)`: the ancestor-or-self `q` is not a
     /// directory now.
-    fn open_dir(
-        &mut self,
-        rel: &[u8],
-    ) -> Result<(crate::sys::BorrowedFd<'_>, Arc<Ignores>), Vec<u8>> {
-        if rel.is_empty() {
-            return Ok((
-                crate::sys::AsFd::as_fd(self.root_fd),
-                Arc::clone(&self.root_ignores),
-            ));
-        }
+    fn open_dir(&mut self, rel: &[u8]) -> Result<OpenDir, Vec<u8>> {
         if !self.dirs.contains_key(rel) {
             let (parent, name) = match rel.iter().rposition(|&b| b == b'/') {
                 Some(k) => (&rel[..k], &rel[k + 1..]),
                 None => (&rel[..0], rel),
             };
-            let opened = {
-                let (pfd, pig) = self.open_dir(parent)?;
-                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-                match crate::sys::fs::openat(pfd, crate::sys::os_str(name), flags, Mode::empty()) {
-                    Ok(fd) => Some((fd, pig)),
-                    Err(_) => None,
-                }
-            };
+            let (pfd, pig) = self.open_dir(parent)?;
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let opened = crate::sys::fs::openat(
+                crate::sys::AsFd::as_fd(&*pfd),
+                crate::sys::os_str(name),
+                flags,
+                Mode::empty(),
+            );
             let entry = match opened {
-                Some((fd, pig)) => {
+                Ok(fd) => {
                     let mut ign = rel.to_vec();
                     ign.extend_from_slice(b"/.turnbackignore");
                     let ig = if self.old_entry(&ign).is_some() {
@@ -758,14 +749,14 @@ impl Looker<'_, '_> {
                     } else {
                         pig
                     };
-                    Some((fd, ig))
+                    Some((Arc::new(fd), ig))
                 }
-                None => None,
+                Err(_) => None,
             };
             self.dirs.insert(rel.to_vec(), entry);
         }
         match self.dirs.get(rel) {
-            Some(Some((fd, ig))) => Ok((crate::sys::AsFd::as_fd(fd), Arc::clone(ig))),
+            Some(Some((fd, ig))) => Ok((Arc::clone(fd), Arc::clone(ig))),
             _ => Err(rel.to_vec()),
         }
     }
@@ -783,12 +774,8 @@ impl Looker<'_, '_> {
         let Ok(cname) = std::ffi::CString::new(name) else {
             return Ok(None);
         };
-        let opened = self
-            .open_dir(parent)
-            .map(|(fd, ig)| (fd.try_clone_to_owned(), ig));
-        let (pfd, ig) = match opened {
-            Ok((Ok(fd), ig)) => (fd, ig),
-            Ok((Err(e), _)) => return Err(e),
+        let (pfd, ig) = match self.open_dir(parent) {
+            Ok(opened) => opened,
             Err(q) => {
                 // Gone with its parent: the parent is looked at in turn.
                 self.looked.insert(p.to_vec());
@@ -799,7 +786,7 @@ impl Looker<'_, '_> {
         };
         let mut local = Vec::new();
         let dir = self.ctx.visit(
-            crate::sys::AsFd::as_fd(&pfd),
+            crate::sys::AsFd::as_fd(&*pfd),
             &cname,
             p.to_vec(),
             &ig,
