@@ -306,7 +306,8 @@ fn seed_project(w: &World) -> Res<()> {
 
 /// A random change script over a small set of names, so changes meet:
 /// create, modify in place with the same size and mtime restored, delete,
-/// rename, chmod, type changes, symlinks, directories appearing and
+/// rename, chmod, hard links and writes through them, type changes,
+/// symlinks, directories appearing and
 /// disappearing, changes inside excluded directories and to ignored
 /// files, now and then an ignore file. Every step tolerates what is not
 /// there (`2>/dev/null`), so both copies go through the same states.
@@ -334,7 +335,7 @@ fn change_script(rng: &mut rng::Rng, n: usize) -> String {
         let (dir, p) = pick(rng);
         let (_, q) = pick(rng);
         let v = rng.next() % 1000;
-        let line = match rng.below(15) {
+        let line = match rng.below(16) {
             0 | 1 => format!("mkdir -p {dir} && printf 'new {v}\\n' > {p}"),
             2 => format!("printf 'more {v}\\n' >> {p}"),
             3 => format!(
@@ -355,6 +356,10 @@ fn change_script(rng: &mut rng::Rng, n: usize) -> String {
             ),
             12 => format!("rm -rf {dir} && printf 'was a dir\\n' > {dir}"),
             13 => format!("mkdir -p {dir} && ln -sfn f{v}.txt {dir}/ln"),
+            14 if v.is_multiple_of(2) => {
+                format!("[ -f {p} ] && mkdir -p $(dirname {q}) && ln -f {p} {q}")
+            }
+            14 => format!("printf 'through a link {v}\n' >> {q}"),
             _ => match rng.below(3) {
                 0 => "printf '*.log\\n*.tmp\\n' > .turnbackignore".to_owned(),
                 1 => format!("mkdir -p {dir} && printf 'build/\\n' > {dir}/.gitignore"),

@@ -15,7 +15,7 @@
 //! what cannot be listed or named as unreadable.
 
 use crate::sys::OwnedFd;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -434,7 +434,9 @@ const MARKER_NAMES: &[&[u8]] = &[b"CACHEDIR.TAG", b"pyvenv.cfg"];
 ///   anywhere: the whole tree is walked.
 ///
 /// Paths the tree holds as unreadable are always looked at again, as the
-/// walk would.
+/// walk would, and so are the other names (hard links) of a changed file.
+/// What Watchman cannot see: a file also linked from outside the project
+/// and written through that outside name (the scan sees its `ctime`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn walk_changed(
     root: &Path,
@@ -677,8 +679,24 @@ fn dirty_paths(
             end += 1;
         }
     }
+    // A file written through one of its names changes every name of it
+    // (hard links), and Watchman names only the one written: the other
+    // names the tree holds with that inode are looked at too.
+    let inodes: HashSet<u64> = dirty
+        .iter()
+        .filter_map(|p| match find(p) {
+            Some(Kind::File { .. }) => old
+                .binary_search_by(|e| e.path.as_slice().cmp(p))
+                .ok()
+                .map(|i| old[i].stat.ino),
+            _ => None,
+        })
+        .collect();
     for e in old {
-        if matches!(e.kind, Kind::Excluded(Excluded::Unreadable(_))) {
+        let linked = !inodes.is_empty()
+            && matches!(e.kind, Kind::File { .. })
+            && inodes.contains(&e.stat.ino);
+        if linked || matches!(e.kind, Kind::Excluded(Excluded::Unreadable(_))) {
             dirty.insert(e.path.clone());
         }
     }
