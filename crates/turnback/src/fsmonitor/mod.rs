@@ -325,9 +325,14 @@ fn ask_watchman(root: &Path, stored: Option<&State>, tree: Option<(i64, u64)>) -
             }
         }
     }
-    let why = match stored.and_then(|s| s.token.as_ref()) {
-        None => "no Watchman clock stored yet (the first snapshot with Watchman)",
-        Some(_) => "the stored Watchman clock is not the one of this tree state",
+    let why = match stored {
+        Some(s) if s.token.is_some() && s.sock != sock => {
+            "the stored Watchman clock is another server's"
+        }
+        Some(s) if s.token.is_some() => {
+            "the stored Watchman clock goes with another tree state (a snapshot without Watchman, or an interrupted one, wrote the tree since)"
+        }
+        _ => "no Watchman clock stored yet (the first snapshot with Watchman)",
     };
     match watch_and_clock(&mut conn, root_str, sync) {
         Ok(t) => Answer {
