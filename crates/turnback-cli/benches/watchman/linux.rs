@@ -462,7 +462,7 @@ pub fn main() -> Res<()> {
     writeln!(
         body,
         "## Watchman: the snapshots of a shell command, with and without it\n\n\
-         Written by `cargo bench -p turnback-cli --bench watchman` on {} at commit `{}`, {}, release build; \
+         Written by `cargo bench -p turnback-cli --bench watchman` on {} at commit {}, {}, release build; \
          load average {} at the start, {} at the end (the machine is shared). Watchman {} (Debian's package), \
          its own server for the run; git {} with its `fsmonitor-watchman` hook on the same server. \
          Medians of {reps} repetitions (hooks: {reps} × {runs} calls); every time is a process, spawn to exit.\n",
