@@ -614,7 +614,7 @@ pub(super) fn skipped(p: &[u8], store_inside: Option<&[u8]>) -> bool {
 
 /// The paths to look at again for Watchman's `changed` (see
 /// [`walk_changed`]), or why the whole tree must be walked.
-fn dirty_paths(
+pub(super) fn dirty_paths(
     old: &[Entry],
     changed: Vec<Vec<u8>>,
     store_inside: Option<&[u8]>,
