@@ -4,6 +4,8 @@
 //! file.
 //!
 //! ```toml
+//! fsmonitor = "auto"  # the change source of snapshots: "auto", "watchman" or "off"
+//!
 //! [retention]
 //! keep_turns = 1000    # newest live turns kept: 1 to 1000000000
 //! keep_days = 30       # live turns older than this are dropped: 1 to 1000000
@@ -28,6 +30,14 @@
 //!   tenth (see [`crate::gc`]).
 //! - Negative numbers and values past the upper bounds are typos.
 //!
+//! - `fsmonitor`: whether snapshots ask Watchman what changed instead of
+//!   stat-walking the whole tree (see [`crate::fsmonitor`]); the
+//!   environment variable `TURNBACK_FSMONITOR` overrides it.
+//!
+//! Every command reads the whole file with the same rules: a key one
+//! command takes, every command takes, and a file one command refuses,
+//! every command that reads settings refuses.
+//!
 //! Whatever the file says, gc never drops the newest live turn.
 
 use std::path::Path;
@@ -42,6 +52,11 @@ pub const CONFIG_FILE: &str = "config.toml";
 /// What a new store's config file says.
 pub const DEFAULT_CONFIG: &str = "\
 # turnback store settings (see `turnback gc --help`)
+# where snapshots learn what changed: \"auto\" asks Watchman when its server
+# runs, else stats the whole tree; \"watchman\" also warns when it cannot;
+# \"off\" always stats the whole tree (TURNBACK_FSMONITOR overrides this)
+fsmonitor = \"auto\"
+
 [retention]
 # newest live turns kept (1 to 1000000000; the newest turn is always kept)
 keep_turns = 1000
@@ -102,10 +117,25 @@ impl Default for AutoGc {
     }
 }
 
+/// Where snapshots learn what changed (see [`crate::fsmonitor`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FsMonitor {
+    /// Watchman when its server runs, else the scan.
+    #[default]
+    Auto,
+    /// Watchman, with a warning on every snapshot that cannot use it.
+    Watchman,
+    /// Always the scan.
+    Off,
+}
+
 /// The whole config file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
+    /// The change source of snapshots.
+    pub fsmonitor: FsMonitor,
     /// Retention limits.
     pub retention: Retention,
     /// Automatic gc.

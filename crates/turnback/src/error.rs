@@ -133,6 +133,16 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// An environment variable turnback reads holds a value it does not take.
+    #[error("the environment variable {name} is {value:?}: {reason}")]
+    BadEnv {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What it must be.
+        reason: String,
+    },
     /// The store's config file cannot be read.
     #[error("{}: {reason}; fix or delete the file (the defaults apply without it)", path.display())]
     Config {

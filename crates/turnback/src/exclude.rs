@@ -33,6 +33,7 @@ pub const IGNORE_FILE: &str = ".turnbackignore";
 /// The ignore files that apply in a directory, deepest first: a
 /// `.turnbackignore` below the root applies to its directory's subtree
 /// and takes precedence over those above it, as in git.
+#[derive(Clone)]
 pub(crate) struct Ignores {
     /// The directory holding the file, relative to the root, ending with
     /// `/` (empty for the root, whose matcher also holds the defaults).

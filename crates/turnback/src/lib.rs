@@ -51,6 +51,7 @@ mod entry_pre;
 mod error;
 mod exclude;
 mod exec_window;
+pub mod fsmonitor;
 mod fsx;
 mod gc;
 mod generated;

@@ -550,6 +550,76 @@ pub(crate) fn pending_turn(store: &OwnedFd, store_path: &Path) -> Result<Option<
         .and_then(|t| TurnId::new(t).ok()))
 }
 
+/// The tree in `store` without its entries (`entries` left empty), with
+/// its number of entries: the header and the last four bytes are read, the
+/// head applied when it belongs to the file. `None` when there is no tree
+/// or its header does not read; the entries and the checksum are not
+/// verified (the snapshot that reads the tree whole does that).
+pub(crate) fn load_header(store: &OwnedFd, store_path: &Path) -> Result<Option<(Tree, u64)>> {
+    let path = store_path.join(TREE_FILE);
+    let Some(file) =
+        fsx::open_store_file(store, TREE_FILE, OFlags::RDONLY, None).ctx("open", &path)?
+    else {
+        return Ok(None);
+    };
+    let len = file.metadata().ctx("stat", &path)?.len();
+    let mut header = [0u8; 27];
+    if len < header.len() as u64 + 8 {
+        return Ok(None);
+    }
+    crate::sys::read_exact_at(&file, &mut header, 0).ctx("read", &path)?;
+    if &header[..8] != MAGIC {
+        return Ok(None);
+    }
+    let turn_len = usize::from(u16::from_le_bytes([header[25], header[26]]));
+    if len < (27 + turn_len + 8) as u64 {
+        return Ok(None);
+    }
+    let mut rest = vec![0u8; turn_len + 4];
+    crate::sys::read_exact_at(&file, &mut rest, 27).ctx("read", &path)?;
+    let mut tail = [0u8; 4];
+    crate::sys::read_exact_at(&file, &mut tail, len - 4).ctx("read", &path)?;
+    let mut r = Reader {
+        buf: &header,
+        pos: 8,
+    };
+    let (Ok(stamp_ns), Ok(log_seq), Ok(flag)) = (r.i64(), r.u64(), r.u8()) else {
+        return Ok(None);
+    };
+    let pending = match flag {
+        0 => false,
+        1 => true,
+        _ => return Ok(None),
+    };
+    let Some(turn) = String::from_utf8(rest[..turn_len].to_vec())
+        .ok()
+        .and_then(|t| TurnId::new(t).ok())
+    else {
+        return Ok(None);
+    };
+    let count = u64::from(u32::from_le_bytes([
+        rest[turn_len],
+        rest[turn_len + 1],
+        rest[turn_len + 2],
+        rest[turn_len + 3],
+    ]));
+    let mut tree = Tree {
+        stamp_ns,
+        log_seq,
+        turn,
+        pending,
+        entries: Vec::new(),
+    };
+    if let Some(head) = read_head(store)
+        && head.tree == (len, u32::from_le_bytes(tail))
+    {
+        tree.log_seq = head.log_seq;
+        tree.pending = head.pending;
+        tree.turn = head.turn;
+    }
+    Ok(Some((tree, count)))
+}
+
 /// What a head says, and which tree file it belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Head {

@@ -107,5 +107,11 @@ fn describe(s: &Status, all: bool) -> Vec<String> {
         s.files,
         crate::size::human(s.bytes)
     ));
+    if let Some(source) = &s.change_source {
+        out.push(format!(
+            "the last snapshot found its changes by {}",
+            source.describe()
+        ));
+    }
     out
 }

@@ -45,6 +45,15 @@
 //! oversized file) is recorded in the turn as not captured, which a rewind
 //! reports as not restored (exit 3), never as "nothing changed".
 //!
+//! With Watchman (see [`crate::fsmonitor`]) the walk looks only at the
+//! paths Watchman says changed since the clock stored with the tree
+//! (`walk::walk_changed`), and the rest of the tree is taken as it is; a
+//! half that Watchman says changed nothing does not even read the tree's
+//! entries (only its header), since nothing is diffed. Anything Watchman
+//! cannot vouch for is a full walk, and every rule above (exclusions,
+//! not captured, the folded stat of excluded directories) applies the same
+//! way to both.
+//!
 //! The rooms: [`walk`] finds every path with its stat, [`scan`] merges it
 //! with the tree state and [`read`] reads and stores what the stat cannot
 //! vouch for, [`diff`] compares two scans, [`attribution`] decides the
@@ -53,15 +62,18 @@
 use serde::Serialize;
 use std::path::PathBuf;
 
+use crate::config::FsMonitor;
 use crate::error::{Error, IoResultExt, Result};
 pub use crate::exclude::{DEFAULT_EXCLUDES, IGNORE_FILE};
 use crate::exec_window::{self, TreeMark, Window};
+pub use crate::fsmonitor::ChangeSource;
+use crate::fsmonitor::{self, Used};
 use crate::id::{BlobId, TurnId, cut_label};
 use crate::log::{FileEntry, Op, PostEntry};
 use crate::pack;
 use crate::path::RelPath;
 use crate::store::Store;
-use crate::tree::{self, Entry, Loaded, Tree, TreeWriter};
+use crate::tree::{self, Entry, Excluded, Kind, Loaded, Tree, TreeWriter};
 use attribution::{Closing, Half};
 use diff::{Look, diff, post_in};
 use scan::{Reading, Scan};
@@ -279,6 +291,9 @@ pub struct SnapshotReport {
     pub after: bool,
     /// Counts of the scan.
     pub scan: ScanStats,
+    /// Whether Watchman said what changed, or the whole tree was scanned
+    /// and why.
+    pub change_source: ChangeSource,
     /// For the after half (or a pending snapshot completed by a before
     /// half): the changes recorded.
     pub recorded: Option<Recorded>,
@@ -334,6 +349,9 @@ pub struct Status {
     pub files: u64,
     /// Their bytes.
     pub bytes: u64,
+    /// How the last snapshot found its changes: through Watchman, or by
+    /// scanning the whole tree and why (`None` when none was taken).
+    pub change_source: Option<ChangeSource>,
     /// Things the caller should know.
     pub warnings: Vec<String>,
 }
@@ -486,15 +504,56 @@ impl Store {
             crate::sys::dup(&self.place.dirs().packs).ctx("open", &self.place.store_path)?;
         tree::sweep_temps(&store_fd, &self.place.store_path)?;
         let mut warnings = Vec::new();
-        let old = match tree::load(&store_fd, &self.place.store_path)? {
-            Loaded::Missing => None,
-            Loaded::Damaged(why) => {
-                warnings.push(format!(
-                    "{why}; the tree state is rebuilt and every file hashed again"
-                ));
-                None
+        // What changed, per Watchman, since the clock stored with the tree
+        // (see `crate::fsmonitor`); asked before any path is looked at.
+        let mode = fsmonitor::mode(self.config()?.fsmonitor)?;
+        let watching = mode != FsMonitor::Off;
+        let stored = watching
+            .then(|| fsmonitor::state::load(&store_fd))
+            .flatten();
+        let mut header = match watching {
+            true => tree::load_header(&store_fd, &self.place.store_path)?,
+            false => None,
+        };
+        let fsmonitor::Answer {
+            changed,
+            next,
+            sock,
+            off,
+        } = fsmonitor::ask(
+            &self.place.root,
+            mode,
+            stored.as_ref(),
+            header.as_ref().map(|(t, n)| (t.stamp_ns, *n)),
+        );
+        // Nothing changed but what no snapshot looks at: the tree's
+        // entries are not even read, and its counts are the stored ones.
+        let inside = self.store_inside();
+        let quick = match (&changed, &header, &stored) {
+            (Ok(paths), Some(_), Some(st)) => {
+                st.counts.unreadable == 0
+                    && paths.iter().all(|p| walk::skipped(p, inside.as_deref()))
             }
-            Loaded::Tree(t) => Some(t),
+            _ => false,
+        }
+        .then(|| header.take())
+        .flatten()
+        .zip(stored.as_ref().map(|s| s.counts));
+        let (old, quick) = match quick {
+            Some(((t, n), counts)) => (Some(t), Some((n, counts))),
+            None => (
+                match tree::load(&store_fd, &self.place.store_path)? {
+                    Loaded::Missing => None,
+                    Loaded::Damaged(why) => {
+                        warnings.push(format!(
+                            "{why}; the tree state is rebuilt and every file hashed again"
+                        ));
+                        None
+                    }
+                    Loaded::Tree(t) => Some(t),
+                },
+                None,
+            ),
         };
         if after && old.is_none() {
             return Err(Error::NoSnapshot {
@@ -509,7 +568,35 @@ impl Store {
         )?;
         let writer = TreeWriter::begin(&store_fd, &self.place.store_path)?;
         let stamp_ns = writer.stamp_ns;
-        let scan = self.scan(old.as_ref(), Reading::Store, progress)?;
+        let scan = match quick {
+            Some((_, counts)) => Scan {
+                entries: Vec::new(),
+                stats: ScanStats {
+                    files: counts.files,
+                    bytes: counts.bytes,
+                    dirs: counts.dirs,
+                    symlinks: counts.symlinks,
+                    excluded: counts.excluded,
+                    ..ScanStats::default()
+                },
+                pack: None,
+                warnings: Vec::new(),
+                dev: None,
+                full_walk: None,
+            },
+            None => self.scan(old.as_ref(), Reading::Store, changed, progress)?,
+        };
+        let full_walk = scan.full_walk.clone();
+        let used = match &full_walk {
+            None => Used::Watchman,
+            Some(_) if off => Used::Off,
+            Some(_) => Used::Fallback,
+        };
+        if let (FsMonitor::Watchman, Some(why)) = (mode, &full_walk) {
+            warnings.push(format!(
+                "Watchman was not used ({why}); the whole tree was scanned"
+            ));
+        }
         if scan.entries.len() >= LARGE_SCAN {
             // What the scan's lookups and threads held is let go before
             // the changes are recorded.
@@ -536,6 +623,16 @@ impl Store {
         // changes are recorded and the new tree written.
         let (entries, mut stats, recorded, windows) =
             self.record(&half, old, scan, windows, &packs_fd, &mut warnings)?;
+        let (tree_count, unreadable) = match quick {
+            Some((n, counts)) => (n, counts.unreadable),
+            None => (
+                entries.len() as u64,
+                entries
+                    .iter()
+                    .filter(|e| matches!(e.kind, Kind::Excluded(Excluded::Unreadable(_))))
+                    .count() as u64,
+            ),
+        };
         let pending = !windows.is_empty();
         let mark = TreeMark {
             stamp_ns: old_stamp.filter(|_| unchanged).unwrap_or(stamp_ns),
@@ -562,6 +659,29 @@ impl Store {
             };
             stats.tree_bytes = writer.commit(&store_fd, &self.place.store_path, &new_tree)?;
         }
+        // The clock goes with the tree just written (see
+        // `crate::fsmonitor::state`); nothing is written without Watchman.
+        let reason = full_walk.clone().unwrap_or_default();
+        if next.is_some() || stored.is_some() {
+            let state = fsmonitor::State {
+                tree: (mark.stamp_ns, tree_count),
+                counts: fsmonitor::state::Counts {
+                    files: stats.files,
+                    bytes: stats.bytes,
+                    dirs: stats.dirs,
+                    symlinks: stats.symlinks,
+                    excluded: stats.excluded,
+                    unreadable,
+                },
+                used,
+                reason: reason.clone(),
+                sock,
+                token: next,
+            };
+            if let Err(e) = fsmonitor::state::save(&store_fd, &self.place.store_path, &state) {
+                warnings.push(format!("{e}; the next snapshot scans the whole tree"));
+            }
+        }
         // The report's pre-images are copied from the turn only now, the
         // scan's entries freed: three copies of 100,000 of them were held
         // at once before.
@@ -583,6 +703,7 @@ impl Store {
             turn: turn.clone(),
             after,
             scan: stats,
+            change_source: ChangeSource::of(used, &reason),
             recorded,
             warnings,
         })
@@ -606,6 +727,7 @@ impl Store {
             pack,
             warnings: scan_warnings,
             dev,
+            full_walk: _,
         } = scan;
         let look = dev.map(|dev| Look {
             dev,

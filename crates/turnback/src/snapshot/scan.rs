@@ -27,6 +27,9 @@ pub(super) struct Scan {
     pub(super) warnings: Vec<String>,
     /// The device of the project root (see [`super::diff::post_in`]).
     pub(super) dev: Option<u64>,
+    /// Why the whole tree was walked; `None` when only the paths Watchman
+    /// named were looked at (see [`walk::walk_changed`]).
+    pub(super) full_walk: Option<String>,
 }
 
 /// How a scan treats file contents.
@@ -40,10 +43,15 @@ pub(super) enum Reading {
 
 impl Store {
     /// Walks the project and reads what the stat cache cannot vouch for.
+    /// With `changed` (the paths Watchman says changed since `old` was
+    /// taken), only those are looked at on top of `old`, unless the walk
+    /// finds it must look at everything; `Err(why)`: the whole tree is
+    /// walked, for that reason.
     pub(super) fn scan(
         &self,
         old: Option<&Tree>,
         mode: Reading,
+        changed: std::result::Result<Vec<Vec<u8>>, String>,
         progress: &dyn Progress,
     ) -> Result<Scan> {
         let mut warnings = Vec::new();
@@ -66,15 +74,36 @@ impl Store {
             parent: None,
         };
         let cap = self.options().max_file_size;
-        let (found, walk_warnings) = walk::walk(
-            &self.place.root,
-            root_fd,
-            ignores,
-            cap,
-            self.store_inside(),
-            progress,
-        )
-        .ctx("list", &self.place.root)?;
+        let partial = match (changed, old) {
+            (Ok(paths), Some(t)) => walk::walk_changed(
+                &self.place.root,
+                &root_fd,
+                ignores.clone(),
+                cap,
+                self.store_inside(),
+                progress,
+                &t.entries,
+                paths,
+            )
+            .ctx("list", &self.place.root)?,
+            (Ok(_), None) => Err("there is no tree state to start from".to_owned()),
+            (Err(why), _) => Err(why),
+        };
+        let (full_walk, (found, walk_warnings)) = match partial {
+            Ok(found) => (None, found),
+            Err(why) => (
+                Some(why),
+                walk::walk(
+                    &self.place.root,
+                    root_fd,
+                    ignores,
+                    cap,
+                    self.store_inside(),
+                    progress,
+                )
+                .ctx("list", &self.place.root)?,
+            ),
+        };
         warnings.extend(walk_warnings);
 
         let (mut entries, to_read, read_bytes) = merge(found, old, &self.index.blobs, mode);
@@ -106,6 +135,7 @@ impl Store {
             pack: reads.pack,
             warnings,
             dev,
+            full_walk,
         })
     }
 }

@@ -6,13 +6,34 @@ use std::collections::HashMap;
 
 use super::diff::{diff, shown_path};
 use super::scan::Reading;
-use super::{Baseline, CapturedSince, NotCovered, Progress, Status};
+use super::{Baseline, CapturedSince, ChangeSource, NotCovered, Progress, Status};
+use crate::config::FsMonitor;
 use crate::error::Result;
+use crate::fsmonitor::{self, Used};
 use crate::id::TurnId;
 use crate::store::Store;
 use crate::tree::{self, Kind, Loaded};
 
 impl Store {
+    /// How the snapshot that left `tree` found its changes, as its
+    /// fsmonitor state says; without one that goes with `tree`, why no
+    /// snapshot used Watchman.
+    fn last_change_source(
+        &self,
+        store: &crate::sys::OwnedFd,
+        tree: &crate::tree::Tree,
+    ) -> Result<ChangeSource> {
+        let mode = fsmonitor::mode(self.config()?.fsmonitor)?;
+        if mode == FsMonitor::Off {
+            return Ok(ChangeSource::of(Used::Off, "fsmonitor is off"));
+        }
+        let key = (tree.stamp_ns, tree.entries.len() as u64);
+        Ok(match fsmonitor::state::load(store) {
+            Some(st) if st.tree == key => ChangeSource::of(st.used, &st.reason),
+            _ => ChangeSource::of(Used::Fallback, &fsmonitor::why_not()),
+        })
+    }
+
     /// What changed on disk since the last snapshot, without storing or
     /// recording anything. Files whose stat changed are hashed to tell a
     /// real change from a touch.
@@ -31,7 +52,16 @@ impl Store {
                 Loaded::Tree(t) => Some(t),
             },
         };
-        let scan = self.scan(old.as_ref(), Reading::Compare, progress)?;
+        let change_source = match (&self.place.dirs, &old) {
+            (Some(d), Some(t)) => Some(self.last_change_source(&d.store, t)?),
+            _ => None,
+        };
+        let scan = self.scan(
+            old.as_ref(),
+            Reading::Compare,
+            Err("status scans".into()),
+            progress,
+        )?;
         warnings.extend(scan.warnings);
         let empty = Vec::new();
         let base = old.as_ref().map_or(&empty, |t| &t.entries);
@@ -87,6 +117,7 @@ impl Store {
             not_covered,
             files: scan.stats.files,
             bytes: scan.stats.bytes,
+            change_source,
             warnings,
         })
     }

@@ -748,3 +748,79 @@ fn files_too_large_to_read_whole_are_streamed_into_the_pack_once_and_rewound() -
     assert_eq!(fs::read(root.join("data/b.bin"))?, big);
     Ok(())
 }
+
+#[test]
+fn watchman_paths_become_the_paths_the_walk_looks_at_again() {
+    use crate::tree::{Excluded, Stat};
+    let entry = |p: &str, kind: Kind, ino: u64| Entry {
+        path: p.as_bytes().to_vec(),
+        stat: Stat {
+            ino,
+            ..Stat::default()
+        },
+        kind,
+    };
+    let file = || Kind::File {
+        blob: BlobId([7; 32]),
+    };
+    let old = vec![
+        entry("a", Kind::Dir, 1),
+        entry("a/linked", file(), 9),
+        entry("a/x", file(), 9),
+        entry("b", file(), 3),
+        entry(
+            "bad",
+            Kind::Excluded(Excluded::Unreadable("EACCES".into())),
+            4,
+        ),
+        entry(
+            "node_modules",
+            Kind::Excluded(Excluded::Default("node_modules/".into())),
+            5,
+        ),
+        entry("top", file(), 6),
+    ];
+    let paths = |ps: &[&str]| ps.iter().map(|p| p.as_bytes().to_vec()).collect();
+    let dirty = walk::dirty_paths(
+        &old,
+        paths(&[
+            "a/x",
+            "node_modules/p/deep/q.js",
+            ".git/index",
+            ".turnback/tree",
+            "new/deep/f",
+            "b/under-a-file",
+            "store/x",
+            "a/.f.turnback-tmp-1-2",
+        ]),
+        Some(b"store"),
+    )
+    .expect("no rule file changed");
+    let shown: Vec<String> = dirty
+        .iter()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    // The changed file and its other name (same inode); the excluded
+    // directory instead of what is below it; the topmost new directory; a
+    // file that became a directory; what the tree holds as unreadable.
+    // Never .git/, .turnback/, the store or a temporary file of turnback's.
+    assert_eq!(
+        shown,
+        ["a/linked", "a/x", "b", "bad", "new", "node_modules"],
+        "{shown:?}"
+    );
+    for rule in [
+        "a/.gitignore",
+        ".turnbackignore",
+        "a/CACHEDIR.TAG",
+        "a/pyvenv.cfg",
+    ] {
+        let why = walk::dirty_paths(&old, paths(&[rule]), None).expect_err(rule);
+        assert!(why.contains("what is excluded"), "{rule}: {why}");
+    }
+    // A marker right inside an excluded directory may make it covered.
+    assert!(walk::dirty_paths(&old, paths(&["node_modules/CACHEDIR.TAG"]), None).is_err());
+    // A rule file deeper inside it changes nothing the walk looks at.
+    assert!(walk::dirty_paths(&old, paths(&["node_modules/p/.gitignore"]), None).is_ok());
+    assert!(walk::dirty_paths(&old, paths(&["a/../b"]), None).is_err());
+}

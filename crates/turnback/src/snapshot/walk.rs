@@ -15,7 +15,7 @@
 //! what cannot be listed or named as unreadable.
 
 use crate::sys::OwnedFd;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +26,7 @@ use crate::sys::fs::{Mode, OFlags};
 use super::Progress;
 use crate::exclude::{IGNORE_FILE, Ignores, nested_matcher};
 use crate::path::STORE_DIR;
-use crate::tree::{Excluded, Stat};
+use crate::tree::{Entry, Excluded, Kind, Stat};
 
 /// Walks the tree below `root_fd` (the project root `root`, opened with a
 /// descriptor of its own: a dup would share the listing offset). Returns
@@ -151,16 +151,34 @@ fn assemble(listings: Vec<(Vec<u8>, Vec<Item>)>, unlisted: Vec<Found>) -> Vec<Fo
     let total = listings.iter().map(|(_, items)| items.len()).sum();
     let mut by_dir = listings;
     by_dir.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut unlisted: HashMap<Vec<u8>, Found> =
+        unlisted.into_iter().map(|f| (f.path.clone(), f)).collect();
+    let mut out = Vec::with_capacity(total);
+    assemble_below(&mut by_dir, &mut unlisted, &[], &mut out);
+    // Every unlisted directory was listed by its parent, so none is left;
+    // were one left, it is kept, in order, rather than lost.
+    if !unlisted.is_empty() {
+        out.extend(unlisted.into_values());
+        out.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    }
+    out
+}
+
+/// Appends to `out`, in byte order, every path the listings hold below the
+/// directory `start` (the listings sorted by directory path).
+fn assemble_below(
+    by_dir: &mut [(Vec<u8>, Vec<Item>)],
+    unlisted: &mut HashMap<Vec<u8>, Found>,
+    start: &[u8],
+    out: &mut Vec<Found>,
+) {
     let mut take = |dir: &[u8]| -> Vec<Item> {
         by_dir
             .binary_search_by(|(p, _)| p.as_slice().cmp(dir))
             .map(|i| std::mem::take(&mut by_dir[i].1))
             .unwrap_or_default()
     };
-    let mut unlisted: HashMap<Vec<u8>, Found> =
-        unlisted.into_iter().map(|f| (f.path.clone(), f)).collect();
-    let mut out = Vec::with_capacity(total);
-    let mut stack = vec![take(&[]).into_iter()];
+    let mut stack = vec![take(start).into_iter()];
     while let Some(top) = stack.last_mut() {
         match top.next() {
             None => {
@@ -171,13 +189,6 @@ fn assemble(listings: Vec<(Vec<u8>, Vec<Item>)>, unlisted: Vec<Found>) -> Vec<Fo
             Some(Item::Subtree(p)) => stack.push(take(&p).into_iter()),
         }
     }
-    // Every unlisted directory was listed by its parent, so none is left;
-    // were one left, it is kept, in order, rather than lost.
-    if !unlisted.is_empty() {
-        out.extend(unlisted.into_values());
-        out.sort_unstable_by(|a, b| a.path.cmp(&b.path));
-    }
-    out
 }
 
 /// Whether a name (and the path it completes) can be held by a `RelPath`.
@@ -389,5 +400,437 @@ impl WalkCtx<'_> {
         };
         push(path, kind);
         None
+    }
+}
+
+/// What a walk found, in byte order of paths, and its warnings.
+pub(super) type Walked = (Vec<Found>, Vec<String>);
+
+/// Names whose change can change what is excluded anywhere below their
+/// directory (ignore rules, see [`crate::exclude`]) or whether a directory
+/// counts as generated (see [`crate::generated`]): a change to one in a
+/// covered directory makes the snapshot scan the whole tree.
+const RULE_NAMES: &[&[u8]] = &[b".turnbackignore", b".gitignore"];
+const MARKER_NAMES: &[&[u8]] = &[b"CACHEDIR.TAG", b"pyvenv.cfg"];
+
+/// The walk of a snapshot that Watchman told which paths changed since the
+/// tree state `old` was taken: the same list [`walk`] would give, built
+/// from `old` with only those paths looked at again. `Ok(Err(why))` when
+/// the whole tree must be walked instead.
+///
+/// Each changed path is looked at as the walk would look at it (relative
+/// to its parent's descriptor, with the ignore rules in force there):
+/// - a path inside the root's `.git/` or `.turnback/`, the store, or one of
+///   turnback's temporary files is left out, as the walk leaves it out;
+/// - a path below an excluded directory makes that directory looked at
+///   again (its stat folded over its subtree, as the walk does);
+/// - a path below a directory the tree does not have (a new directory, one
+///   that replaced a file) makes the topmost such directory walked whole;
+/// - a directory that is new, or another directory than the one the tree
+///   has (another inode, or a file before), is walked whole; one that is
+///   gone or no longer a directory takes its whole subtree out of the tree;
+/// - a changed `.turnbackignore`, `.gitignore`, `CACHEDIR.TAG` or
+///   `pyvenv.cfg` in a covered directory can change what is excluded
+///   anywhere: the whole tree is walked.
+///
+/// Paths the tree holds as unreadable are always looked at again, as the
+/// walk would, and so are the other names (hard links) of a changed file.
+/// What Watchman cannot see: a file also linked from outside the project
+/// and written through that outside name (the scan sees its `ctime`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn walk_changed(
+    root: &Path,
+    root_fd: &OwnedFd,
+    ignores: Ignores,
+    cap: u64,
+    store_inside: Option<Vec<u8>>,
+    progress: &dyn Progress,
+    old: &[Entry],
+    changed: Vec<Vec<u8>>,
+) -> io::Result<Result<Walked, String>> {
+    let dirty = match dirty_paths(old, changed, store_inside.as_deref()) {
+        Ok(d) => d,
+        Err(why) => return Ok(Err(why)),
+    };
+    let ctx = WalkCtx {
+        root,
+        cap,
+        warnings: Mutex::new(Vec::new()),
+        seen: AtomicU64::new(0),
+        progress,
+        out: Mutex::new(Vec::new()),
+        unlisted: Mutex::new(Vec::new()),
+        store_inside,
+    };
+    let root_dir = Some((Arc::new(crate::sys::dup(root_fd)?), Arc::new(ignores)));
+    let mut looker = Looker {
+        ctx: &ctx,
+        old,
+        dirs: HashMap::from([(Vec::new(), root_dir)]),
+        founds: std::collections::BTreeMap::new(),
+        looked: std::collections::BTreeSet::new(),
+        cut: std::collections::BTreeSet::new(),
+        to_walk: Vec::new(),
+    };
+    let mut queue: Vec<Vec<u8>> = dirty.into_iter().collect();
+    // A path whose parent is no longer a directory makes that ancestor
+    // looked at too; ancestors are shallower, so this ends.
+    for _round in 0..64 {
+        let mut more = Vec::new();
+        for p in queue {
+            if let Some(anc) = looker.look(&p)? {
+                more.push(anc);
+            }
+        }
+        if more.is_empty() {
+            break;
+        }
+        more.sort();
+        more.dedup();
+        queue = more;
+    }
+    let Looker {
+        founds,
+        looked,
+        cut,
+        to_walk,
+        ..
+    } = looker;
+    let starts: Vec<Vec<u8>> = to_walk.iter().map(|(_, p, _)| p.clone()).collect();
+    rayon::scope(|s| {
+        for (fd, path, ig) in to_walk {
+            let ctx = &ctx;
+            s.spawn(move |s| {
+                if let Err(e) = ctx.walk_dir(fd, path.clone(), ig, s) {
+                    ctx.push_unlisted(Found {
+                        path,
+                        stat: Stat::default(),
+                        kind: unreadable(e),
+                    });
+                }
+            });
+        }
+    });
+    let poisoned = || io::Error::other("a walker thread panicked");
+    let warnings = ctx.warnings.into_inner().map_err(|_| poisoned())?;
+    let mut by_dir = ctx.out.into_inner().map_err(|_| poisoned())?;
+    by_dir.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut unlisted: HashMap<Vec<u8>, Found> = ctx
+        .unlisted
+        .into_inner()
+        .map_err(|_| poisoned())?
+        .into_iter()
+        .map(|f| (f.path.clone(), f))
+        .collect();
+    let mut fresh: Vec<Found> = Vec::new();
+    // What was found below a directory walked whole (or gone) afterwards
+    // is the walk's to say.
+    let below_cut = |p: &[u8]| {
+        p.iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'/')
+            .any(|(k, _)| cut.contains(&p[..k]))
+    };
+    let mut founds = founds;
+    founds.retain(|p, _| !below_cut(p));
+    for start in &starts {
+        assemble_below(&mut by_dir, &mut unlisted, start, &mut fresh);
+    }
+    // A directory to walk whole that could not be listed replaces its own
+    // entry, as in its parent's listing.
+    for (path, f) in unlisted {
+        founds.insert(path, f);
+    }
+    fresh.extend(founds.into_values());
+    fresh.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    fresh.dedup_by(|a, b| a.path == b.path);
+
+    // The old entries that stay: not looked at, not below a cut.
+    let mut drop = vec![false; old.len()];
+    for p in &looked {
+        if let Ok(i) = old.binary_search_by(|e| e.path.as_slice().cmp(p)) {
+            drop[i] = true;
+        }
+    }
+    for c in &cut {
+        let mut lo_key = c.clone();
+        lo_key.push(b'/');
+        let mut hi_key = c.clone();
+        hi_key.push(b'/' + 1);
+        let lo = old.partition_point(|e| e.path < lo_key);
+        let hi = old.partition_point(|e| e.path < hi_key);
+        drop[lo..hi].iter_mut().for_each(|d| *d = true);
+    }
+    let mut out = Vec::with_capacity(old.len() + fresh.len());
+    let mut fresh = fresh.into_iter().peekable();
+    for (e, _) in old.iter().zip(&drop).filter(|(_, d)| !**d) {
+        while let Some(f) = fresh.next_if(|f| f.path < e.path) {
+            out.push(f);
+        }
+        if fresh.peek().is_some_and(|f| f.path == e.path) {
+            continue;
+        }
+        out.push(found_of(e));
+    }
+    out.extend(fresh);
+    debug_assert!(
+        out.windows(2).all(|w| w[0].path < w[1].path),
+        "the changed walk's paths are sorted and unique"
+    );
+    Ok(Ok((out, warnings)))
+}
+
+/// What the walk found at an old tree entry that nothing changed.
+fn found_of(e: &Entry) -> Found {
+    Found {
+        path: e.path.clone(),
+        stat: e.stat,
+        kind: match &e.kind {
+            Kind::File { .. } => FoundKind::File,
+            Kind::Symlink { target } => FoundKind::Symlink(target.clone()),
+            Kind::Dir => FoundKind::Dir,
+            Kind::Excluded(x) => FoundKind::Excluded(x.clone()),
+        },
+    }
+}
+
+/// Whether the walk never looks at `p` (a plain relative path): inside
+/// the root's `.git/` or `.turnback/`, inside the store, or one of
+/// turnback's own temporary files or below one.
+pub(super) fn skipped(p: &[u8], store_inside: Option<&[u8]>) -> bool {
+    let mut comps = p.split(|&b| b == b'/');
+    if comps
+        .next()
+        .is_some_and(|c| c == b".git" || c == STORE_DIR.as_bytes())
+    {
+        return true;
+    }
+    let ours = |c: &[u8]| std::str::from_utf8(c).is_ok_and(|n| crate::fsx::temp_owner(n).is_some());
+    if p.split(|&b| b == b'/').any(ours) {
+        return true;
+    }
+    store_inside.is_some_and(|s| p.starts_with(s) && matches!(p.get(s.len()), None | Some(b'/')))
+}
+
+/// The paths to look at again for Watchman's `changed` (see
+/// [`walk_changed`]), or why the whole tree must be walked.
+pub(super) fn dirty_paths(
+    old: &[Entry],
+    changed: Vec<Vec<u8>>,
+    store_inside: Option<&[u8]>,
+) -> Result<std::collections::BTreeSet<Vec<u8>>, String> {
+    let find = |p: &[u8]| {
+        old.binary_search_by(|e| e.path.as_slice().cmp(p))
+            .ok()
+            .map(|i| &old[i].kind)
+    };
+    let mut dirty = std::collections::BTreeSet::new();
+    'paths: for p in changed {
+        if p.is_empty() {
+            continue;
+        }
+        let comps: Vec<&[u8]> = p.split(|&b| b == b'/').collect();
+        if comps
+            .iter()
+            .any(|c| c.is_empty() || *c == b"." || *c == b".." || c.contains(&0))
+        {
+            return Err(format!(
+                "Watchman named a path that is not plain ({})",
+                crate::path::escaped(&p)
+            ));
+        }
+        if skipped(&p, store_inside) {
+            continue;
+        }
+        let mut end = 0;
+        for (k, c) in comps.iter().enumerate() {
+            end += c.len();
+            let prefix = &p[..end];
+            if k + 1 == comps.len() {
+                if RULE_NAMES.contains(c) || MARKER_NAMES.contains(c) {
+                    return Err(format!(
+                        "{} changed, which can change what is excluded",
+                        crate::path::escaped(&p)
+                    ));
+                }
+                dirty.insert(p.clone());
+                continue 'paths;
+            }
+            match find(prefix) {
+                Some(Kind::Dir) => {}
+                Some(Kind::Excluded(_)) => {
+                    // A marker right inside an excluded directory may make
+                    // it covered again.
+                    if k + 2 == comps.len() && MARKER_NAMES.contains(&comps[k + 1]) {
+                        return Err(format!(
+                            "{} changed, which can change what is excluded",
+                            crate::path::escaped(&p)
+                        ));
+                    }
+                    dirty.insert(prefix.to_vec());
+                    continue 'paths;
+                }
+                // A new directory, or one that was a file or symlink.
+                _ => {
+                    dirty.insert(prefix.to_vec());
+                    continue 'paths;
+                }
+            }
+            end += 1;
+        }
+    }
+    // A file written through one of its names changes every name of it
+    // (hard links), and Watchman names only the one written: the other
+    // names the tree holds with that inode are looked at too.
+    let inodes: HashSet<u64> = dirty
+        .iter()
+        .filter_map(|p| match find(p) {
+            Some(Kind::File { .. }) => old
+                .binary_search_by(|e| e.path.as_slice().cmp(p))
+                .ok()
+                .map(|i| old[i].stat.ino),
+            _ => None,
+        })
+        .collect();
+    for e in old {
+        let linked = !inodes.is_empty()
+            && matches!(e.kind, Kind::File { .. })
+            && inodes.contains(&e.stat.ino);
+        if linked || matches!(e.kind, Kind::Excluded(Excluded::Unreadable(_))) {
+            dirty.insert(e.path.clone());
+        }
+    }
+    Ok(dirty)
+}
+
+/// A directory opened by [`Looker`], with the ignore rules of its entries.
+type OpenDir = (Arc<OwnedFd>, Arc<Ignores>);
+
+/// Looks at changed paths one by one (see [`walk_changed`]).
+struct Looker<'c, 'a> {
+    ctx: &'c WalkCtx<'a>,
+    old: &'c [Entry],
+    /// Directories opened so far (the root under the empty path), with
+    /// the ignore rules of their entries; `None`: not a directory now.
+    dirs: HashMap<Vec<u8>, Option<OpenDir>>,
+    /// What was found at each path looked at.
+    founds: std::collections::BTreeMap<Vec<u8>, Found>,
+    /// Every path looked at (its old entry is replaced or dropped).
+    looked: std::collections::BTreeSet<Vec<u8>>,
+    /// Paths whose old subtree is dropped.
+    cut: std::collections::BTreeSet<Vec<u8>>,
+    /// Directories to walk whole.
+    to_walk: Vec<(OwnedFd, Vec<u8>, Arc<Ignores>)>,
+}
+
+impl Looker<'_, '_> {
+    fn old_entry(&self, p: &[u8]) -> Option<&Entry> {
+        self.old
+            .binary_search_by(|e| e.path.as_slice().cmp(p))
+            .ok()
+            .map(|i| &self.old[i])
+    }
+
+    /// Whether `p` lies below a path whose old subtree is dropped (then
+    /// what is below it is found by walking it, or is gone).
+    fn below_cut(&self, p: &[u8]) -> bool {
+        p.iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'/')
+            .any(|(k, _)| self.cut.contains(&p[..k]))
+    }
+
+    /// Opens the directory at `rel` (empty: the root) with the ignore rules
+    /// of its entries; `Err(q)`: the ancestor-or-self `q` is not a
+    /// directory now.
+    fn open_dir(&mut self, rel: &[u8]) -> Result<OpenDir, Vec<u8>> {
+        if !self.dirs.contains_key(rel) {
+            let (parent, name) = match rel.iter().rposition(|&b| b == b'/') {
+                Some(k) => (&rel[..k], &rel[k + 1..]),
+                None => (&rel[..0], rel),
+            };
+            let (pfd, pig) = self.open_dir(parent)?;
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let opened = crate::sys::fs::openat(
+                crate::sys::AsFd::as_fd(&*pfd),
+                crate::sys::os_str(name),
+                flags,
+                Mode::empty(),
+            );
+            let entry = match opened {
+                Ok(fd) => {
+                    let mut ign = rel.to_vec();
+                    ign.extend_from_slice(b"/.turnbackignore");
+                    let ig = if self.old_entry(&ign).is_some() {
+                        self.ctx
+                            .nested_ignores(crate::sys::AsFd::as_fd(&fd), rel, pig)
+                    } else {
+                        pig
+                    };
+                    Some((Arc::new(fd), ig))
+                }
+                Err(_) => None,
+            };
+            self.dirs.insert(rel.to_vec(), entry);
+        }
+        match self.dirs.get(rel) {
+            Some(Some((fd, ig))) => Ok((Arc::clone(fd), Arc::clone(ig))),
+            _ => Err(rel.to_vec()),
+        }
+    }
+
+    /// Looks at `p` again. Returns an ancestor to look at too, when `p`'s
+    /// parent is no longer a directory.
+    fn look(&mut self, p: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        if self.below_cut(p) {
+            return Ok(None);
+        }
+        let (parent, name) = match p.iter().rposition(|&b| b == b'/') {
+            Some(k) => (&p[..k], &p[k + 1..]),
+            None => (&p[..0], p),
+        };
+        let Ok(cname) = std::ffi::CString::new(name) else {
+            return Ok(None);
+        };
+        let (pfd, ig) = match self.open_dir(parent) {
+            Ok(opened) => opened,
+            Err(q) => {
+                // Gone with its parent: the parent is looked at in turn.
+                self.looked.insert(p.to_vec());
+                self.cut.insert(p.to_vec());
+                self.founds.remove(p);
+                return Ok((!self.looked.contains(&q)).then_some(q));
+            }
+        };
+        let mut local = Vec::new();
+        let dir = self.ctx.visit(
+            crate::sys::AsFd::as_fd(&*pfd),
+            &cname,
+            p.to_vec(),
+            &ig,
+            &mut local,
+        );
+        self.looked.insert(p.to_vec());
+        let same_dir = |old: Option<&Entry>, f: &Found| {
+            old.is_some_and(|o| matches!(o.kind, Kind::Dir) && o.stat.ino == f.stat.ino)
+        };
+        match local.pop() {
+            None => {
+                // Gone: its old subtree goes with it.
+                self.founds.remove(p);
+                self.cut.insert(p.to_vec());
+            }
+            Some(f) => {
+                let keep_children = dir.is_some() && same_dir(self.old_entry(p), &f);
+                if !keep_children {
+                    self.cut.insert(p.to_vec());
+                    if let Some((fd, path)) = dir {
+                        self.to_walk.push((fd, path, ig));
+                    }
+                }
+                self.founds.insert(p.to_vec(), f);
+            }
+        }
+        Ok(None)
     }
 }

@@ -1,0 +1,736 @@
+//! Watchman as the change source of snapshots (see the library's
+//! `fsmonitor` module), against the real binary and a real Watchman.
+//!
+//! Every test starts its own Watchman server, with its own socket, state
+//! file, log and pid file in a temporary folder (never a user's server:
+//! Debian's Watchman 4.9 command ignores `WATCHMAN_SOCK`, so each is
+//! passed explicitly), and stops it when done; turnback finds it through
+//! `WATCHMAN_SOCK`. Without a `watchman` binary every test here fails,
+//! never passes without having run (`.ci/run` installs it).
+//!
+//! - the differential test: random change sets applied under `exec` in two
+//!   copies of one project, one with Watchman and one with the scan; the
+//!   recorded turns and the rewinds must be identical;
+//! - each fallback (no server, a fresh instance, a recrawl, a deleted
+//!   watch, a server that does not answer, a changed ignore file) scans
+//!   the whole tree, says so in the report and in `status`, and records
+//!   the same changes;
+//! - the setting: `fsmonitor` in config.toml, `TURNBACK_FSMONITOR`, and
+//!   every command taking the same config file.
+//!
+//! Linux: the change scripts use GNU `stat` and `touch`.
+#![cfg(target_os = "linux")]
+
+#[path = "common/rng.rs"]
+mod rng;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_turnback");
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// A Watchman server of the test's own, stopped on drop.
+struct Server {
+    dir: tempfile::TempDir,
+    child: Child,
+}
+
+impl Server {
+    /// Starts a server in a new temporary folder and waits until it
+    /// answers. Panics (the test fails) when there is no `watchman`.
+    fn start() -> Res<Server> {
+        let dir = tempfile::Builder::new()
+            .prefix("turnback-watchman-")
+            .tempdir()?;
+        let child = Self::spawn(dir.path())?;
+        let server = Server { dir, child };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    fn spawn(dir: &Path) -> Res<Child> {
+        let arg = |k: &str, name: &str| format!("--{k}={}", dir.join(name).display());
+        let child = Command::new("watchman")
+            .arg("--foreground")
+            .arg(arg("sockname", "sock"))
+            .arg(arg("statefile", "state"))
+            .arg(arg("logfile", "log"))
+            .arg(arg("pidfile", "pid"))
+            .env("HOME", dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        match child {
+            Ok(c) => Ok(c),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+                "these tests need Watchman: no `watchman` on PATH (.ci/run installs it with apt)"
+            ),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn wait_ready(&self) -> Res<()> {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(20) {
+            if std::os::unix::net::UnixStream::connect(self.sock()).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(format!("the test's Watchman did not start: {}", self.log()).into())
+    }
+
+    fn sock(&self) -> PathBuf {
+        self.dir.path().join("sock")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+
+    /// Stops the server and starts a new one on the same socket (a fresh
+    /// instance: it knows no clock of the old one).
+    fn restart(&mut self) -> Res<()> {
+        self.stop();
+        let _ = std::fs::remove_file(self.sock());
+        self.child = Self::spawn(self.dir.path())?;
+        self.wait_ready()
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends one JSON request to the server; returns its answer.
+    fn call(&self, request: &Value) -> Res<Value> {
+        let stream = std::os::unix::net::UnixStream::connect(self.sock())?;
+        stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+        let mut w = stream.try_clone()?;
+        let mut line = serde_json::to_vec(request)?;
+        line.push(b'\n');
+        w.write_all(&line)?;
+        let mut answer = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stream), &mut answer)?;
+        Ok(serde_json::from_str(&answer)?)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One copy of a project, with its own data directory, and the
+/// environment its turnback runs with.
+struct World {
+    root: PathBuf,
+    data: PathBuf,
+    home: PathBuf,
+    env: Vec<(String, OsString)>,
+}
+
+impl World {
+    fn new(base: &Path, name: &str, env: &[(&str, &std::ffi::OsStr)]) -> Res<World> {
+        let root = base.join(name).join("project");
+        let data = base.join(name).join("data");
+        let home = base.join(name).join("home");
+        for d in [&root, &data, &home] {
+            std::fs::create_dir_all(d)?;
+        }
+        Ok(World {
+            root: root.canonicalize()?,
+            data,
+            home,
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        })
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.env_clear()
+            .env("TURNBACK_DATA_DIR", &self.data)
+            .env("HOME", &self.home)
+            .env("TURNBACK_NO_BACKGROUND", "1")
+            .current_dir(&self.root);
+        if let Some(path) = std::env::var_os("PATH") {
+            cmd.env("PATH", path);
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Res<Output> {
+        Ok(self.command().args(args).output()?)
+    }
+
+    /// `turnback --json ARGS`, which must succeed (or end with `code`).
+    fn json(&self, args: &[&str]) -> Res<Value> {
+        let out = self.run(&[&["--json"], args].concat())?;
+        if !out.status.success() && out.status.code() != Some(3) {
+            return Err(format!(
+                "turnback {args:?} failed: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+            .into());
+        }
+        Ok(serde_json::from_slice(&out.stdout)?)
+    }
+
+    /// `turnback --json exec --turn T -- sh -c SCRIPT`: its report (on
+    /// standard error).
+    fn exec(&self, turn: &str, script: &str) -> Res<Value> {
+        let out = self.run(&["--json", "exec", "--turn", turn, "--", "sh", "-c", script])?;
+        if !out.status.success() {
+            return Err(format!(
+                "exec {turn} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+            .into());
+        }
+        // The report is the last line; the command's own standard error
+        // comes before it.
+        let err = String::from_utf8_lossy(&out.stderr);
+        let line = err
+            .lines()
+            .rfind(|l| l.starts_with("{\"exit_code\""))
+            .ok_or_else(|| format!("exec {turn} printed no report: {err}"))?;
+        Ok(serde_json::from_str(line)?)
+    }
+
+    fn sh(&self, script: &str) -> Res<()> {
+        let st = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&self.root)
+            .status()?;
+        if !st.success() {
+            return Err(format!("sh -c {script:?} failed").into());
+        }
+        Ok(())
+    }
+
+    fn write(&self, rel: &str, bytes: &[u8]) -> Res<()> {
+        let p = self.root.join(rel);
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d)?;
+        }
+        std::fs::write(p, bytes)?;
+        Ok(())
+    }
+}
+
+/// Path -> (kind, mode, bytes or link target).
+type Picture = BTreeMap<String, (char, u32, Vec<u8>)>;
+
+/// Kind, mode and bytes (or target) of every path under `root` but the
+/// marker folder `.turnback/`.
+fn picture(root: &Path) -> Res<Picture> {
+    fn walk(root: &Path, dir: &Path, out: &mut Picture) -> Res<()> {
+        for e in std::fs::read_dir(dir)? {
+            let p = e?.path();
+            let rel = p.strip_prefix(root)?.to_string_lossy().into_owned();
+            // The marker names each copy's own store.
+            if rel == ".turnback" {
+                continue;
+            }
+            let m = std::fs::symlink_metadata(&p)?;
+            let mode = m.permissions().mode() & 0o7777;
+            if m.file_type().is_symlink() {
+                let t = std::fs::read_link(&p)?;
+                out.insert(rel, ('l', 0, t.into_os_string().into_encoded_bytes()));
+            } else if m.is_dir() {
+                out.insert(rel, ('d', mode, Vec::new()));
+                walk(root, &p, out)?;
+            } else {
+                out.insert(rel, ('f', mode, std::fs::read(&p)?));
+            }
+        }
+        Ok(())
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out)?;
+    Ok(out)
+}
+
+fn source(report: &Value) -> (String, String) {
+    let s = &report["change_source"];
+    (
+        s["source"].as_str().unwrap_or("?").to_owned(),
+        s["reason"].as_str().unwrap_or("").to_owned(),
+    )
+}
+
+/// The part of a snapshot half's report that must not depend on how the
+/// changes were found: what it recorded.
+fn recorded(report: &Value) -> Value {
+    report["recorded"].clone()
+}
+
+/// The project both copies start from: covered files, a symlink, nested
+/// directories, an excluded `node_modules/`, a `.turnbackignore`.
+fn seed_project(w: &World) -> Res<()> {
+    for d in 0..3 {
+        for f in 0..4 {
+            w.write(
+                &format!("d{d}/f{f}.txt"),
+                format!("file {d}/{f}\n").as_bytes(),
+            )?;
+        }
+        w.write(&format!("d{d}/sub/g.txt"), b"deep\n")?;
+    }
+    w.write("top.txt", b"top\n")?;
+    w.write("node_modules/pkg/index.js", b"module.exports = 1;\n")?;
+    w.write(".turnbackignore", b"*.log\n")?;
+    w.write("app.log", b"log line\n")?;
+    std::os::unix::fs::symlink("d0/f0.txt", w.root.join("link"))?;
+    Ok(())
+}
+
+/// A random change script over a small set of names, so changes meet:
+/// create, modify in place with the same size and mtime restored, delete,
+/// rename, chmod, hard links and writes through them, type changes,
+/// symlinks, directories appearing and
+/// disappearing, changes inside excluded directories and to ignored
+/// files, now and then an ignore file. Every step tolerates what is not
+/// there (`2>/dev/null`), so both copies go through the same states.
+fn change_script(rng: &mut rng::Rng, n: usize) -> String {
+    let dirs = [
+        "d0",
+        "d1",
+        "d2",
+        "d0/sub",
+        "d1/sub",
+        "new",
+        "new/deep",
+        "node_modules/pkg",
+    ];
+    let names = [
+        "f0.txt", "f1.txt", "f2.txt", "f3.txt", "g.txt", "x", "y.bin", "app.log",
+    ];
+    let pick = |rng: &mut rng::Rng| {
+        let d = dirs[rng.below(dirs.len() as u64) as usize];
+        let f = names[rng.below(names.len() as u64) as usize];
+        (d, format!("{d}/{f}"))
+    };
+    let mut lines = Vec::new();
+    for _ in 0..n {
+        let (dir, p) = pick(rng);
+        let (_, q) = pick(rng);
+        let v = rng.next() % 1000;
+        let line = match rng.below(16) {
+            0 | 1 => format!("mkdir -p {dir} && printf 'new {v}\\n' > {p}"),
+            2 => format!("printf 'more {v}\\n' >> {p}"),
+            3 => format!(
+                "[ -f {p} ] && t=$(stat -c %y {p}) && printf 'Z' | dd of={p} bs=1 count=1 conv=notrunc 2>/dev/null && touch -d \"$t\" {p}"
+            ),
+            4 => format!("rm -f {p}"),
+            5 => format!("mkdir -p $(dirname {q}) && mv {p} {q}"),
+            6 => format!(
+                "chmod {} {p}",
+                ["600", "755", "644", "700"][rng.below(4) as usize]
+            ),
+            7 => format!("rm -rf {p} && mkdir -p {p} && printf 'inner\\n' > {p}/inner"),
+            8 => format!("rm -rf {p} && ln -s ../top.txt {p}"),
+            9 => format!("rm -rf {dir}"),
+            10 => format!("mkdir -p {dir}/a{v}/b && printf 'x\\n' > {dir}/a{v}/b/c"),
+            11 => format!(
+                "mkdir -p node_modules/pkg/lib && printf '{v}\\n' > node_modules/pkg/lib/m{v}.js"
+            ),
+            12 => format!("rm -rf {dir} && printf 'was a dir\\n' > {dir}"),
+            13 => format!("mkdir -p {dir} && ln -sfn f{v}.txt {dir}/ln"),
+            14 if v.is_multiple_of(2) => {
+                format!("[ -f {p} ] && mkdir -p $(dirname {q}) && ln -f {p} {q}")
+            }
+            14 => format!("printf 'through a link {v}\n' >> {q}"),
+            _ => match rng.below(3) {
+                0 => "printf '*.log\\n*.tmp\\n' > .turnbackignore".to_owned(),
+                1 => format!("mkdir -p {dir} && printf 'build/\\n' > {dir}/.gitignore"),
+                _ => format!("printf 'tmp {v}\\n' > {dir}.tmp"),
+            },
+        };
+        lines.push(format!("( {line} ) 2>/dev/null"));
+    }
+    lines.push("true".into());
+    lines.join("\n")
+}
+
+fn watchman_env(server: &Server) -> Vec<(&'static str, OsString)> {
+    vec![
+        ("WATCHMAN_SOCK", server.sock().into_os_string()),
+        ("TURNBACK_FSMONITOR", "watchman".into()),
+    ]
+}
+
+fn as_refs<'a>(env: &'a [(&'static str, OsString)]) -> Vec<(&'static str, &'a std::ffi::OsStr)> {
+    env.iter().map(|(k, v)| (*k, v.as_os_str())).collect()
+}
+
+#[test]
+fn random_changes_record_and_rewind_the_same_with_watchman_and_with_the_scan() -> Res<()> {
+    let server = Server::start()?;
+    let tmp = tempfile::Builder::new()
+        .prefix("turnback-wm-diff-")
+        .tempdir()?;
+    let wenv = watchman_env(&server);
+    let with = World::new(tmp.path(), "watchman", &as_refs(&wenv))?;
+    let off = [("TURNBACK_FSMONITOR", std::ffi::OsStr::new("off"))];
+    let without = World::new(tmp.path(), "scan", &off)?;
+    seed_project(&with)?;
+    seed_project(&without)?;
+    let mut rng = rng::Rng::from_env("watchman differential");
+    let steps: usize = 24;
+    let mut by_watchman = 0;
+    for step in 0..steps {
+        let turn = format!("t{step}");
+        let n_during = 1 + rng.below(6) as usize;
+        let during = change_script(&mut rng, n_during);
+        let n_after = rng.below(3) as usize;
+        let after = change_script(&mut rng, n_after);
+        assert_eq!(picture(&with.root)?, picture(&without.root)?, "step {step}");
+        let a = with.exec(&turn, &during)?;
+        let b = without.exec(&turn, &during)?;
+        for half in ["before", "after"] {
+            assert_eq!(
+                recorded(&a[half]),
+                recorded(&b[half]),
+                "step {step}, {half} half: with Watchman {:?}; script:\n{during}",
+                source(&a[half])
+            );
+            assert_eq!(source(&b[half]).0, "scan");
+        }
+        if source(&a["after"]).0 == "watchman" {
+            by_watchman += 1;
+        }
+        // Changes right after the command, before the next one.
+        with.sh(&after)?;
+        without.sh(&after)?;
+    }
+    println!("{by_watchman} of {steps} after halves used Watchman");
+    // The changes were found by Watchman, not by a fallback every time
+    // (a changed ignore file makes one half scan).
+    assert!(
+        by_watchman * 2 >= steps,
+        "only {by_watchman} of {steps} after halves used Watchman"
+    );
+    let list = |w: &World| -> Res<Vec<(Value, Value)>> {
+        let l = w.json(&["list"])?;
+        Ok(l.as_array()
+            .ok_or("list is not an array")?
+            .iter()
+            .map(|t| (t["turn"].clone(), t["file_count"].clone()))
+            .collect())
+    };
+    assert_eq!(list(&with)?, list(&without)?);
+    // Rewinds, newest first, to a few random turns: each brings both
+    // copies to the same folder with the same report. (Not always the
+    // folder before the turn: what changed between commands belongs to no
+    // turn, and what is not covered is not restored; both alike.)
+    let mut k = steps;
+    while k > 0 {
+        k = k.saturating_sub(1 + rng.below(8) as usize);
+        let turn = format!("t{k}");
+        let ra = with.run(&["--json", "rewind", &turn])?;
+        let rb = without.run(&["--json", "rewind", &turn])?;
+        assert_eq!(ra.status.code(), rb.status.code(), "rewind {turn}");
+        let pa = picture(&with.root)?;
+        assert_eq!(pa, picture(&without.root)?, "rewind {turn}");
+        let keys = |o: &Output| -> Res<Value> {
+            let v: Value = serde_json::from_slice(&o.stdout)?;
+            Ok(serde_json::json!([
+                v["restored"],
+                v["deleted"],
+                v["failed"]
+            ]))
+        };
+        assert_eq!(keys(&ra)?, keys(&rb)?, "rewind {turn} reports");
+    }
+    Ok(())
+}
+
+/// A project with a store and one snapshot taken through `server`.
+fn started(tmp: &Path, server: &Server) -> Res<World> {
+    let env = watchman_env(server);
+    let w = World::new(tmp, "p", &as_refs(&env))?;
+    seed_project(&w)?;
+    w.json(&["snapshot", "--turn", "t0"])?;
+    w.json(&["snapshot", "--turn", "t0", "--after"])?;
+    Ok(w)
+}
+
+/// A command that creates `name` under exec; returns its after half.
+fn create_under_exec(w: &World, turn: &str, name: &str) -> Res<Value> {
+    let report = w.exec(turn, &format!("printf 'made\\n' > {name}"))?;
+    let created = &report["after"]["recorded"]["changes"]["created"];
+    assert_eq!(created, &serde_json::json!([name]), "{report}");
+    Ok(report["after"].clone())
+}
+
+fn status_line(w: &World) -> Res<String> {
+    let out = w.run(&["status"])?;
+    let text = String::from_utf8(out.stdout)?;
+    Ok(text
+        .lines()
+        .find(|l| l.starts_with("the last snapshot found its changes by"))
+        .unwrap_or("")
+        .to_owned())
+}
+
+#[test]
+fn watchman_is_used_and_status_says_so() -> Res<()> {
+    let server = Server::start()?;
+    let tmp = tempfile::tempdir()?;
+    let w = started(tmp.path(), &server)?;
+    let after = create_under_exec(&w, "t1", "a.txt")?;
+    assert_eq!(source(&after), ("watchman".into(), String::new()));
+    assert!(
+        status_line(&w)?.contains("Watchman"),
+        "{}",
+        status_line(&w)?
+    );
+    let st = w.json(&["status"])?;
+    assert_eq!(st["change_source"]["source"], "watchman");
+    // A command that changes nothing: both halves through Watchman.
+    let r = w.exec("t2", "true")?;
+    assert_eq!(source(&r["before"]).0, "watchman");
+    assert_eq!(source(&r["after"]).0, "watchman");
+    assert_eq!(
+        r["after"]["scan"]["file_count"],
+        r["before"]["scan"]["file_count"]
+    );
+    Ok(())
+}
+
+#[test]
+fn a_fresh_instance_falls_back_to_the_scan_once() -> Res<()> {
+    let mut server = Server::start()?;
+    let tmp = tempfile::tempdir()?;
+    let w = started(tmp.path(), &server)?;
+    server.restart()?;
+    // Changed while no server watched: only the scan can see it.
+    w.write("d1/while-down.txt", b"unseen by watchman\n")?;
+    let report = w.exec("t1", "printf 'made\\n' > a.txt")?;
+    let (src, why) = source(&report["before"]);
+    assert_eq!(src, "scan");
+    assert!(why.contains("fresh instance"), "{why}");
+    let status = status_line(&w)?;
+    assert!(
+        status.contains("full scan") || status.contains("Watchman"),
+        "{status}"
+    );
+    assert_eq!(
+        report["after"]["recorded"]["changes"]["created"],
+        serde_json::json!(["a.txt"])
+    );
+    assert_eq!(source(&report["after"]).0, "watchman");
+    let st = w.json(&["status"])?;
+    assert!(
+        st["changes"]["created"]
+            .as_array()
+            .is_some_and(Vec::is_empty),
+        "{st}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_recrawl_falls_back_to_the_scan_once() -> Res<()> {
+    let server = Server::start()?;
+    let tmp = tempfile::tempdir()?;
+    let w = started(tmp.path(), &server)?;
+    let root = w.root.to_string_lossy().into_owned();
+    server.call(&serde_json::json!(["debug-recrawl", root]))?;
+    let report = w.exec("t1", "printf 'made\\n' > a.txt")?;
+    let (src, why) = source(&report["before"]);
+    assert_eq!(src, "scan");
+    assert!(why.contains("recrawled"), "{why}");
+    assert_eq!(
+        report["after"]["recorded"]["changes"]["created"],
+        serde_json::json!(["a.txt"])
+    );
+    assert_eq!(source(&report["after"]).0, "watchman");
+    Ok(())
+}
+
+#[test]
+fn a_deleted_watch_falls_back_to_the_scan_once() -> Res<()> {
+    let server = Server::start()?;
+    let tmp = tempfile::tempdir()?;
+    let w = started(tmp.path(), &server)?;
+    let root = w.root.to_string_lossy().into_owned();
+    server.call(&serde_json::json!(["watch-del", root]))?;
+    w.write("d2/unwatched.txt", b"changed while not watched\n")?;
+    let report = w.exec("t1", "printf 'made\\n' > a.txt")?;
+    let (src, why) = source(&report["before"]);
+    assert_eq!(src, "scan");
+    assert!(why.contains("deleted"), "{why}");
+    assert!(status_line(&w)?.contains("Watchman") || status_line(&w)?.contains("scan"));
+    assert_eq!(
+        report["after"]["recorded"]["changes"]["created"],
+        serde_json::json!(["a.txt"])
+    );
+    assert_eq!(source(&report["after"]).0, "watchman");
+    // The file written while unwatched was taken into the tree by the
+    // before half's scan: nothing is left unseen.
+    let st = w.json(&["status"])?;
+    assert!(
+        st["changes"]["created"]
+            .as_array()
+            .is_some_and(Vec::is_empty),
+        "{st}"
+    );
+    Ok(())
+}
+
+#[test]
+fn no_server_and_a_silent_server_fall_back_to_the_scan() -> Res<()> {
+    let server = Server::start()?;
+    let tmp = tempfile::tempdir()?;
+    let w = started(tmp.path(), &server)?;
+    // A socket nobody listens on.
+    let mut gone = World::new(tmp.path(), "p2", &[])?;
+    gone.root = w.root.clone();
+    gone.data = w.data.clone();
+    gone.home = w.home.clone();
+    gone.env = vec![(
+        "WATCHMAN_SOCK".into(),
+        tmp.path().join("no-such-sock").into(),
+    )];
+    let after = create_under_exec(&gone, "t1", "a.txt")?;
+    let (src, why) = source(&after);
+    assert_eq!(src, "scan");
+    assert!(why.contains("no Watchman server answers"), "{why}");
+    assert!(
+        status_line(&gone)?.contains("full scan"),
+        "{}",
+        status_line(&gone)?
+    );
+
+    // A server that accepts and never answers: the snapshot gives up
+    // after the limit and scans.
+    let silent_sock = tmp.path().join("silent-sock");
+    let listener = std::os::unix::net::UnixListener::bind(&silent_sock)?;
+    let held = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        for c in listener.incoming().take(4) {
+            conns.push(c);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_secs(5));
+        drop(conns);
+    });
+    let mut silent = World::new(tmp.path(), "p3", &[])?;
+    silent.root = w.root.clone();
+    silent.data = w.data.clone();
+    silent.home = w.home.clone();
+    silent.env = vec![
+        ("WATCHMAN_SOCK".into(), silent_sock.into()),
+        ("TURNBACK_WATCHMAN_TIMEOUT_MS".into(), "300".into()),
+    ];
+    let start = Instant::now();
+    let after = create_under_exec(&silent, "t2", "b.txt")?;
+    let (src, why) = source(&after);
+    assert_eq!(src, "scan");
+    assert!(why.contains("did not answer in time"), "{why}");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    drop(held);
+    Ok(())
+}
+
+#[test]
+fn an_ignore_file_change_scans_and_excluded_changes_are_not_captured_the_same() -> Res<()> {
+    let server = Server::start()?;
+    let tmp = tempfile::tempdir()?;
+    let w = started(tmp.path(), &server)?;
+    // A change inside the excluded node_modules/ is recorded as not
+    // captured, found through Watchman.
+    let r = w.exec("t1", "printf 'changed\\n' > node_modules/pkg/index.js")?;
+    assert_eq!(source(&r["after"]).0, "watchman");
+    let nc = &r["after"]["recorded"]["changes"]["not_captured"];
+    assert_eq!(nc[0]["path"], "node_modules/", "{r}");
+    // An ignored file (`*.log`) changes: not captured either.
+    let r = w.exec("t2", "printf 'more\\n' >> app.log")?;
+    assert_eq!(source(&r["after"]).0, "watchman");
+    assert_eq!(
+        r["after"]["recorded"]["changes"]["not_captured"][0]["path"],
+        "app.log"
+    );
+    // The ignore file itself changes: the whole tree is scanned.
+    let r = w.exec("t3", "printf '*.log\\nd2/\\n' > .turnbackignore")?;
+    let (src, why) = source(&r["after"]);
+    assert_eq!(src, "scan");
+    assert!(why.contains(".turnbackignore"), "{why}");
+    Ok(())
+}
+
+#[test]
+fn the_setting_comes_from_config_toml_and_the_environment_overrides_it() -> Res<()> {
+    let server = Server::start()?;
+    let tmp = tempfile::tempdir()?;
+    let w = started(tmp.path(), &server)?;
+    let store = w.json(&["store"])?;
+    let config = PathBuf::from(store["store_dir"].as_str().ok_or("no store")?).join("config.toml");
+    let text = std::fs::read_to_string(&config)?;
+    assert!(text.contains("fsmonitor = \"auto\""), "{text}");
+    std::fs::write(
+        &config,
+        text.replace("fsmonitor = \"auto\"", "fsmonitor = \"off\""),
+    )?;
+    let mut plain = World::new(tmp.path(), "p2", &[])?;
+    plain.root = w.root.clone();
+    plain.data = w.data.clone();
+    plain.home = w.home.clone();
+    plain.env = vec![("WATCHMAN_SOCK".into(), server.sock().into())];
+    let after = create_under_exec(&plain, "t1", "a.txt")?;
+    assert_eq!(source(&after), ("scan".into(), "fsmonitor is off".into()));
+    assert!(status_line(&plain)?.contains("fsmonitor is off"));
+    // The environment wins over the file.
+    plain.env.push(("TURNBACK_FSMONITOR".into(), "auto".into()));
+    create_under_exec(&plain, "t2", "b.txt")?;
+    let after = create_under_exec(&plain, "t3", "c.txt")?;
+    assert_eq!(source(&after).0, "watchman");
+    // Every command takes the file that snapshot takes: rewind too.
+    let out = plain.run(&["rewind", "t3"])?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // And one that rewind refuses, snapshot refuses too.
+    std::fs::write(&config, "fsmonitor = \"sometimes\"\n")?;
+    for args in [&["snapshot", "--turn", "t9"][..], &["rewind", "t2"][..]] {
+        let out = plain.run(args)?;
+        assert!(!out.status.success(), "{args:?} took a bad config");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("config.toml"), "{args:?}: {err}");
+    }
+    plain
+        .env
+        .push(("TURNBACK_FSMONITOR".into(), "bogus".into()));
+    std::fs::write(&config, "")?;
+    let out = plain.run(&["snapshot", "--turn", "t9"])?;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("TURNBACK_FSMONITOR"));
+    Ok(())
+}

@@ -1,0 +1,344 @@
+//! The change source's state: `<store>/fsmonitor`, the Watchman clock
+//! stored beside the tree state (see [`crate::tree`]), and how the last
+//! snapshot found its changes (for `status`).
+//!
+//! Format (all integers little-endian):
+//!
+//! ```text
+//! magic    "TBFSMON1"           8 bytes; the digit is the format version
+//! tree     stamp i64, count u64 the tree state it goes with: its scan stamp
+//!                               and its number of entries
+//! counts   files u64, bytes u64, dirs u64, symlinks u64, excluded u64,
+//!          unreadable u64       that tree's counts (what a snapshot that
+//!                               finds nothing changed reports; paths held
+//!                               as unreadable are looked at every time)
+//! used     u8                   how the last snapshot found its changes:
+//!                               0 the scan (fsmonitor off), 1 Watchman,
+//!                               2 the scan because Watchman could not be used
+//! reason   u16 len + UTF-8      why, when 0 or 2 (empty otherwise)
+//! sock     u16 len + UTF-8      the Watchman socket found (empty: none)
+//! token    u8                   1: a clock follows, 0: none
+//!   watch  u16 len + UTF-8      the watched root (`watch-project`)
+//!   rel    u16 len + UTF-8      the project root relative to it (empty: the same)
+//!   clock  u16 len + UTF-8      the clock taken before the tree's stats
+//!   recrawls u64                how many times Watchman had recrawled the
+//!                               watch then (a recrawl since: a full scan)
+//! crc      u32                  CRC-32 (IEEE) of every byte before it
+//! ```
+//!
+//! Invariants:
+//! - The clock was answered by Watchman before the snapshot that wrote the
+//!   tree it names looked at any path: every change after the tree's stats
+//!   were taken is in Watchman's answer to "what changed since this
+//!   clock". An older clock only names more paths, never fewer, so a file
+//!   that is lost or older than the tree costs a full scan, never a missed
+//!   change.
+//! - It is used only with the tree it names (same stamp, same count);
+//!   any other tree (a snapshot without Watchman rewrote it, or a crash
+//!   came between the tree and this file) means a full scan.
+//! - Written after the tree (or its head), by temporary file and rename,
+//!   not synced (like the tree head: a lost or torn one costs one full
+//!   scan). A file that does not decode (bad magic, version, checksum,
+//!   truncation) is treated as absent.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use crate::error::{IoResultExt, Result};
+use crate::fsx;
+use crate::sys::OwnedFd;
+use crate::sys::fs::OFlags;
+
+/// The file's name in the store directory.
+pub const STATE_FILE: &str = "fsmonitor";
+
+/// The first bytes of the file.
+pub const MAGIC: &[u8; 8] = b"TBFSMON1";
+
+/// A Watchman clock and where it is valid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Token {
+    /// The watched root, as `watch-project` answered it.
+    pub(crate) watch: String,
+    /// The project root relative to `watch` (empty: the same folder).
+    pub(crate) rel: String,
+    /// The clock.
+    pub(crate) clock: String,
+    /// How many times Watchman had recrawled the watch when it gave the
+    /// clock.
+    pub(crate) recrawls: u64,
+}
+
+/// How a snapshot found its changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Used {
+    /// The scan, because the change source is off.
+    Off,
+    /// Watchman's answer.
+    Watchman,
+    /// The scan, because Watchman could not be used (the reason says why).
+    Fallback,
+}
+
+/// The counts of a tree state (see [`crate::ScanStats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Counts {
+    pub(crate) files: u64,
+    pub(crate) bytes: u64,
+    pub(crate) dirs: u64,
+    pub(crate) symlinks: u64,
+    pub(crate) excluded: u64,
+    /// Excluded entries that could not be read (looked at again by every
+    /// snapshot).
+    pub(crate) unreadable: u64,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct State {
+    /// The tree it goes with: (stamp, number of entries).
+    pub(crate) tree: (i64, u64),
+    /// That tree's counts.
+    pub(crate) counts: Counts,
+    /// How the last snapshot found its changes.
+    pub(crate) used: Used,
+    /// Why, for [`Used::Off`] and [`Used::Fallback`].
+    pub(crate) reason: String,
+    /// The socket Watchman answered on, or was last looked for at.
+    pub(crate) sock: String,
+    /// The clock for the next snapshot.
+    pub(crate) token: Option<Token>,
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    // Longer texts are cut at a character boundary; a socket path, root or
+    // clock never comes near 64 KiB, and a cut one simply does not match.
+    let mut n = s.len().min(u16::MAX as usize);
+    while !s.is_char_boundary(n) {
+        n -= 1;
+    }
+    out.extend_from_slice(&(n as u16).to_le_bytes());
+    out.extend_from_slice(&s.as_bytes()[..n]);
+}
+
+/// Serializes a state (checksum included).
+pub(crate) fn encode(s: &State) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&s.tree.0.to_le_bytes());
+    out.extend_from_slice(&s.tree.1.to_le_bytes());
+    let c = &s.counts;
+    for n in [
+        c.files,
+        c.bytes,
+        c.dirs,
+        c.symlinks,
+        c.excluded,
+        c.unreadable,
+    ] {
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+    out.push(match s.used {
+        Used::Off => 0,
+        Used::Watchman => 1,
+        Used::Fallback => 2,
+    });
+    put_str(&mut out, &s.reason);
+    put_str(&mut out, &s.sock);
+    match &s.token {
+        None => out.push(0),
+        Some(t) => {
+            out.push(1);
+            put_str(&mut out, &t.watch);
+            put_str(&mut out, &t.rel);
+            put_str(&mut out, &t.clock);
+            out.extend_from_slice(&t.recrawls.to_le_bytes());
+        }
+    }
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], String> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| format!("truncated at byte {}", self.pos))?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    fn u64(&mut self) -> std::result::Result<u64, String> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn u8(&mut self) -> std::result::Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+    fn text(&mut self) -> std::result::Result<String, String> {
+        let mut a = [0u8; 2];
+        a.copy_from_slice(self.take(2)?);
+        let b = self.take(usize::from(u16::from_le_bytes(a)))?;
+        String::from_utf8(b.to_vec())
+            .map_err(|_| format!("text before byte {} is not UTF-8", self.pos))
+    }
+}
+
+/// Parses the file's bytes, verifying its magic, version, checksum and
+/// every field.
+pub(crate) fn decode(bytes: &[u8]) -> std::result::Result<State, String> {
+    if bytes.len() < MAGIC.len() + 4 {
+        return Err("too short to be an fsmonitor state".into());
+    }
+    if bytes[..7] != MAGIC[..7] {
+        return Err("not an fsmonitor state (bad magic)".into());
+    }
+    if bytes[..8] != MAGIC[..] {
+        return Err(format!(
+            "fsmonitor state version {:?} is not the one this turnback reads (1)",
+            bytes[7] as char
+        ));
+    }
+    let (body, tail) = bytes.split_at(bytes.len() - 4);
+    let want = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
+    let got = crc32fast::hash(body);
+    if got != want {
+        return Err(format!(
+            "checksum mismatch (file says {want:08x}, bytes give {got:08x})"
+        ));
+    }
+    let mut r = Reader {
+        buf: body,
+        pos: MAGIC.len(),
+    };
+    let tree = (r.u64()? as i64, r.u64()?);
+    let counts = Counts {
+        files: r.u64()?,
+        bytes: r.u64()?,
+        dirs: r.u64()?,
+        symlinks: r.u64()?,
+        excluded: r.u64()?,
+        unreadable: r.u64()?,
+    };
+    let used = match r.u8()? {
+        0 => Used::Off,
+        1 => Used::Watchman,
+        2 => Used::Fallback,
+        b => return Err(format!("unknown source {b}")),
+    };
+    let reason = r.text()?;
+    let sock = r.text()?;
+    let token = match r.u8()? {
+        0 => None,
+        1 => Some(Token {
+            watch: r.text()?,
+            rel: r.text()?,
+            clock: r.text()?,
+            recrawls: r.u64()?,
+        }),
+        b => return Err(format!("bad token flag {b}")),
+    };
+    if r.pos != body.len() {
+        return Err(format!("{} bytes after the last field", body.len() - r.pos));
+    }
+    Ok(State {
+        tree,
+        counts,
+        used,
+        reason,
+        sock,
+        token,
+    })
+}
+
+/// The state in `store`, when there is a whole one. A damaged one is
+/// treated as absent (it is a cache; see the module doc).
+pub(crate) fn load(store: &OwnedFd) -> Option<State> {
+    let file = fsx::open_store_file(store, STATE_FILE, OFlags::RDONLY, None).ok()??;
+    let mut bytes = Vec::new();
+    file.take(1 << 20).read_to_end(&mut bytes).ok()?;
+    decode(&bytes).ok()
+}
+
+/// Replaces the state (not synced; see the module doc).
+pub(crate) fn save(store: &OwnedFd, store_path: &Path, state: &State) -> Result<()> {
+    let shown = store_path.join(STATE_FILE);
+    let bytes = encode(state);
+    let (mut f, tmp) = fsx::create_temp(store, STATE_FILE, 0o644).ctx("create", &shown)?;
+    let res = f
+        .write_all(&bytes)
+        .and_then(|()| fsx::rename(store, &tmp, STATE_FILE));
+    if res.is_err() {
+        let _ = fsx::unlink(store, &tmp);
+    }
+    res.ctx("replace", &shown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> State {
+        State {
+            tree: (1_700_000_000_123_456_789, 100_000),
+            counts: Counts {
+                files: 90_000,
+                bytes: 1 << 30,
+                dirs: 9_000,
+                symlinks: 12,
+                excluded: 3,
+                unreadable: 1,
+            },
+            used: Used::Fallback,
+            reason: "Watchman restarted: its clock is not the one stored".into(),
+            sock: "/tmp/u-state/sock".into(),
+            token: Some(Token {
+                watch: "/home/u/proj".into(),
+                rel: "sub dir".into(),
+                clock: "c:1700000000:4242:1:77".into(),
+                recrawls: 2,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_state_round_trips_and_its_bytes_are_pinned() {
+        let s = sample();
+        let bytes = encode(&s);
+        assert_eq!(decode(&bytes), Ok(s.clone()));
+        // The layout: magic, stamp, count, six counts, source, then texts.
+        assert_eq!(&bytes[..8], b"TBFSMON1");
+        assert_eq!(bytes[8 + 8 + 8 + 6 * 8], 2);
+        let none = State { token: None, ..s };
+        assert_eq!(decode(&encode(&none)), Ok(none));
+    }
+
+    #[test]
+    fn every_damage_is_refused() {
+        let bytes = encode(&sample());
+        // Every truncation, and every single flipped bit.
+        for n in 0..bytes.len() {
+            assert!(decode(&bytes[..n]).is_err(), "cut at {n}");
+        }
+        for i in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut b = bytes.clone();
+                b[i] ^= 1 << bit;
+                assert!(decode(&b).is_err(), "byte {i} bit {bit}");
+            }
+        }
+        let mut v2 = bytes.clone();
+        v2[7] = b'2';
+        let err = decode(&v2).expect_err("another version");
+        assert!(err.contains("version"), "{err}");
+    }
+}
