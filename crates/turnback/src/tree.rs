@@ -354,12 +354,55 @@ pub fn encode_into(tree: &Tree, to: &mut impl Write) -> std::io::Result<u64> {
     Ok(len + 4)
 }
 
-struct Reader<'a> {
+/// A reader of the fields of a framed store file (this tree file, the
+/// fsmonitor state): magic, version, fields, CRC-32 of all before it.
+pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Reader<'a> {
+    /// The fields of `bytes` after its magic, once the magic (the first
+    /// seven bytes name the kind, the eighth its version), and the
+    /// checksum in its last four bytes are verified. `what` names the kind
+    /// (`"a tree file"`), `format` its format (`"tree format"`).
+    pub(crate) fn framed(
+        bytes: &'a [u8],
+        magic: &[u8; 8],
+        what: &str,
+        format: &str,
+    ) -> std::result::Result<Reader<'a>, String> {
+        if bytes.len() < magic.len() + 4 {
+            return Err(format!("too short to be {what}"));
+        }
+        if bytes[..7] != magic[..7] {
+            return Err(format!("not {what} (bad magic)"));
+        }
+        if bytes[..8] != magic[..] {
+            return Err(format!(
+                "{format} version {:?} is not the one this turnback reads ({:?})",
+                bytes[7] as char, magic[7] as char
+            ));
+        }
+        let (body, tail) = bytes.split_at(bytes.len() - 4);
+        let want = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
+        let got = crc32fast::hash(body);
+        if got != want {
+            return Err(format!(
+                "checksum mismatch (file says {want:08x}, bytes give {got:08x})"
+            ));
+        }
+        Ok(Reader {
+            buf: body,
+            pos: magic.len(),
+        })
+    }
+
+    /// How many bytes before the checksum are left unread.
+    pub(crate) fn left(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
     fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], String> {
         let end = self
             .pos
@@ -375,26 +418,26 @@ impl<'a> Reader<'a> {
         a.copy_from_slice(self.take(N)?);
         Ok(a)
     }
-    fn u8(&mut self) -> std::result::Result<u8, String> {
+    pub(crate) fn u8(&mut self) -> std::result::Result<u8, String> {
         Ok(self.take(1)?[0])
     }
-    fn u16(&mut self) -> std::result::Result<u16, String> {
+    pub(crate) fn u16(&mut self) -> std::result::Result<u16, String> {
         Ok(u16::from_le_bytes(self.arr()?))
     }
-    fn u32(&mut self) -> std::result::Result<u32, String> {
+    pub(crate) fn u32(&mut self) -> std::result::Result<u32, String> {
         Ok(u32::from_le_bytes(self.arr()?))
     }
-    fn u64(&mut self) -> std::result::Result<u64, String> {
+    pub(crate) fn u64(&mut self) -> std::result::Result<u64, String> {
         Ok(u64::from_le_bytes(self.arr()?))
     }
-    fn i64(&mut self) -> std::result::Result<i64, String> {
+    pub(crate) fn i64(&mut self) -> std::result::Result<i64, String> {
         Ok(i64::from_le_bytes(self.arr()?))
     }
-    fn str16(&mut self) -> std::result::Result<&'a [u8], String> {
+    pub(crate) fn str16(&mut self) -> std::result::Result<&'a [u8], String> {
         let n = self.u16()? as usize;
         self.take(n)
     }
-    fn utf8(&mut self) -> std::result::Result<String, String> {
+    pub(crate) fn utf8(&mut self) -> std::result::Result<String, String> {
         let b = self.str16()?;
         String::from_utf8(b.to_vec())
             .map_err(|_| format!("text before byte {} is not UTF-8", self.pos))
@@ -403,30 +446,7 @@ impl<'a> Reader<'a> {
 
 /// Parses a tree file's bytes.
 pub fn decode(bytes: &[u8]) -> std::result::Result<Tree, String> {
-    if bytes.len() < MAGIC.len() + 4 {
-        return Err("too short to be a tree file".into());
-    }
-    if bytes[..7] != MAGIC[..7] {
-        return Err("not a tree file (bad magic)".into());
-    }
-    if bytes[..8] != MAGIC[..] {
-        return Err(format!(
-            "tree format version {:?} is not the one this turnback reads (1)",
-            bytes[7] as char
-        ));
-    }
-    let (body, tail) = bytes.split_at(bytes.len() - 4);
-    let want = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
-    let got = crc32fast::hash(body);
-    if got != want {
-        return Err(format!(
-            "checksum mismatch (file says {want:08x}, bytes give {got:08x})"
-        ));
-    }
-    let mut r = Reader {
-        buf: body,
-        pos: MAGIC.len(),
-    };
+    let mut r = Reader::framed(bytes, MAGIC, "a tree file", "tree format")?;
     let stamp_ns = r.i64()?;
     let log_seq = r.u64()?;
     let pending = match r.u8()? {
@@ -438,7 +458,7 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<Tree, String> {
     let count = r.u32()? as usize;
     // Every entry takes at least 41 bytes: a hostile count cannot make us
     // allocate more than the file justifies.
-    let mut entries: Vec<Entry> = Vec::with_capacity(count.min(body.len() / 41));
+    let mut entries: Vec<Entry> = Vec::with_capacity(count.min(r.left() / 41));
     for i in 0..count {
         let prev: &[u8] = entries.last().map_or(&[], |e: &Entry| &e.path);
         let shared = r.u16()? as usize;
@@ -481,8 +501,8 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<Tree, String> {
         }
         entries.push(Entry { path, stat, kind });
     }
-    if r.pos != body.len() {
-        return Err(format!("{} bytes after the last entry", body.len() - r.pos));
+    if r.left() != 0 {
+        return Err(format!("{} bytes after the last entry", r.left()));
     }
     Ok(Tree {
         stamp_ns,
@@ -651,14 +671,7 @@ fn encode_head(h: &Head) -> Vec<u8> {
 }
 
 fn decode_head(bytes: &[u8]) -> Option<Head> {
-    if bytes.len() < HEAD_MAGIC.len() + 4 || bytes[..8] != HEAD_MAGIC[..] {
-        return None;
-    }
-    let (body, tail) = bytes.split_at(bytes.len() - 4);
-    if crc32fast::hash(body).to_le_bytes() != tail {
-        return None;
-    }
-    let mut r = Reader { buf: body, pos: 8 };
+    let mut r = Reader::framed(bytes, HEAD_MAGIC, "a head", "head format").ok()?;
     let head = Head {
         tree: (r.u64().ok()?, r.u32().ok()?),
         log_seq: r.u64().ok()?,
@@ -669,7 +682,7 @@ fn decode_head(bytes: &[u8]) -> Option<Head> {
         },
         turn: TurnId::new(r.utf8().ok()?).ok()?,
     };
-    (r.pos == body.len()).then_some(head)
+    (r.left() == 0).then_some(head)
 }
 
 /// The head in `store`, if there is a whole one.

@@ -48,6 +48,7 @@ use crate::error::{IoResultExt, Result};
 use crate::fsx;
 use crate::sys::OwnedFd;
 use crate::sys::fs::OFlags;
+use crate::tree::Reader;
 
 /// The file's name in the store directory.
 pub const STATE_FILE: &str = "fsmonitor";
@@ -160,66 +161,10 @@ pub(crate) fn encode(s: &State) -> Vec<u8> {
     out
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], String> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| format!("truncated at byte {}", self.pos))?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    fn u64(&mut self) -> std::result::Result<u64, String> {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(a))
-    }
-    fn u8(&mut self) -> std::result::Result<u8, String> {
-        Ok(self.take(1)?[0])
-    }
-    fn text(&mut self) -> std::result::Result<String, String> {
-        let mut a = [0u8; 2];
-        a.copy_from_slice(self.take(2)?);
-        let b = self.take(usize::from(u16::from_le_bytes(a)))?;
-        String::from_utf8(b.to_vec())
-            .map_err(|_| format!("text before byte {} is not UTF-8", self.pos))
-    }
-}
-
 /// Parses the file's bytes, verifying its magic, version, checksum and
 /// every field.
 pub(crate) fn decode(bytes: &[u8]) -> std::result::Result<State, String> {
-    if bytes.len() < MAGIC.len() + 4 {
-        return Err("too short to be an fsmonitor state".into());
-    }
-    if bytes[..7] != MAGIC[..7] {
-        return Err("not an fsmonitor state (bad magic)".into());
-    }
-    if bytes[..8] != MAGIC[..] {
-        return Err(format!(
-            "fsmonitor state version {:?} is not the one this turnback reads (1)",
-            bytes[7] as char
-        ));
-    }
-    let (body, tail) = bytes.split_at(bytes.len() - 4);
-    let want = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
-    let got = crc32fast::hash(body);
-    if got != want {
-        return Err(format!(
-            "checksum mismatch (file says {want:08x}, bytes give {got:08x})"
-        ));
-    }
-    let mut r = Reader {
-        buf: body,
-        pos: MAGIC.len(),
-    };
+    let mut r = Reader::framed(bytes, MAGIC, "an fsmonitor state", "fsmonitor state")?;
     let tree = (r.u64()? as i64, r.u64()?);
     let counts = Counts {
         files: r.u64()?,
@@ -235,20 +180,20 @@ pub(crate) fn decode(bytes: &[u8]) -> std::result::Result<State, String> {
         2 => Used::Fallback,
         b => return Err(format!("unknown source {b}")),
     };
-    let reason = r.text()?;
-    let sock = r.text()?;
+    let reason = r.utf8()?;
+    let sock = r.utf8()?;
     let token = match r.u8()? {
         0 => None,
         1 => Some(Token {
-            watch: r.text()?,
-            rel: r.text()?,
-            clock: r.text()?,
+            watch: r.utf8()?,
+            rel: r.utf8()?,
+            clock: r.utf8()?,
             recrawls: r.u64()?,
         }),
         b => return Err(format!("bad token flag {b}")),
     };
-    if r.pos != body.len() {
-        return Err(format!("{} bytes after the last field", body.len() - r.pos));
+    if r.left() != 0 {
+        return Err(format!("{} bytes after the last field", r.left()));
     }
     Ok(State {
         tree,
