@@ -132,6 +132,7 @@ fn names_a_version(name: &str) -> bool {
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     type TestResult = Result<(), Box<dyn std::error::Error>>;
 
     #[test]
