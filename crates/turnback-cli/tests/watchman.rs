@@ -280,8 +280,35 @@ fn source(report: &Value) -> (String, String) {
 
 /// The part of a snapshot half's report that must not depend on how the
 /// changes were found: what it recorded.
+/// What a half recorded, its hard-link groups renumbered in order of
+/// appearance: a group is named by one of its files' inode numbers, which
+/// differ between the two copies.
 fn recorded(report: &Value) -> Value {
-    report["recorded"].clone()
+    fn renumber(v: &mut Value, seen: &mut Vec<Value>) {
+        match v {
+            Value::Object(map) => {
+                for (key, inner) in map.iter_mut() {
+                    if key == "link" && inner.is_number() {
+                        let n = match seen.iter().position(|s| s == inner) {
+                            Some(n) => n,
+                            None => {
+                                seen.push(inner.clone());
+                                seen.len() - 1
+                            }
+                        };
+                        *inner = Value::from(n);
+                    } else {
+                        renumber(inner, seen);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|i| renumber(i, seen)),
+            _ => {}
+        }
+    }
+    let mut out = report["recorded"].clone();
+    renumber(&mut out, &mut Vec::new());
+    out
 }
 
 /// The project both copies start from: covered files, a symlink, nested
@@ -681,6 +708,35 @@ fn an_ignore_file_change_scans_and_excluded_changes_are_not_captured_the_same() 
     let (src, why) = source(&r["after"]);
     assert_eq!(src, "scan");
     assert!(why.contains(".turnbackignore"), "{why}");
+    Ok(())
+}
+
+/// A hard link made in a new directory to an ignored file: Watchman
+/// names the new name only, while the other name's ctime changed too (the
+/// scan reports it as a not-captured change). Not a guess: the whole tree
+/// is scanned for that half, and the turn is the one the scan records.
+#[test]
+fn a_new_hard_link_to_an_unnamed_file_scans_the_whole_tree() -> Res<()> {
+    let server = Server::start()?;
+    let tmp = tempfile::tempdir()?;
+    let w = started(tmp.path(), &server)?;
+    let r = w.exec("t1", "mkdir fresh && ln app.log fresh/linked.txt")?;
+    let (src, why) = source(&r["after"]);
+    assert_eq!(src, "scan", "{r}");
+    assert!(
+        why.contains("app.log") && why.contains("hard link"),
+        "{why}"
+    );
+    let changes = &r["after"]["recorded"]["changes"];
+    assert_eq!(
+        changes["created"],
+        serde_json::json!(["fresh/", "fresh/linked.txt"]),
+        "{r}"
+    );
+    assert_eq!(changes["not_captured"][0]["path"], "app.log", "{r}");
+    // The next half, with nothing linked, goes through Watchman again.
+    let r = w.exec("t2", "printf 'x\\n' > plain.txt")?;
+    assert_eq!(source(&r["after"]).0, "watchman", "{r}");
     Ok(())
 }
 

@@ -561,6 +561,30 @@ pub(super) fn walk_changed(
         let hi = old.partition_point(|e| e.path < hi_key);
         drop[lo..hi].iter_mut().for_each(|d| *d = true);
     }
+    // Another name of a file found now (a hard link the command made,
+    // or wrote through), which Watchman did not name and nothing looked
+    // at: its ctime changed too, which the scan sees. Rare, and not worth
+    // a guess: the whole tree is scanned for this snapshot.
+    let inodes: HashSet<u64> = fresh
+        .iter()
+        .filter(|f| matches!(f.kind, FoundKind::File | FoundKind::Excluded(_)) && f.stat.ino != 0)
+        .map(|f| f.stat.ino)
+        .collect();
+    if !inodes.is_empty()
+        && let Some(e) = old.iter().zip(&drop).find_map(|(e, d)| {
+            (!*d && !matches!(e.kind, Kind::Dir)
+                && inodes.contains(&e.stat.ino)
+                && fresh
+                    .binary_search_by(|f| f.path.as_slice().cmp(&e.path))
+                    .is_err())
+            .then_some(e)
+        })
+    {
+        return Ok(Err(format!(
+            "{} is another name of a changed file (a hard link), which Watchman did not name",
+            crate::path::escaped(&e.path)
+        )));
+    }
     let mut out = Vec::with_capacity(old.len() + fresh.len());
     let mut fresh = fresh.into_iter().peekable();
     for (e, _) in old.iter().zip(&drop).filter(|(_, d)| !**d) {
