@@ -40,16 +40,7 @@ pub(super) fn walk(
     store_inside: Option<Vec<u8>>,
     progress: &dyn Progress,
 ) -> io::Result<(Vec<Found>, Vec<String>)> {
-    let ctx = WalkCtx {
-        root,
-        cap,
-        warnings: Mutex::new(Vec::new()),
-        seen: AtomicU64::new(0),
-        progress,
-        out: Mutex::new(Vec::new()),
-        unlisted: Mutex::new(Vec::new()),
-        store_inside,
-    };
+    let ctx = WalkCtx::new(root, cap, progress, store_inside);
     match rayon::scope(|s| ctx.walk_dir(root_fd, Vec::new(), Arc::new(ignores), s)) {
         Ok(()) => {}
         // The project folder itself was deleted (`cd .. && rm -rf
@@ -204,7 +195,26 @@ fn unreadable(e: impl Into<io::Error>) -> FoundKind {
     FoundKind::Excluded(Excluded::Unreadable(e.into().to_string()))
 }
 
-impl WalkCtx<'_> {
+impl<'a> WalkCtx<'a> {
+    /// A walk of `root` with nothing found yet.
+    fn new(
+        root: &'a Path,
+        cap: u64,
+        progress: &'a dyn Progress,
+        store_inside: Option<Vec<u8>>,
+    ) -> Self {
+        WalkCtx {
+            root,
+            cap,
+            warnings: Mutex::new(Vec::new()),
+            seen: AtomicU64::new(0),
+            progress,
+            out: Mutex::new(Vec::new()),
+            unlisted: Mutex::new(Vec::new()),
+            store_inside,
+        }
+    }
+
     fn counted(&self, n: u64) {
         let before = self.seen.fetch_add(n, Ordering::Relaxed);
         if (before + n) / 1024 != before / 1024 {
@@ -452,16 +462,7 @@ pub(super) fn walk_changed(
         Ok(d) => d,
         Err(why) => return Ok(Err(why)),
     };
-    let ctx = WalkCtx {
-        root,
-        cap,
-        warnings: Mutex::new(Vec::new()),
-        seen: AtomicU64::new(0),
-        progress,
-        out: Mutex::new(Vec::new()),
-        unlisted: Mutex::new(Vec::new()),
-        store_inside,
-    };
+    let ctx = WalkCtx::new(root, cap, progress, store_inside);
     let root_dir = Some((Arc::new(crate::sys::dup(root_fd)?), Arc::new(ignores)));
     let mut looker = Looker {
         ctx: &ctx,
