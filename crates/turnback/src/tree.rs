@@ -534,12 +534,14 @@ pub(crate) fn load(store: &OwnedFd, store_path: &Path) -> Result<Loaded> {
     })
 }
 
-/// The turn of the open command window(s), when the tree in `store` says
-/// one is open: its own header's pending mark, or the head's when the head
-/// belongs to it. Reads the header and the last four bytes, not the
-/// entries; a tree that is missing or too short to have a header has no
-/// window open (a damaged one is reported by the scan that reads it).
-pub(crate) fn pending_turn(store: &OwnedFd, store_path: &Path) -> Result<Option<TurnId>> {
+/// A tree file opened for its header: the file, its length, its first 27
+/// bytes (magic, stamp, log sequence, pending flag, turn length), and its
+/// path for errors.
+type Header = (std::fs::File, u64, [u8; 27], std::path::PathBuf);
+
+/// The tree file in `store` and its header; `None` when there is none or
+/// it is shorter than the header and `spare` more bytes.
+fn read_header(store: &OwnedFd, store_path: &Path, spare: u64) -> Result<Option<Header>> {
     let path = store_path.join(TREE_FILE);
     let Some(file) =
         fsx::open_store_file(store, TREE_FILE, OFlags::RDONLY, None).ctx("open", &path)?
@@ -548,10 +550,22 @@ pub(crate) fn pending_turn(store: &OwnedFd, store_path: &Path) -> Result<Option<
     };
     let len = file.metadata().ctx("stat", &path)?.len();
     let mut header = [0u8; 27];
-    if len < header.len() as u64 + 4 {
+    if len < header.len() as u64 + spare {
         return Ok(None);
     }
     crate::sys::read_exact_at(&file, &mut header, 0).ctx("read", &path)?;
+    Ok(Some((file, len, header, path)))
+}
+
+/// The turn of the open command window(s), when the tree in `store` says
+/// one is open: its own header's pending mark, or the head's when the head
+/// belongs to it. Reads the header and the last four bytes, not the
+/// entries; a tree that is missing or too short to have a header has no
+/// window open (a damaged one is reported by the scan that reads it).
+pub(crate) fn pending_turn(store: &OwnedFd, store_path: &Path) -> Result<Option<TurnId>> {
+    let Some((file, len, header, path)) = read_header(store, store_path, 4)? else {
+        return Ok(None);
+    };
     let mut tail = [0u8; 4];
     crate::sys::read_exact_at(&file, &mut tail, len - 4).ctx("read", &path)?;
     if let Some(head) = read_head(store)
@@ -576,18 +590,9 @@ pub(crate) fn pending_turn(store: &OwnedFd, store_path: &Path) -> Result<Option<
 /// or its header does not read; the entries and the checksum are not
 /// verified (the snapshot that reads the tree whole does that).
 pub(crate) fn load_header(store: &OwnedFd, store_path: &Path) -> Result<Option<(Tree, u64)>> {
-    let path = store_path.join(TREE_FILE);
-    let Some(file) =
-        fsx::open_store_file(store, TREE_FILE, OFlags::RDONLY, None).ctx("open", &path)?
-    else {
+    let Some((file, len, header, path)) = read_header(store, store_path, 8)? else {
         return Ok(None);
     };
-    let len = file.metadata().ctx("stat", &path)?.len();
-    let mut header = [0u8; 27];
-    if len < header.len() as u64 + 8 {
-        return Ok(None);
-    }
-    crate::sys::read_exact_at(&file, &mut header, 0).ctx("read", &path)?;
     if &header[..8] != MAGIC {
         return Ok(None);
     }
