@@ -548,6 +548,10 @@ impl Act {
 struct Turn {
     id: String,
     entries: Vec<(String, Option<Node>)>,
+    /// When each entry was taken (the model's clock), in `entries`' order.
+    at: Vec<u64>,
+    /// When the turn began (its first record).
+    start: u64,
     ended: bool,
     /// While a revert in effect ended the turn: the paths it kept (a later
     /// live turn had changed them too), still this turn's change.
@@ -559,9 +563,10 @@ impl Turn {
         self.entries.iter().any(|(p, _)| p == path)
     }
 
-    fn note(&mut self, path: &str, pre: Option<Node>) {
+    fn note(&mut self, path: &str, pre: Option<Node>, at: u64) {
         if !self.has(path) {
             self.entries.push((path.to_owned(), pre));
+            self.at.push(at);
         }
     }
 }
@@ -579,6 +584,18 @@ struct Applied {
     consumed: Vec<(String, String)>,
     /// What the next flip (undo or redo) puts back: the states it saved.
     saved: States,
+    /// When its latest application (the operation, or its redo) began.
+    at: u64,
+}
+
+/// An application of an operation that an undo reversed: from when it
+/// began to the undo, a turn that captured a path it had changed took what
+/// it left there; the undo put back `saved`, the states before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Span {
+    start: u64,
+    until: u64,
+    saved: States,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -590,6 +607,11 @@ struct Model {
     done: Vec<Applied>,
     /// Undone ones, the last undone last.
     undone: Vec<Applied>,
+    /// Every application an undo reversed.
+    reversed: Vec<Span>,
+    /// Counts the model's records: turns begun, entries taken, operations
+    /// applied and undone (the order of the store's sequence numbers).
+    clock: u64,
 }
 
 impl Model {
@@ -601,14 +623,22 @@ impl Model {
         self.turn_at(id).filter(|&k| !self.turns[k].ended)
     }
 
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
     /// The turn `id`, made (last) when new.
     fn turn_mut(&mut self, id: &str) -> &mut Turn {
         let k = match self.turn_at(id) {
             Some(k) => k,
             None => {
+                let start = self.tick();
                 self.turns.push(Turn {
                     id: id.to_owned(),
                     entries: Vec::new(),
+                    at: Vec::new(),
+                    start,
                     ended: false,
                     kept: BTreeSet::new(),
                 });
@@ -656,9 +686,11 @@ impl Model {
             .map(|a| (a, None))
             .collect();
         pre.push((path.to_owned(), self.folder.get(path).cloned()));
+        self.turn_mut(turn);
+        let at = self.tick();
         let t = self.turn_mut(turn);
         for (p, s) in pre {
-            t.note(&p, s);
+            t.note(&p, s, at);
         }
         self.forget_redo_if_changed(turn);
     }
@@ -696,10 +728,12 @@ impl Model {
             })
             .collect();
         let fresh = !changed.is_empty();
+        self.turn_mut(turn);
+        let at = self.tick();
         let t = self.turn_mut(turn);
         let had = t.entries.len();
         for (p, pre) in changed {
-            t.note(&p, pre);
+            t.note(&p, pre, at);
         }
         if fresh && t.entries.len() > had {
             self.forget_redo_if_changed(turn);
@@ -759,23 +793,54 @@ impl Model {
         stay
     }
 
+    /// What `rewind` of the turn at `k` puts back: per path, its oldest
+    /// state among the live turns from `k` (and the kept paths of ended
+    /// ones), where one taken while an application an undo reversed stood
+    /// (begun after the turn at `k` did) counts as the state that
+    /// application saved for it, the outermost one's; and the kept paths
+    /// it takes, by turn.
+    fn before_turn(&self, k: usize) -> (States, Vec<(String, String)>) {
+        let mut oldest: BTreeMap<String, (u64, Option<Node>)> = BTreeMap::new();
+        let mut consumed = Vec::new();
+        for t in &self.turns[k..] {
+            for ((p, pre), &at) in t.entries.iter().zip(&t.at) {
+                if t.ended && !t.kept.contains(p) {
+                    continue;
+                }
+                if t.ended {
+                    consumed.push((t.id.clone(), p.clone()));
+                }
+                if oldest.get(p).is_none_or(|(had, _)| at < *had) {
+                    oldest.insert(p.clone(), (at, pre.clone()));
+                }
+            }
+        }
+        let from = self.turns[k].start;
+        let want = oldest
+            .into_iter()
+            .map(|(p, (at, pre))| {
+                let outer = self
+                    .reversed
+                    .iter()
+                    .filter(|s| s.start > from && s.start < at && at < s.until)
+                    .filter(|s| s.saved.contains_key(&p))
+                    .min_by_key(|s| s.start);
+                let state = match outer {
+                    Some(s) => s.saved[&p].clone(),
+                    None => pre,
+                };
+                (p, state)
+            })
+            .collect();
+        (want, consumed)
+    }
+
     /// The exit code of `rewind id` (1: not a live turn).
     fn rewind(&mut self, id: &str) -> i32 {
         let Some(k) = self.live_at(id) else {
             return 1;
         };
-        let mut want = States::new();
-        let mut consumed = Vec::new();
-        for t in &self.turns[k..] {
-            for (p, pre) in &t.entries {
-                if !t.ended {
-                    want.entry(p.clone()).or_insert_with(|| pre.clone());
-                } else if t.kept.contains(p) {
-                    want.entry(p.clone()).or_insert_with(|| pre.clone());
-                    consumed.push((t.id.clone(), p.clone()));
-                }
-            }
-        }
+        let (want, consumed) = self.before_turn(k);
         let saved = self.save(want.keys().cloned());
         let code = exit_code(&self.put_back(&want));
         let mut ended = Vec::new();
@@ -789,12 +854,14 @@ impl Model {
             let k = self.turn_at(t).expect("a turn of the model");
             self.turns[k].kept.remove(p);
         }
+        let at = self.tick();
         self.done.push(Applied {
             what: format!("rewind {id}"),
             ended,
             kept: BTreeSet::new(),
             consumed,
             saved,
+            at,
         });
         self.undone.clear();
         code
@@ -822,12 +889,14 @@ impl Model {
         kept.extend(stay);
         self.turns[k].ended = true;
         self.turns[k].kept = kept.clone();
+        let at = self.tick();
         self.done.push(Applied {
             what: format!("revert {id}"),
             ended: vec![id.to_owned()],
             kept,
             consumed: Vec::new(),
             saved,
+            at,
         });
         self.undone.clear();
         code
@@ -841,14 +910,7 @@ impl Model {
         let Some(k) = self.live_at(id) else {
             return 1;
         };
-        let mut want = States::new();
-        for t in &self.turns[k..] {
-            for (p, pre) in &t.entries {
-                if !t.ended || t.kept.contains(p) {
-                    want.entry(p.clone()).or_insert_with(|| pre.clone());
-                }
-            }
-        }
+        let (want, _) = self.before_turn(k);
         if !want.keys().any(|p| p == path || is_under(p, path)) {
             return 1;
         }
@@ -877,12 +939,14 @@ impl Model {
     fn take_back_paths(&mut self, what: &str, want: States) -> i32 {
         let saved = self.save(want.keys().cloned());
         let code = exit_code(&self.put_back(&want));
+        let at = self.tick();
         self.done.push(Applied {
             what: what.to_owned(),
             ended: Vec::new(),
             kept: BTreeSet::new(),
             consumed: Vec::new(),
             saved,
+            at,
         });
         self.undone.clear();
         code
@@ -931,7 +995,16 @@ impl Model {
                 self.turns[k].kept.remove(p);
             }
         }
+        let at = self.tick();
+        if undo {
+            self.reversed.push(Span {
+                start: op.at,
+                until: at,
+                saved: std::mem::take(&mut op.saved),
+            });
+        }
         op.saved = now;
+        op.at = at;
         if undo {
             self.undone.push(op);
         } else {
@@ -2305,6 +2378,41 @@ fn a_killed_writes_temporary_file_does_not_keep_a_directory_a_revert_removes() -
         kill fsync 1 write t1 d/e/f "x"
         exec t2 rm d/e/f
         revert t1
+        "#,
+    )
+}
+
+/// A turn made while a rewind stood took what the rewind left as its
+/// pre-images; the rewind's `undo` then put back what was there before
+/// it, and a later rewind of a turn the undo brought back gave the stale
+/// pre-image: it deleted a file an earlier, still live turn had made.
+/// Found by the library's model test (`test_model_ops`). In the shell:
+///
+/// ```sh
+/// echo f | turnback write --turn t1 d/e/f
+/// turnback rewind t1
+/// turnback undo
+/// echo t2 | turnback write --turn t2 a
+/// turnback rewind t1                   # d/e/f gone, t1 and t2 ended
+/// echo t3 | turnback write --turn t3 d/e/f
+/// turnback undo                        # d/e/f is t1's again; t1, t2 live
+/// echo t4 | turnback write --turn t4 b
+/// turnback rewind t2
+/// cat d/e/f                            # was: no such file; expected: f
+/// ```
+#[test]
+fn rewind_after_an_undo_with_a_turn_made_while_the_rewind_stood() -> Result<(), Failure> {
+    replay(
+        r#"
+        write t1 d/e/f "f\n"
+        rewind t1
+        undo
+        write t2 a "t2\n"
+        rewind t1
+        write t3 d/e/f "t3\n"
+        undo
+        write t4 b "t4\n"
+        rewind t2
         "#,
     )
 }

@@ -433,8 +433,24 @@ impl Store {
 
         // Operations (rewinds and reverts, which undo can reverse) are kept
         // by the same limits as turns; undone ones always stay (redo pops
-        // them newest-undone first).
-        let undone: HashSet<u64> = self.index.undone.iter().map(|a| a.op).collect();
+        // them newest-undone first), and so does one an undo reversed after
+        // a kept live turn began: a rewind of that turn takes the states it
+        // saved for what turns captured while it stood (see
+        // `Index::before_reversed`).
+        let oldest_live = kept.first().copied().unwrap_or(u64::MAX);
+        let undone: HashSet<u64> = self
+            .index
+            .undone
+            .iter()
+            .map(|a| a.op)
+            .chain(
+                self.index
+                    .reversed
+                    .iter()
+                    .filter(|r| r.saved >= oldest_live)
+                    .map(|r| r.op),
+            )
+            .collect();
         let mut ops: Vec<(u64, u64)> = self.index.ops.iter().map(|(seq, o)| (*seq, o.at)).collect();
         ops.sort_unstable();
         let newest_op = ops.last().map(|o| o.0);

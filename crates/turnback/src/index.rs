@@ -225,6 +225,21 @@ pub(crate) struct Applied {
     pub(crate) saved: u64,
 }
 
+/// One application of an operation (its record, or a redo) that an undo
+/// reversed: while it stood, a turn that captured a path it had changed
+/// took what the operation left there as the path's pre-image, and the
+/// undo then put back what the `saved` record holds. See
+/// [`Index::before_reversed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reversed {
+    pub(crate) op: u64,
+    /// The `saved` record of the application: the states before it (its
+    /// seq is also where the application began).
+    pub(crate) saved: u64,
+    /// The seq of the undo record that reversed it.
+    pub(crate) until: u64,
+}
+
 /// What the store knows after reading the log.
 #[derive(Debug, Default)]
 pub(crate) struct Index {
@@ -238,6 +253,9 @@ pub(crate) struct Index {
     pub(crate) done: Vec<Applied>,
     /// Undone operations, last undone on top.
     pub(crate) undone: Vec<Applied>,
+    /// Every application an undo reversed, in the order of the undos
+    /// (kept after a redo or a new operation too).
+    pub(crate) reversed: Vec<Reversed>,
     pub(crate) last_seq: u64,
     /// The newest blob recorded for each path (the base for a delta).
     pub(crate) path_blob: PathBlobs,
@@ -549,9 +567,6 @@ impl Index {
         Ok(())
     }
 
-    /// Moves operation `op` from the top of one stack to the other: an undo
-    /// (from the operations in effect to the undone ones, bringing its turns
-    /// back) or a redo (the other way, ending them again).
     /// The paths of reverted turns whose pre-images still stand, by turn
     /// (`first_seq`, ascending): a revert leaves a path a later turn also
     /// changed as it is (or fails to restore it), so the folder before that
@@ -583,7 +598,66 @@ impl Index {
         Ok(by_turn.into_iter().collect())
     }
 
-    fn flip(&mut self, undo: bool, op: u64, saved: u64) -> Result<(), Misfit> {
+    /// Corrects the pre-images a rewind from `first` takes (`oldest`: each
+    /// path's oldest capture, with its record's seq) for the applications
+    /// an undo reversed since `first`. A turn that captured a path while
+    /// such an application stood took what the operation left there; the
+    /// undo then put back the state before it, which is what the folder
+    /// held before `first`, unless the turn's own capture is older. So a
+    /// capture made inside one or more reversed applications that changed
+    /// its path is replaced by the state saved by the outermost of them
+    /// (the one begun first), under that `saved` record's seq.
+    ///
+    /// Only applications begun at `first` or later count: an undo of an
+    /// operation made before the rewound turn began is the user's word on
+    /// the turns that operation ended, which a rewind of a later turn does
+    /// not take back.
+    pub(crate) fn before_reversed<'a>(
+        &'a self,
+        first: u64,
+        oldest: &mut [(&'a RelPath, u64, &'a Pre)],
+    ) {
+        let spans: Vec<(&Reversed, &Vec<FileEntry>)> = self
+            .reversed
+            .iter()
+            .filter(|r| r.saved >= first)
+            .filter_map(|r| Some((r, self.saved.get(&r.saved)?)))
+            .collect();
+        if spans.is_empty() {
+            return;
+        }
+        // Each span's states sorted by path, made when a capture first
+        // falls inside it.
+        let mut sorted: Vec<Option<Vec<(&RelPath, &Pre)>>> = vec![None; spans.len()];
+        for (path, seq, pre) in oldest.iter_mut() {
+            let mut best: Option<(u64, &Pre)> = None;
+            for (k, (r, states)) in spans.iter().enumerate() {
+                let inside = r.saved < *seq && *seq < r.until;
+                if !inside || best.is_some_and(|(s, _)| s <= r.saved) {
+                    continue;
+                }
+                let table = sorted[k].get_or_insert_with(|| {
+                    let mut t: Vec<(&RelPath, &Pre)> =
+                        states.iter().map(|e| (&e.path, &e.pre)).collect();
+                    t.sort_by(|a, b| a.0.cmp(b.0));
+                    t
+                });
+                if let Ok(i) = table.binary_search_by(|e| e.0.cmp(path)) {
+                    best = Some((r.saved, table[i].1));
+                }
+            }
+            if let Some((s, p)) = best {
+                *seq = s;
+                *pre = p;
+            }
+        }
+    }
+
+    /// Moves operation `op` from the top of one stack to the other: an undo
+    /// (from the operations in effect to the undone ones, bringing its turns
+    /// back) or a redo (the other way, ending them again), by the record
+    /// `seq`.
+    fn flip(&mut self, undo: bool, op: u64, saved: u64, seq: u64) -> Result<(), Misfit> {
         let (from, verb, which) = if undo {
             (&self.done, "undoes", "in effect")
         } else {
@@ -607,7 +681,12 @@ impl Index {
         let applied = Applied { op, saved };
         if undo {
             self.end_turns(&turns, None)?;
-            self.done.pop();
+            let top = self.done.pop().expect("checked above");
+            self.reversed.push(Reversed {
+                op,
+                saved: top.saved,
+                until: seq,
+            });
             self.undone.push(applied);
         } else {
             self.end_turns(&turns, Some(op))?;
@@ -859,8 +938,8 @@ impl Index {
                 });
                 self.undone.clear();
             }
-            Op::Undo { op, saved, .. } => self.flip(true, *op, *saved)?,
-            Op::Redo { op, saved, .. } => self.flip(false, *op, *saved)?,
+            Op::Undo { op, saved, .. } => self.flip(true, *op, *saved, rec.seq)?,
+            Op::Redo { op, saved, .. } => self.flip(false, *op, *saved, rec.seq)?,
             Op::RolledBack { saved, .. } => {
                 if *saved != self.last_seq || !self.saved.contains_key(saved) {
                     return Err(Misfit::Record(format!(

@@ -388,3 +388,71 @@ fn rewinds_report_each_planned_path_done_once() -> TestResult {
     assert_eq!(counted.take(), (1, planned, planned), "revert");
     Ok(())
 }
+
+/// A turn made while a rewind stood captures what the rewind left; once
+/// the rewind is undone, a rewind of a turn it had ended must give the
+/// folder before that turn, not the stale capture (found by
+/// `test_model_ops`). gc keeps that rewind while it matters, even once a
+/// newer rewind has cleared what could be redone, and so does the index
+/// checkpoint a reopen reads.
+#[test]
+fn rewind_after_undo_ignores_captures_made_while_the_undone_rewind_stood() -> TestResult {
+    let p = Project::new()?;
+    p.write("a", "a0\n")?;
+    let mut store = p.open()?;
+    let [t1, t2, t3, t4, t5, t6, t7] = ["t1", "t2", "t3", "t4", "t5", "t6", "t7"].map(turn);
+    let (t1, t2, t3, t4, t5, t6, t7) = (t1?, t2?, t3?, t4?, t5?, t6?, t7?);
+    let rw = RewindOptions::default;
+    store.write(&t1, None, "d/e/f", b"f\n")?;
+    // Undone before t2 begins: gc may drop this one.
+    store.rewind(&t1, &rw())?;
+    store.undo()?;
+    let before_t2 = p.snapshot()?;
+    store.write(&t2, None, "a", b"a2\n")?;
+    store.rewind(&t1, &rw())?;
+    // Made while the rewind stands: d/e/f is absent for it.
+    store.write(&t3, None, "d/e/f", b"t3\n")?;
+    store.undo()?;
+    assert_eq!(p.read("d/e/f")?, b"f\n");
+    // Newer operations clear the undone one from what redo could take.
+    store.write(&t4, None, "b", b"t4\n")?;
+    store.rewind(&t4, &rw())?;
+    store.write(&t5, None, "b", b"t5\n")?;
+    store.rewind(&t5, &rw())?;
+    store.write(&t6, None, "b", b"t6\n")?;
+    store.rewind(&t6, &rw())?;
+    store.write(&t7, None, "c", b"t7\n")?;
+    // Five operations, three kept by the count, and the second rewind of
+    // t1 too (t2 is kept); the first one (undone before t2) goes.
+    let gc = store.gc(&turnback::GcOptions {
+        keep_turns: Some(3),
+        ..turnback::GcOptions::default()
+    })?;
+    assert_eq!(gc.dropped_operations, 1, "{gc:?}");
+    for reopen in [false, true] {
+        if reopen {
+            store = p.open()?;
+        }
+        let report = store.rewind(
+            &t2,
+            &RewindOptions {
+                dry_run: true,
+                ..rw()
+            },
+        )?;
+        let f = report
+            .plan
+            .iter()
+            .find(|s| s.path.as_str() == "d/e/f")
+            .ok_or("d/e/f is planned")?;
+        assert!(
+            matches!(f.action, Action::Restore { .. }),
+            "d/e/f is put back as t1 left it, not deleted: {:?}",
+            f.action
+        );
+    }
+    let report = store.rewind(&t2, &rw())?;
+    assert!(report.complete(), "{:?}", report.failed);
+    assert_same(&before_t2, &p.snapshot()?, "after rewinding t2");
+    Ok(())
+}

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::paths::FrozenPathBlobs;
 use crate::id::{BlobId, TurnId};
-use crate::index::{Applied, Captured, Index, OpInfo, PathBlobs, Posts, Turn};
+use crate::index::{Applied, Captured, Index, OpInfo, PathBlobs, Posts, Reversed, Turn};
 use crate::log::{FileEntry, Post, PostEntry, Pre};
 use crate::path::RelPath;
 
@@ -247,6 +247,13 @@ impl<'a> Reader<'a> {
         };
         let done = self.vec(applied)?;
         let undone = self.vec(applied)?;
+        let reversed = self.vec(|r| {
+            Some(Reversed {
+                op: r.num()?,
+                saved: r.num()?,
+                until: r.num()?,
+            })
+        })?;
         // Kept as written, with where each path is (see FrozenPathBlobs).
         let from = self.rest;
         let start = self.at;
@@ -269,6 +276,7 @@ impl<'a> Reader<'a> {
             ops,
             done,
             undone,
+            reversed,
             last_seq,
             path_blob,
             captures,

@@ -296,6 +296,12 @@ impl<S: Sink> Writer<S> {
                 self.num(a.saved);
             }
         }
+        self.num(x.reversed.len() as u64);
+        for r in &x.reversed {
+            self.num(r.op);
+            self.num(r.saved);
+            self.num(r.until);
+        }
         let paths = x.path_blob.each_sorted(|_, _| {});
         self.num(paths as u64);
         x.path_blob.each_sorted(|path, id| {

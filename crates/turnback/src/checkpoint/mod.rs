@@ -13,7 +13,7 @@
 //! bytes:
 //!
 //! ```text
-//! magic     "turnback-index-8\n"       (17 bytes; the 8 is the version:
+//! magic     "turnback-index-9\n"       (17 bytes; the 9 is the version:
 //!                                      version 2 added each capture's
 //!                                      `shared_with` turns, version 3
 //!                                      names the log by identity instead
@@ -28,7 +28,8 @@
 //!                                      reverted turns that still stand,
 //!                                      version 8 a seal's post-images
 //!                                      with seq 0: a seal touches no
-//!                                      path)
+//!                                      path, version 9 the applications
+//!                                      undos reversed)
 //! head_len  u64: bytes from the start of the file to the end of the head
 //! -- head --
 //! log_dev   st_dev of the log file it was built from
@@ -41,11 +42,12 @@
 //! small     saved records, operations (the turns each ended, its turn,
 //!           time, and its reverted turns' paths that still stand: a
 //!           count, then per turn its first_seq and its paths), the done
-//!           and undone stacks, the
-//!           newest blob of each path; every map written sorted by key, so
-//!           equal indexes give equal bytes; a pre-image is a tag (0 file,
-//!           1 symlink, 2 absent, 3 dir, 4 skipped, 5 fifo, 6 file with its
-//!           hard-link key after the mode) then its fields
+//!           and undone stacks (op, saved), the applications undos
+//!           reversed (op, saved, undo's seq), the newest blob of each
+//!           path; every map written sorted by key, so equal indexes
+//!           give equal bytes; a pre-image is a tag (0 file, 1 symlink,
+//!           2 absent, 3 dir, 4 skipped, 5 fifo, 6 file with its hard-link
+//!           key after the mode) then its fields
 //! sizes     turns, bytes of the turns, records, blobs
 //! fences    for each block of 64 rows of each table, in the tables'
 //!           order: CRC-32 of the block's bytes (u32), then the key its
@@ -187,7 +189,7 @@ use turns::TURN_ROW;
 /// The file name in the store directory.
 pub const INDEX_FILE: &str = "index";
 
-const MAGIC: &[u8] = b"turnback-index-8\n";
+const MAGIC: &[u8] = b"turnback-index-9\n";
 
 /// A process that parsed, or appended, at least this many bytes of log
 /// past the checkpoint writes a new one.

@@ -140,6 +140,11 @@ fn a_checkpoint_gives_back_the_index_the_whole_log_gives() -> TestResult {
         "a hard link's key is kept"
     );
     assert!(!back.saved.is_empty() && !back.ops.is_empty() && !back.undone.is_empty());
+    assert_eq!(
+        back.reversed, full.index.reversed,
+        "the undone applications are kept"
+    );
+    assert!(!back.reversed.is_empty());
     assert!(
         back.blobs.iter().any(|(_, l)| l.base.is_some()),
         "a delta is kept"

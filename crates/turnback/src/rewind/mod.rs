@@ -3,10 +3,12 @@
 //!
 //! `rewind T` undoes turn T and every later turn (undoing T alone would
 //! leave a combination of files that never existed); for a path captured in
-//! several of those turns the oldest pre-image wins. `revert T` undoes T
-//! alone and keeps later turns; a path a later turn also touched is left as
-//! it is unless forced. `undo` reverses the last rewind or revert still in
-//! effect, `redo` the last undo.
+//! several of those turns the oldest pre-image wins (a capture made while
+//! an operation an undo has since reversed stood counts as the state that
+//! operation saved: see [`crate::index::Index::before_reversed`]).
+//! `revert T` undoes T alone and keeps later turns; a path a later turn
+//! also touched is left as it is unless forced. `undo` reverses the last
+//! rewind or revert still in effect, `redo` the last undo.
 //!
 //! Every one of them goes the same way:
 //!

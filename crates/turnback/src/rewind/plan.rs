@@ -145,6 +145,8 @@ impl Store {
         }
         oldest.sort_unstable_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
         oldest.dedup_by(|later, first| later.0 == first.0);
+        // A capture made while an operation that an undo reversed stood.
+        self.index.before_reversed(first, &mut oldest);
         let oldest = fold_spellings(oldest, self.folding());
         let steps = steps_from(oldest.into_iter().map(|(p, _, pre)| (p, pre)), self);
         Ok(RewindPlan {
