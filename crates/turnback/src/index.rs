@@ -1317,6 +1317,14 @@ impl Blobs {
         self.added_loc(id).is_some() || self.frozen_loc(id).is_some()
     }
 
+    /// Removes from `ids` (sorted, each once) the blobs the store has.
+    pub(crate) fn retain_missing(&self, ids: &mut Vec<BlobId>) {
+        ids.retain(|id| self.added_loc(id).is_none());
+        if let Some(t) = &self.frozen {
+            t.retain_missing(ids);
+        }
+    }
+
     /// Where blob `id` is stored.
     pub(crate) fn get(&self, id: &BlobId) -> Option<BlobLoc> {
         match self.added_loc(id) {

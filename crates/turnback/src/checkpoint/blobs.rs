@@ -75,9 +75,23 @@ impl BlobTable {
         self.rows.forget_read();
     }
 
+    /// Removes from `ids` (sorted, each once) the blobs the table has,
+    /// reading each block the ids fall among once ([`Table::scan`]): the
+    /// presence of 100,000 blobs is checked without a search (and a
+    /// decoded location) per blob.
+    pub(crate) fn retain_missing(&self, ids: &mut Vec<BlobId>) {
+        let mut run: Vec<(BlobId, ())> = ids.drain(..).map(|id| (id, ())).collect();
+        self.retain_unknown_of(&mut run);
+        ids.extend(run.into_iter().map(|(id, _)| id));
+    }
+
     /// Removes from `run` (sorted by id) the blobs the table has, reading
     /// each block the ids fall among once ([`Table::scan`]).
     pub(crate) fn retain_unknown(&self, run: &mut Vec<(BlobId, BlobLoc)>) {
+        self.retain_unknown_of(run);
+    }
+
+    fn retain_unknown_of<T>(&self, run: &mut Vec<(BlobId, T)>) {
         let mut known: Vec<BlobId> = Vec::new();
         let mut damaged = false;
         self.rows

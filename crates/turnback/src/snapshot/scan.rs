@@ -100,6 +100,7 @@ impl Store {
                     cap,
                     self.store_inside(),
                     progress,
+                    old.filter(|t| self.listed_whole(t)),
                 )
                 .ctx("list", &self.place.root)?,
             ),
@@ -140,9 +141,29 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Whether every directory stat in the tree `t` was taken by a walk
+    /// that listed the directory (or found it unchanged): not so for a
+    /// tree a half that looked only at the paths Watchman named wrote, as
+    /// the fsmonitor state going with it says. Such a half takes a changed
+    /// directory's new stat without listing it, so a full walk after it
+    /// (Watchman could not vouch for an answer) lists every directory, and
+    /// a name Watchman did not report cannot hide behind a stat.
+    fn listed_whole(&self, t: &Tree) -> bool {
+        let Some(dirs) = &self.place.dirs else {
+            return true;
+        };
+        !crate::fsmonitor::state::load(&dirs.store).is_some_and(|st| {
+            st.used == crate::fsmonitor::Used::Watchman && st.tree.0 == t.stamp_ns
+        })
+    }
+}
+
 /// Merges the walk with the old tree (both in byte order of paths).
 /// Returns the new entries (a file still to be read has a zero blob), the
-/// indexes of the files to read, and their bytes.
+/// indexes of the files to read, in order, and their bytes. In the storing
+/// mode a file the stat cache vouches for keeps its blob only if the store
+/// still holds it, checked for all of them at once.
 fn merge(
     found: Vec<Found>,
     old: Option<&Tree>,
@@ -156,7 +177,8 @@ fn merge(
     let mut oi = 0;
     let mut entries: Vec<Entry> = Vec::with_capacity(found.len());
     let mut to_read: Vec<usize> = Vec::new();
-    let mut read_bytes = 0u64;
+    // Files the stat cache vouches for: their blobs must still be stored.
+    let mut vouched: Vec<(usize, BlobId)> = Vec::new();
     for f in found {
         while oi < old_entries.len() && old_entries[oi].path < f.path {
             oi += 1;
@@ -172,12 +194,7 @@ fn merge(
                         stat,
                         kind: Kind::File { blob },
                         ..
-                    }) if *stat == f.stat
-                        && !stat.racy(stamp)
-                        && (mode == Reading::Compare || known.contains_key(blob)) =>
-                    {
-                        Some(*blob)
-                    }
+                    }) if *stat == f.stat && !stat.racy(stamp) => Some(*blob),
                     _ => None,
                 };
                 // Comparing, a file is read only if there is something to
@@ -191,9 +208,10 @@ fn merge(
                             None => old.is_some(),
                         },
                     };
-                if need {
-                    to_read.push(entries.len());
-                    read_bytes += f.stat.size;
+                match cached {
+                    _ if need => to_read.push(entries.len()),
+                    Some(blob) if mode == Reading::Store => vouched.push((entries.len(), blob)),
+                    _ => {}
                 }
                 Kind::File {
                     blob: cached.unwrap_or(BlobId([0; 32])),
@@ -206,5 +224,92 @@ fn merge(
             kind,
         });
     }
+    if !vouched.is_empty() {
+        let mut missing: Vec<BlobId> = vouched.iter().map(|(_, blob)| *blob).collect();
+        missing.sort_unstable();
+        missing.dedup();
+        known.retain_missing(&mut missing);
+        if !missing.is_empty() {
+            for (k, blob) in vouched {
+                if missing.binary_search(&blob).is_ok() {
+                    entries[k].kind = Kind::File {
+                        blob: BlobId([0; 32]),
+                    };
+                    to_read.push(k);
+                }
+            }
+            to_read.sort_unstable();
+        }
+    }
+    let read_bytes = to_read.iter().map(|&k| entries[k].stat.size).sum();
     (entries, to_read, read_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id::TurnId;
+    use crate::pack::BlobLoc;
+    use crate::tree::Stat;
+
+    fn file(path: &str, ino: u64) -> Found {
+        Found {
+            path: path.as_bytes().to_vec(),
+            stat: Stat {
+                size: 3,
+                mtime_ns: 10,
+                ctime_ns: 10,
+                ino,
+                mode: 0o100644,
+            },
+            kind: FoundKind::File,
+        }
+    }
+
+    /// A file the stat cache vouches for keeps its blob when the store has
+    /// it, and is read again when the store lost it; a changed file is
+    /// read; comparing, nothing vouched for is read.
+    #[test]
+    fn a_vouched_file_is_read_again_only_when_its_blob_is_gone() {
+        let (kept, lost, other) = (BlobId([1; 32]), BlobId([2; 32]), BlobId([3; 32]));
+        let mut known = crate::index::Blobs::default();
+        let loc = BlobLoc {
+            pack: std::sync::Arc::from("p"),
+            offset: 0,
+            len: 3,
+            size: 3,
+            base: None,
+        };
+        known.insert_sorted(vec![(kept, loc)]);
+        let found = || vec![file("a", 1), file("b", 2), file("c", 3), file("d", 9)];
+        let old = Tree {
+            stamp_ns: 100,
+            log_seq: 1,
+            turn: TurnId::new("t").expect("valid"),
+            pending: false,
+            entries: found()
+                .into_iter()
+                .zip([kept, lost, kept, other])
+                .map(|(f, blob)| Entry {
+                    path: f.path,
+                    // `d` had another inode: changed since.
+                    stat: Stat {
+                        ino: if f.stat.ino == 9 { 4 } else { f.stat.ino },
+                        ..f.stat
+                    },
+                    kind: Kind::File { blob },
+                })
+                .collect(),
+        };
+        let (entries, to_read, bytes) = merge(found(), Some(&old), &known, Reading::Store);
+        assert_eq!(to_read, [1, 3], "b's blob is gone, d changed");
+        assert_eq!(bytes, 6);
+        let blob = |k: usize| match entries[k].kind {
+            Kind::File { blob } => blob,
+            _ => BlobId([9; 32]),
+        };
+        assert_eq!([blob(0), blob(1), blob(2)], [kept, BlobId([0; 32]), kept]);
+        let (_, to_read, _) = merge(found(), Some(&old), &known, Reading::Compare);
+        assert_eq!(to_read, [3], "comparing, only the changed file is read");
+    }
 }

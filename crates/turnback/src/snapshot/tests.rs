@@ -824,3 +824,58 @@ fn watchman_paths_become_the_paths_the_walk_looks_at_again() {
     assert!(walk::dirty_paths(&old, paths(&["node_modules/p/.gitignore"]), None).is_ok());
     assert!(walk::dirty_paths(&old, paths(&["a/../b"]), None).is_err());
 }
+
+/// A directory whose stat is the old tree's is not listed again: a name
+/// the tree lacks stays unseen (shown here by giving the tree the
+/// directory's new stat without the new name). A tree a half that looked
+/// only at Watchman's paths wrote is not trusted that way: the full walk
+/// after it lists every directory.
+#[test]
+fn a_directory_with_its_old_stat_is_not_listed_unless_a_watchman_half_wrote_the_tree() -> TestResult
+{
+    let (dir, mut store) = project();
+    let root = dir.path();
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    put(root, "src/new.rs", b"// new\n");
+    std::thread::sleep(Duration::from_millis(20));
+    let store_fd = &store.place.dirs().store;
+    let path = store.place.store_path.clone();
+    let Loaded::Tree(mut tree) = tree::load(store_fd, &path)? else {
+        return Err("tree".into());
+    };
+    // The tree a half that took `src`'s new stat without its new name
+    // would leave.
+    let src = tree
+        .entries
+        .iter_mut()
+        .find(|e| e.path == b"src")
+        .ok_or("src in the tree")?;
+    let st = crate::sys::fs::statat(
+        &store.place.root_fd,
+        "src",
+        crate::sys::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )?;
+    src.stat = tree::Stat::of_raw(&st);
+    let writer = tree::TreeWriter::begin(store_fd, &path)?;
+    tree.stamp_ns = writer.stamp_ns;
+    writer.commit(store_fd, &path, &tree)?;
+    let state = |used| fsmonitor::State {
+        tree: (tree.stamp_ns, tree.entries.len() as u64),
+        counts: fsmonitor::state::Counts::default(),
+        used,
+        reason: String::new(),
+        sock: String::new(),
+        token: None,
+    };
+    fsmonitor::state::save(store_fd, &path, &state(Used::Fallback))?;
+    let seen =
+        |store: &Store| -> Result<Vec<String>> { Ok(store.status(&NoProgress)?.changes.created) };
+    assert!(
+        seen(&store)?.is_empty(),
+        "src is not listed again: its stat is the tree's"
+    );
+    fsmonitor::state::save(store_fd, &path, &state(Used::Watchman))?;
+    assert_eq!(seen(&store)?, ["src/new.rs"], "listed: Watchman's tree");
+    Ok(())
+}

@@ -7,7 +7,10 @@
 //! the root again, and a directory swapped for a symlink during the walk is
 //! not followed. Each task sorts its own listing; the listings are put
 //! together depth first ([`assemble`]), which gives the paths in byte order
-//! without a sort of every path. turnback's own temporary files
+//! without a sort of every path. A directory whose stat is the one the old
+//! tree holds for it (not racily clean) is not listed again: its names are
+//! the old tree's, and each is still looked at (as git's untracked cache
+//! does; see [`WalkCtx::same_names`]). turnback's own temporary files
 //! (`.NAME.turnback-tmp-PID-N`) are never listed. The root's `.git/` and `.turnback/` and a
 //! store directory inside the project are never entered; what ignore rules
 //! or the size cap leave out is found as excluded (a directory with the
@@ -26,7 +29,7 @@ use crate::sys::fs::{Mode, OFlags};
 use super::Progress;
 use crate::exclude::{IGNORE_FILE, Ignores, nested_matcher};
 use crate::path::STORE_DIR;
-use crate::tree::{Entry, Excluded, Kind, Stat};
+use crate::tree::{Entry, Excluded, Kind, Stat, Tree};
 
 /// Walks the tree below `root_fd` (the project root `root`, opened with a
 /// descriptor of its own: a dup would share the listing offset). Returns
@@ -39,9 +42,14 @@ pub(super) fn walk(
     cap: u64,
     store_inside: Option<Vec<u8>>,
     progress: &dyn Progress,
+    old: Option<&Tree>,
 ) -> io::Result<(Vec<Found>, Vec<String>)> {
-    let ctx = WalkCtx::new(root, cap, progress, store_inside);
-    match rayon::scope(|s| ctx.walk_dir(root_fd, Vec::new(), Arc::new(ignores), s)) {
+    let mut ctx = WalkCtx::new(root, cap, progress, store_inside);
+    if let Some(t) = old {
+        ctx.old = &t.entries;
+        ctx.stamp_ns = t.stamp_ns;
+    }
+    match rayon::scope(|s| ctx.walk_dir(root_fd, Vec::new(), false, Arc::new(ignores), s)) {
         Ok(()) => {}
         // The project folder itself was deleted (`cd .. && rm -rf
         // proj`): it holds nothing now, and every file it held is a
@@ -93,6 +101,11 @@ struct WalkCtx<'a> {
     /// The store's directory, when it lies inside the project (a data
     /// directory under the root): never walked.
     store_inside: Option<Vec<u8>>,
+    /// The old tree's entries and stamp: a directory whose stat is the
+    /// one they hold, not racily clean, is not listed again (see
+    /// [`WalkCtx::same_names`]).
+    old: &'a [Entry],
+    stamp_ns: i64,
 }
 
 /// One item of a directory's listing, in the order of full paths.
@@ -212,7 +225,54 @@ impl<'a> WalkCtx<'a> {
             out: Mutex::new(Vec::new()),
             unlisted: Mutex::new(Vec::new()),
             store_inside,
+            old: &[],
+            stamp_ns: i64::MIN,
         }
+    }
+
+    /// Whether the directory at `path`, whose stat is now `stat`, holds the
+    /// names the old tree lists in it: its entry there is a directory with
+    /// the same stat, not racily clean. Creating, removing or renaming an
+    /// entry sets a directory's mtime and ctime to the file system's clock,
+    /// which the old tree's stamp was read from before that directory was
+    /// looked at, so such a change since gives it another stat. This is
+    /// git's untracked cache: the listing (`getdents`, on ext4 a hash tree
+    /// read) is skipped, every entry is still looked at.
+    fn same_names(&self, path: &[u8], stat: &Stat) -> bool {
+        let Ok(k) = self.old.binary_search_by(|e| e.path.as_slice().cmp(path)) else {
+            return false;
+        };
+        let e = &self.old[k];
+        matches!(e.kind, Kind::Dir) && e.stat == *stat && !e.stat.racy(self.stamp_ns)
+    }
+
+    /// The names the old tree lists directly in the directory at `rel`
+    /// (not the root), in byte order; the entries below a subdirectory
+    /// are stepped over by a binary search.
+    fn old_names(&self, rel: &[u8]) -> crate::sys::Names {
+        let mut prefix = rel.to_vec();
+        prefix.push(b'/');
+        let mut names = crate::sys::Names::default();
+        let mut i = self
+            .old
+            .partition_point(|e| e.path.as_slice() < prefix.as_slice());
+        while let Some(e) = self.old.get(i) {
+            let Some(name) = e.path.strip_prefix(prefix.as_slice()) else {
+                break;
+            };
+            match name.iter().position(|&b| b == b'/') {
+                None => {
+                    names.push_bytes(name);
+                    i += 1;
+                }
+                Some(slash) => {
+                    // Below the entry `name[..slash]`, which came before.
+                    let below = &e.path[..prefix.len() + slash + 1];
+                    i += self.old[i..].partition_point(|e| e.path.starts_with(below));
+                }
+            }
+        }
+        names
     }
 
     fn counted(&self, n: u64) {
@@ -230,13 +290,18 @@ impl<'a> WalkCtx<'a> {
         &'s self,
         dir: OwnedFd,
         rel: Vec<u8>,
+        same_names: bool,
         ignores: Arc<Ignores>,
         scope: &rayon::Scope<'s>,
     ) -> io::Result<()> {
         let mut local: Vec<Found> = Vec::new();
         let mut subtrees: Vec<Vec<u8>> = Vec::new();
         // The names first: an ignore file among them applies to them all.
-        let (buf, failed) = crate::sys::list_names(&dir);
+        let (buf, failed) = if same_names {
+            (self.old_names(&rel), None)
+        } else {
+            crate::sys::list_names(&dir)
+        };
         let names = buf.names();
         let dir = crate::sys::AsFd::as_fd(&dir);
         let ignores =
@@ -271,8 +336,11 @@ impl<'a> WalkCtx<'a> {
             if let Some((fd, path)) = self.visit(dir, name, path, &ignores, &mut local) {
                 subtrees.push(path.clone());
                 let ignores = Arc::clone(&ignores);
+                let same = local
+                    .last()
+                    .is_some_and(|f| f.path == path && self.same_names(&path, &f.stat));
                 scope.spawn(move |s| {
-                    if let Err(e) = self.walk_dir(fd, path.clone(), ignores, s) {
+                    if let Err(e) = self.walk_dir(fd, path.clone(), same, ignores, s) {
                         self.push_unlisted(Found {
                             path,
                             stat: Stat::default(),
@@ -502,7 +570,7 @@ pub(super) fn walk_changed(
         for (fd, path, ig) in to_walk {
             let ctx = &ctx;
             s.spawn(move |s| {
-                if let Err(e) = ctx.walk_dir(fd, path.clone(), ig, s) {
+                if let Err(e) = ctx.walk_dir(fd, path.clone(), false, ig, s) {
                     ctx.push_unlisted(Found {
                         path,
                         stat: Stat::default(),
@@ -857,5 +925,79 @@ impl Looker<'_, '_> {
             }
         }
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id::BlobId;
+
+    fn entry(path: &str, kind: Kind, mtime_ns: i64) -> Entry {
+        Entry {
+            path: path.as_bytes().to_vec(),
+            stat: Stat {
+                mtime_ns,
+                ctime_ns: mtime_ns,
+                ino: path.len() as u64,
+                mode: 0o40755,
+                size: 4096,
+            },
+            kind,
+        }
+    }
+
+    /// The names of a directory from the old tree: its own entries only,
+    /// in byte order, whatever lies below its subdirectories (`a-b` and
+    /// `a.c` sort between `a` and what lies below it, `a/`).
+    #[test]
+    fn old_names_are_a_directorys_own_entries_in_order() {
+        let file = || Kind::File {
+            blob: BlobId([0; 32]),
+        };
+        let old = vec![
+            entry("d", Kind::Dir, 1),
+            entry("d/a", Kind::Dir, 1),
+            entry("d/a-b", file(), 1),
+            entry("d/a.c", file(), 1),
+            entry("d/a/x", Kind::Dir, 1),
+            entry("d/a/x/y", file(), 1),
+            entry("d/a/z", file(), 1),
+            entry("d/a0", Kind::Excluded(Excluded::Special), 1),
+            entry("d/b", Kind::Dir, 1),
+            entry("d/b/c", file(), 1),
+            entry("d0", file(), 1),
+            entry("e", Kind::Dir, 500),
+        ];
+        let root = Path::new("/");
+        let mut ctx = WalkCtx::new(root, u64::MAX, &super::super::NoProgress, None);
+        ctx.old = &old;
+        ctx.stamp_ns = 100;
+        let names = |rel: &str| -> Vec<String> {
+            ctx.old_names(rel.as_bytes())
+                .names()
+                .iter()
+                .map(|n| n.to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(names("d"), ["a", "a-b", "a.c", "a0", "b"]);
+        assert_eq!(names("d/a"), ["x", "z"]);
+        assert_eq!(names("d/a/x"), ["y"]);
+        assert_eq!(names("d/b"), ["c"]);
+        assert!(names("d/b/c").is_empty());
+        // The same stat, not racy: the same names. Another stat, a racily
+        // clean one, an entry that is not a directory, or none: listed.
+        assert!(ctx.same_names(b"d/a", &old[1].stat));
+        let touched = Stat {
+            mtime_ns: 2,
+            ..old[1].stat
+        };
+        assert!(!ctx.same_names(b"d/a", &touched));
+        assert!(!ctx.same_names(b"e", &old[11].stat), "racily clean");
+        assert!(!ctx.same_names(b"d0", &old[10].stat), "not a directory");
+        assert!(
+            !ctx.same_names(b"d/new", &old[1].stat),
+            "not in the old tree"
+        );
     }
 }

@@ -108,6 +108,14 @@ impl Names {
         self.ends.push(self.bytes.len());
     }
 
+    /// Adds the name whose bytes are `name` (no NUL among them: a file
+    /// name holds none).
+    pub(crate) fn push_bytes(&mut self, name: &[u8]) {
+        self.bytes.extend_from_slice(name);
+        self.bytes.push(0);
+        self.ends.push(self.bytes.len());
+    }
+
     /// The names, in listing order.
     pub(crate) fn names(&self) -> Vec<&std::ffi::CStr> {
         self.ends
