@@ -104,12 +104,8 @@ pub(super) fn diff(
             .filter(|e| matches!(e.kind, Kind::Excluded(_)))
             .map(|e| e.path.as_slice())
             .collect(),
-        // Inodes two or more old file entries share: hard links.
-        linked: crate::links::shared_inodes(
-            old.iter()
-                .filter(|e| matches!(e.kind, Kind::File { .. }))
-                .map(|e| e.stat.ino),
-        ),
+        old,
+        linked: std::cell::OnceCell::new(),
         blob_size,
     };
     let (mut i, mut j) = (0, 0);
@@ -150,12 +146,26 @@ struct Differ<'a, F> {
     new_files: Vec<((u64, BlobId), usize)>,
     /// Paths the old scan left out.
     old_excluded: HashSet<&'a [u8]>,
-    /// Inodes of hard-linked old files.
-    linked: HashSet<u64>,
+    old: &'a [Entry],
+    /// Inodes two or more old file entries share (hard links): found when
+    /// the first pre-image is taken, so a diff with nothing changed pays
+    /// nothing for them (a set of 100,000 inodes).
+    linked: std::cell::OnceCell<HashSet<u64>>,
     blob_size: F,
 }
 
 impl<F: Fn(&BlobId) -> Option<u64>> Differ<'_, F> {
+    fn linked(&self) -> &HashSet<u64> {
+        self.linked.get_or_init(|| {
+            crate::links::shared_inodes(
+                self.old
+                    .iter()
+                    .filter(|e| matches!(e.kind, Kind::File { .. }))
+                    .map(|e| e.stat.ino),
+            )
+        })
+    }
+
     /// The pre-image of an old covered entry (with its hard-link key), or
     /// why there is none.
     fn pre_of(&self, o: &Entry) -> Result<Pre, String> {
@@ -166,7 +176,7 @@ impl<F: Fn(&BlobId) -> Option<u64>> Differ<'_, F> {
                 blob,
                 size,
                 mode,
-                link: self.linked.contains(&o.stat.ino).then_some(o.stat.ino),
+                link: self.linked().contains(&o.stat.ino).then_some(o.stat.ino),
             },
             other => other,
         })
