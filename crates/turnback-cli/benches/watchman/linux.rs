@@ -80,30 +80,6 @@ impl Drop for Server {
 }
 
 /// Writes `n` generated files under `root`, 100 per directory.
-fn generate(root: &Path, n: usize) -> Res<()> {
-    for i in 0..n {
-        let dir = root.join(format!("d{:03}/e{:03}", i / 100_000, (i / 100) % 1000));
-        if i % 100 == 0 {
-            fs::create_dir_all(&dir)?;
-        }
-        fs::write(
-            dir.join(format!("f{:02}.txt", i % 100)),
-            format!("generated line of kind {}\n", i % 1000),
-        )?;
-    }
-    Ok(())
-}
-
-/// The path of generated file `i`, relative to the root.
-fn file_of(i: usize) -> String {
-    format!(
-        "d{:03}/e{:03}/f{:02}.txt",
-        i / 100_000,
-        (i / 100) % 1000,
-        i % 100
-    )
-}
-
 struct Tb<'a> {
     bin: &'a Path,
     root: PathBuf,

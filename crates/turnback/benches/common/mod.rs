@@ -382,3 +382,30 @@ pub fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
         fs::set_permissions(path, p)
     }
 }
+
+/// Generates `n` files under `root`: 100 per directory
+/// (`dNNN/eNNN/fNN.txt`), each a line of text, a thousand distinct
+/// contents (the Watchman and scan benchmarks' trees).
+pub fn generate(root: &Path, n: usize) -> Res<()> {
+    for i in 0..n {
+        let dir = root.join(format!("d{:03}/e{:03}", i / 100_000, (i / 100) % 1000));
+        if i % 100 == 0 {
+            fs::create_dir_all(&dir)?;
+        }
+        fs::write(
+            dir.join(format!("f{:02}.txt", i % 100)),
+            format!("generated line of kind {}\n", i % 1000),
+        )?;
+    }
+    Ok(())
+}
+
+/// The path of generated file `i`, relative to the root.
+pub fn file_of(i: usize) -> String {
+    format!(
+        "d{:03}/e{:03}/f{:02}.txt",
+        i / 100_000,
+        (i / 100) % 1000,
+        i % 100
+    )
+}
