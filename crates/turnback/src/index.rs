@@ -611,11 +611,15 @@ impl Index {
     /// Only applications begun at `first` or later count: an undo of an
     /// operation made before the rewound turn began is the user's word on
     /// the turns that operation ended, which a rewind of a later turn does
-    /// not take back.
+    /// not take back. A state an application saved counts only if it
+    /// changed the path: `left(pre)` says it did not (a file kept aside
+    /// whose store name is gone: see `aside.rs`), and then the capture,
+    /// which saw the path as it was before, stands.
     pub(crate) fn before_reversed<'a>(
         &'a self,
         first: u64,
         oldest: &mut [(&'a RelPath, u64, &'a Pre)],
+        mut left: impl FnMut(&Pre) -> bool,
     ) {
         let spans: Vec<(&Reversed, &Vec<FileEntry>)> = self
             .reversed
@@ -642,7 +646,9 @@ impl Index {
                     t.sort_by(|a, b| a.0.cmp(b.0));
                     t
                 });
-                if let Ok(i) = table.binary_search_by(|e| e.0.cmp(path)) {
+                if let Ok(i) = table.binary_search_by(|e| e.0.cmp(path))
+                    && !left(table[i].1)
+                {
                     best = Some((r.saved, table[i].1));
                 }
             }
@@ -1513,6 +1519,83 @@ impl PathBlobs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A capture inside an application an undo reversed (begun after the
+    /// rewound turn) takes the state the outermost such application saved
+    /// for its path; not a capture before it, not one of a path it did not
+    /// save or left as it was, not inside one begun before the turn.
+    #[test]
+    fn captures_inside_reversed_applications_take_the_saved_states() {
+        let path = |p: &str| RelPath::parse(p).expect("a valid path");
+        let state = |p: &str, mode: u32| FileEntry {
+            path: path(p),
+            pre: Pre::Dir { mode },
+        };
+        let mut index = Index::default();
+        // Applications: [20, 50) saving a, b and c; [30, 40) inside it
+        // saving a and d; [5, 15) begun before the turn (first = 10).
+        index.saved.insert(
+            20,
+            vec![state("c", 0o720), state("a", 0o700), state("b", 0o702)],
+        );
+        index
+            .saved
+            .insert(30, vec![state("d", 0o730), state("a", 0o731)]);
+        index.saved.insert(5, vec![state("e", 0o705)]);
+        index.reversed = vec![
+            Reversed {
+                op: 31,
+                saved: 30,
+                until: 40,
+            },
+            Reversed {
+                op: 21,
+                saved: 20,
+                until: 50,
+            },
+            Reversed {
+                op: 6,
+                saved: 5,
+                until: 15,
+            },
+        ];
+        let (a, b, c, d, e, f) = (
+            path("a"),
+            path("b"),
+            path("c"),
+            path("d"),
+            path("e"),
+            path("f"),
+        );
+        let absent = Pre::Absent;
+        let mut oldest = vec![
+            (&a, 35, &absent), // inside both: the outer one's state
+            (&b, 12, &absent), // before the applications
+            (&c, 25, &absent), // inside the outer one, kept aside (below)
+            (&d, 33, &absent), // inside the inner one only
+            (&e, 11, &absent), // inside one begun before the turn
+            (&f, 45, &absent), // a path no application saved
+        ];
+        let left_c = |pre: &Pre| matches!(pre, Pre::Dir { mode: 0o720 });
+        index.before_reversed(10, &mut oldest, left_c);
+        let got: Vec<(u64, String)> = oldest
+            .iter()
+            .map(|(_, seq, pre)| (*seq, format!("{pre:?}")))
+            .collect();
+        let dir = |mode: u32| format!("{:?}", Pre::Dir { mode });
+        let none = format!("{absent:?}");
+        assert_eq!(
+            got,
+            [
+                (20, dir(0o700)),
+                (12, none.clone()),
+                (25, none.clone()),
+                (30, dir(0o730)),
+                (11, none.clone()),
+                (45, none),
+            ]
+        );
+    }
 
     #[test]
     fn a_turn_keeps_the_first_capture_of_each_path_found_in_path_order() {

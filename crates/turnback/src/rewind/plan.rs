@@ -146,7 +146,17 @@ impl Store {
         oldest.sort_unstable_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
         oldest.dedup_by(|later, first| later.0 == first.0);
         // A capture made while an operation that an undo reversed stood.
-        self.index.before_reversed(first, &mut oldest);
+        // A file it kept aside whose store name is gone: it left the path.
+        let mut buckets = crate::aside::Buckets::default();
+        self.index.before_reversed(first, &mut oldest, |pre| {
+            let (Pre::Aside { seq, n, .. }, Some(dirs)) = (pre, &self.place.dirs) else {
+                return false;
+            };
+            let kept = |b: &crate::sys::OwnedFd| {
+                matches!(crate::fsx::lstat_at(b, n.to_string().as_str()), Ok(Some(_)))
+            };
+            !matches!(buckets.reach(&dirs.store, *seq, *n), Ok(Some(b)) if kept(b))
+        });
         let oldest = fold_spellings(oldest, self.folding());
         let steps = steps_from(oldest.into_iter().map(|(p, _, pre)| (p, pre)), self);
         Ok(RewindPlan {
