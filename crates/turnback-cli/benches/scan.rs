@@ -10,7 +10,8 @@
 //!
 //! Linux, with `git` on PATH. Per tree (`TURNBACK_BENCH_SCAN_FILES`,
 //! default `100000,300000` files, 100 per directory, each a line of text):
-//! the tree is generated, committed to git with `core.untrackedCache` on
+//! the tree is generated (once per binary: a project names its one
+//! store), committed to git with `core.untrackedCache` on
 //! and `core.fsmonitor` off, and snapshotted once (both halves, untimed);
 //! then each repetition times a before half and an after half of a
 //! command that changes nothing (the release binary as a process, as a
@@ -54,11 +55,14 @@ mod linux {
 
     const SECTION: &str = "scan";
 
-    /// One turnback binary with its own store of the project.
+    /// One turnback binary with its own copy of the tree (a project names
+    /// its one store) and its own data directory.
     struct Tb {
         bin: PathBuf,
         data: PathBuf,
         home: PathBuf,
+        /// Its copy's name among the tree's copies.
+        copy: &'static str,
     }
 
     impl Tb {
@@ -129,13 +133,21 @@ mod linux {
     }
 
     fn run_tree(bins: &[Tb], base: &Path, files: usize, reps: usize) -> Res<Rows> {
-        let root = base.join(format!("tree-{files}"));
-        fs::create_dir_all(&root)?;
-        eprintln!("generating {files} files in {} ...", root.display());
-        generate(&root, files)?;
-        let root = root.canonicalize()?;
+        let dir = base.join(format!("tree-{files}"));
+        let mut roots = Vec::new();
+        for tb in bins {
+            let root = dir.join(tb.copy);
+            fs::create_dir_all(&root)?;
+            eprintln!("generating {files} files in {} ...", root.display());
+            generate(&root, files)?;
+            roots.push(root.canonicalize()?);
+        }
+        // git's repository is the first copy (its `.turnback/` marker left
+        // out of git's view).
+        let root = roots[0].clone();
         eprintln!("git add -A and commit ...");
         git(&root, &["init", "-q"])?;
+        fs::write(root.join(".git/info/exclude"), ".turnback/\n")?;
         git(&root, &["add", "-A"])?;
         git(
             &root,
@@ -155,14 +167,14 @@ mod linux {
         for _ in 0..2 {
             git(&root, &["status", "--porcelain"])?;
         }
-        for tb in bins {
+        for (tb, root) in bins.iter().zip(&roots) {
             eprintln!("first snapshot with {} ...", tb.bin.display());
-            tb.half(&root, "first", false)?;
-            tb.half(&root, "first", true)?;
+            tb.half(root, "first", false)?;
+            tb.half(root, "first", true)?;
             // Files changed within the first scan's clock tick are hashed
             // once more, then the stat cache vouches for every file.
-            tb.half(&root, "settle", false)?;
-            tb.half(&root, "settle", true)?;
+            tb.half(root, "settle", false)?;
+            tb.half(root, "settle", true)?;
         }
         let mut rows = Rows {
             files,
@@ -172,10 +184,10 @@ mod linux {
         for rep in 0..reps {
             eprintln!("{files} files: repetition {}/{reps} ...", rep + 1);
             let turn = format!("noop{rep}");
-            for (tb, (before, after)) in bins.iter().zip(&mut rows.halves) {
-                let (b, vb) = tb.half(&root, &turn, false)?;
+            for ((tb, root), (before, after)) in bins.iter().zip(&roots).zip(&mut rows.halves) {
+                let (b, vb) = tb.half(root, &turn, false)?;
                 unchanged(&vb, "before half")?;
-                let (a, va) = tb.half(&root, &turn, true)?;
+                let (a, va) = tb.half(root, &turn, true)?;
                 unchanged(&va, "after half")?;
                 before.push(b);
                 after.push(a);
@@ -213,6 +225,7 @@ mod linux {
             bin: PathBuf::from(env!("CARGO_BIN_EXE_turnback")),
             data: base.path().join("data"),
             home: home.clone(),
+            copy: "project",
         }];
         let peer = std::env::var_os("TURNBACK_BENCH_PEER").map(PathBuf::from);
         if let Some(p) = &peer {
@@ -223,6 +236,7 @@ mod linux {
                 bin: p.clone(),
                 data: base.path().join("data-peer"),
                 home,
+                copy: "peer-copy",
             });
         }
         let mut trees = Vec::new();
