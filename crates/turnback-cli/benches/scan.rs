@@ -151,16 +151,7 @@ mod linux {
         git(&root, &["add", "-A"])?;
         git(
             &root,
-            &[
-                "-c",
-                "user.name=bench",
-                "-c",
-                "user.email=bench@example.com",
-                "commit",
-                "-q",
-                "-m",
-                "generated",
-            ],
+            &[&GIT_AS_BENCH[..], &["commit", "-q", "-m", "generated"]].concat(),
         )?;
         git(&root, &["config", "core.untrackedCache", "true"])?;
         git(&root, &["config", "core.fsmonitor", "false"])?;
@@ -207,14 +198,8 @@ mod linux {
 
     pub fn main() -> Res<()> {
         let (reps, write) = reps_and_write(11)?;
-        let files: Vec<usize> = std::env::var("TURNBACK_BENCH_SCAN_FILES")
-            .unwrap_or_else(|_| "100000,300000".into())
-            .split(',')
-            .map(|s| s.trim().parse())
-            .collect::<Result<_, _>>()?;
-        let tmp = std::env::var("TURNBACK_BENCH_TMP")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| std::env::temp_dir());
+        let files = env_sizes("TURNBACK_BENCH_SCAN_FILES", "100000,300000")?;
+        let tmp = bench_tmp();
         let m = machine(&tmp)?;
         let base = tempfile::Builder::new()
             .prefix("turnback-bench-scan-")
@@ -258,14 +243,7 @@ mod linux {
             rustc_version(),
             m.load_start,
             load_average(),
-            Command::new("git")
-                .arg("--version")
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout)
-                    .trim()
-                    .trim_start_matches("git version ")
-                    .to_owned())
-                .unwrap_or_default(),
+            git_version(),
             peer.as_ref()
                 .map(|p| format!(" The peer binary: `{}`.", p.display()))
                 .unwrap_or_default(),

@@ -251,16 +251,7 @@ fn run_tree(bin: &Path, base: &Path, files: usize, reps: usize, runs: usize) -> 
     git(
         &root,
         &git_path,
-        &[
-            "-c",
-            "user.name=bench",
-            "-c",
-            "user.email=bench@example.com",
-            "commit",
-            "-q",
-            "-m",
-            "generated",
-        ],
+        &[&GIT_AS_BENCH[..], &["commit", "-q", "-m", "generated"]].concat(),
     )?;
     git(&root, &git_path, &["config", "core.untrackedCache", "true"])?;
 
@@ -363,15 +354,7 @@ fn run_tree(bin: &Path, base: &Path, files: usize, reps: usize, runs: usize) -> 
         git(
             &root,
             &git_path,
-            &[
-                "-c",
-                "user.name=bench",
-                "-c",
-                "user.email=bench@example.com",
-                "commit",
-                "-qam",
-                "rep",
-            ],
+            &[&GIT_AS_BENCH[..], &["commit", "-qam", "rep"]].concat(),
         )?;
         rows.sources.push(source(&vb));
         rows.sources.push(source(&va));
@@ -390,15 +373,9 @@ fn ratio(a: &[f64], b: &[f64]) -> String {
 
 pub fn main() -> Res<()> {
     let (reps, write) = reps_and_write(5)?;
-    let files: Vec<usize> = std::env::var("TURNBACK_BENCH_WATCHMAN_FILES")
-        .unwrap_or_else(|_| "100000,1000000".into())
-        .split(',')
-        .map(|s| s.trim().parse())
-        .collect::<Result<_, _>>()?;
+    let files = env_sizes("TURNBACK_BENCH_WATCHMAN_FILES", "100000,1000000")?;
     let runs = env_usize("TURNBACK_BENCH_HOOK_RUNS", 10)?;
-    let tmp = std::env::var("TURNBACK_BENCH_TMP")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| std::env::temp_dir());
+    let tmp = bench_tmp();
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_turnback"));
     let m = machine(&tmp)?;
     let base = tempfile::Builder::new()
@@ -452,14 +429,7 @@ pub fn main() -> Res<()> {
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
             .unwrap_or_default(),
-        Command::new("git")
-            .arg("--version")
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout)
-                .trim()
-                .trim_start_matches("git version ")
-                .to_owned())
-            .unwrap_or_default(),
+        git_version(),
     )?;
     writeln!(
         body,

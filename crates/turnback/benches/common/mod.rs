@@ -409,3 +409,47 @@ pub fn file_of(i: usize) -> String {
         i % 100
     )
 }
+
+/// A list of tree sizes from the variable `name` (`100000,300000`), else
+/// `default`.
+pub fn env_sizes(name: &str, default: &str) -> Res<Vec<usize>> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse()
+                .map_err(|_| format!("{name}: {s:?} is not a number of files").into())
+        })
+        .collect()
+}
+
+/// Where a benchmark puts its trees: `TURNBACK_BENCH_TMP`, else the
+/// system's temporary directory.
+pub fn bench_tmp() -> PathBuf {
+    std::env::var_os("TURNBACK_BENCH_TMP")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+/// git's version (`2.47.3`), or nothing when it cannot be run.
+pub fn git_version() -> String {
+    Command::new("git")
+        .arg("--version")
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .trim_start_matches("git version ")
+                .to_owned()
+        })
+        .unwrap_or_default()
+}
+
+/// The options that give a benchmark's commits an author of their own.
+pub const GIT_AS_BENCH: [&str; 4] = [
+    "-c",
+    "user.name=bench",
+    "-c",
+    "user.email=bench@example.com",
+];
