@@ -160,39 +160,10 @@ impl Tree {
     }
 }
 
-fn walk(dir: &Path, prefix: &str, out: &mut Vec<String>) -> Res<()> {
-    let entries = fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
-        let name = entry.file_name().into_string().map_err(|n| {
-            format!(
-                "{}: a name that is not UTF-8 ({n:?}); choose another TURNBACK_BENCH_TREE",
-                dir.display()
-            )
-        })?;
-        let rel = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}/{name}")
-        };
-        let ft = entry
-            .file_type()
-            .map_err(|e| format!("cannot look at {}: {e}", entry.path().display()))?;
-        if ft.is_dir() {
-            walk(&entry.path(), &rel, out)?;
-        } else if ft.is_file() {
-            out.push(rel);
-        }
-    }
-    Ok(())
-}
-
 /// The first `limit` regular files of `source` in byte order of their
 /// relative paths (symlinks and special files skipped), read into memory.
 fn load_tree(source: &Path, limit: usize) -> Res<Tree> {
-    let mut rels = Vec::new();
-    walk(source, "", &mut rels)?;
-    rels.sort();
+    let mut rels = regular_files(source)?;
     let available = rels.len();
     if available < limit {
         return Err(format!(
@@ -287,8 +258,7 @@ fn verify(root: &Path, expect: &[(&str, &[u8])], absent: &[&str], exhaustive: bo
         }
     }
     if exhaustive {
-        let mut found = Vec::new();
-        walk(root, "", &mut found)?;
+        let found = regular_files(root)?;
         let wanted: BTreeSet<&str> = expect.iter().map(|(r, _)| *r).collect();
         for rel in found {
             if !rel.starts_with(".turnback/") && !wanted.contains(rel.as_str()) {
@@ -337,8 +307,7 @@ fn du_kib(path: &Path) -> Res<u64> {
 /// Sum of file lengths under `path` (what the store holds, without the
 /// file system's block rounding).
 fn apparent_bytes(path: &Path) -> Res<u64> {
-    let mut rels = Vec::new();
-    walk(path, "", &mut rels)?;
+    let rels = regular_files(path)?;
     let mut total = 0;
     for rel in rels {
         total += fs::symlink_metadata(path.join(&rel))?.len();

@@ -453,3 +453,39 @@ pub const GIT_AS_BENCH: [&str; 4] = [
     "-c",
     "user.email=bench@example.com",
 ];
+
+/// The regular files below `source`, as paths relative to it in byte
+/// order (symlinks and special files skipped).
+pub fn regular_files(source: &Path) -> Res<Vec<String>> {
+    fn walk(dir: &Path, prefix: &str, out: &mut Vec<String>) -> Res<()> {
+        let entries =
+            fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+            let name = entry.file_name().into_string().map_err(|n| {
+                format!(
+                    "{}: a name that is not UTF-8 ({n:?}); choose another TURNBACK_BENCH_TREE",
+                    dir.display()
+                )
+            })?;
+            let rel = if prefix.is_empty() {
+                name
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let ft = entry
+                .file_type()
+                .map_err(|e| format!("cannot look at {}: {e}", entry.path().display()))?;
+            if ft.is_dir() {
+                walk(&entry.path(), &rel, out)?;
+            } else if ft.is_file() {
+                out.push(rel);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(source, "", &mut out)?;
+    out.sort();
+    Ok(out)
+}
