@@ -871,10 +871,16 @@ fn a_directory_with_its_old_stat_is_not_listed_unless_a_watchman_half_wrote_the_
     fsmonitor::state::save(store_fd, &path, &state(Used::Fallback))?;
     let seen =
         |store: &Store| -> Result<Vec<String>> { Ok(store.status(&NoProgress)?.changes.created) };
-    assert!(
-        seen(&store)?.is_empty(),
-        "src is not listed again: its stat is the tree's"
-    );
+    // Only where the file system keeps a directory's times in step with
+    // its entries (ext4 and tmpfs do; an overlay does not).
+    if crate::sys::dir_times_follow_entries(&store.place.root_fd) {
+        assert!(
+            seen(&store)?.is_empty(),
+            "src is not listed again: its stat is the tree's"
+        );
+    } else {
+        assert_eq!(seen(&store)?, ["src/new.rs"], "listed: another file system");
+    }
     fsmonitor::state::save(store_fd, &path, &state(Used::Watchman))?;
     assert_eq!(seen(&store)?, ["src/new.rs"], "listed: Watchman's tree");
     Ok(())

@@ -45,9 +45,15 @@ pub(super) fn walk(
     old: Option<&Tree>,
 ) -> io::Result<(Vec<Found>, Vec<String>)> {
     let mut ctx = WalkCtx::new(root, cap, progress, store_inside);
-    if let Some(t) = old {
+    // Only where the root's file system keeps a directory's times in step
+    // with its entries, and only for directories on it.
+    if let Some(t) = old
+        && crate::sys::dir_times_follow_entries(&root_fd)
+        && let Ok(st) = crate::sys::fs::fstat(&root_fd)
+    {
         ctx.old = &t.entries;
         ctx.stamp_ns = t.stamp_ns;
+        ctx.old_dev = Some(crate::sys::dev(&st));
     }
     match rayon::scope(|s| ctx.walk_dir(root_fd, Vec::new(), false, Arc::new(ignores), s)) {
         Ok(()) => {}
@@ -106,6 +112,11 @@ struct WalkCtx<'a> {
     /// [`WalkCtx::same_names`]).
     old: &'a [Entry],
     stamp_ns: i64,
+    /// The device of the root, whose file system keeps a directory's
+    /// times in step with its entries (see
+    /// [`crate::sys::dir_times_follow_entries`]): a directory on another
+    /// (a mount inside the project) is always listed.
+    old_dev: Option<u64>,
 }
 
 /// One item of a directory's listing, in the order of full paths.
@@ -227,6 +238,7 @@ impl<'a> WalkCtx<'a> {
             store_inside,
             old: &[],
             stamp_ns: i64::MIN,
+            old_dev: None,
         }
     }
 
@@ -333,12 +345,13 @@ impl<'a> WalkCtx<'a> {
             if self.store_inside.as_deref() == Some(path.as_slice()) {
                 continue;
             }
-            if let Some((fd, path)) = self.visit(dir, name, path, &ignores, &mut local) {
+            if let Some((fd, path, dev)) = self.visit(dir, name, path, &ignores, &mut local) {
                 subtrees.push(path.clone());
                 let ignores = Arc::clone(&ignores);
-                let same = local
-                    .last()
-                    .is_some_and(|f| f.path == path && self.same_names(&path, &f.stat));
+                let same = self.old_dev == Some(dev)
+                    && local
+                        .last()
+                        .is_some_and(|f| f.path == path && self.same_names(&path, &f.stat));
                 scope.spawn(move |s| {
                     if let Err(e) = self.walk_dir(fd, path.clone(), same, ignores, s) {
                         self.push_unlisted(Found {
@@ -410,7 +423,7 @@ impl<'a> WalkCtx<'a> {
     }
 
     /// Classifies one entry of `dir`; for a covered directory, returns it
-    /// opened, to be walked.
+    /// opened, to be walked, with its device.
     fn visit(
         &self,
         dir: crate::sys::BorrowedFd<'_>,
@@ -418,7 +431,7 @@ impl<'a> WalkCtx<'a> {
         path: Vec<u8>,
         ignores: &Ignores,
         local: &mut Vec<Found>,
-    ) -> Option<(OwnedFd, Vec<u8>)> {
+    ) -> Option<(OwnedFd, Vec<u8>, u64)> {
         use crate::sys::fs::{AtFlags, FileType};
         let st = match crate::sys::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => st,
@@ -468,7 +481,7 @@ impl<'a> WalkCtx<'a> {
                 match crate::sys::fs::openat(dir, name, flags, Mode::empty()) {
                     Ok(fd) => {
                         push(path.clone(), FoundKind::Dir);
-                        return Some((fd, path));
+                        return Some((fd, path, crate::sys::dev(&st)));
                     }
                     Err(crate::sys::Errno::NOENT) => return None,
                     Err(e) => unreadable(e),
@@ -917,7 +930,7 @@ impl Looker<'_, '_> {
                 let keep_children = dir.is_some() && same_dir(self.old_entry(p), &f);
                 if !keep_children {
                     self.cut.insert(p.to_vec());
-                    if let Some((fd, path)) = dir {
+                    if let Some((fd, path, _)) = dir {
                         self.to_walk.push((fd, path, ig));
                     }
                 }

@@ -27,6 +27,24 @@ pub(crate) fn give_back_free_memory() {
     }
 }
 
+/// Whether the file system of `dir` sets a directory's mtime and ctime
+/// whenever an entry is created, removed or renamed in it, so that a
+/// directory with its old stat holds its old names (see
+/// `snapshot/walk.rs`): the local file systems that do (ext2/3/4, XFS,
+/// Btrfs, F2FS, tmpfs, ZFS). Not a network, FUSE or FAT file system, nor
+/// an overlay, whose merged directories take their times from one layer.
+pub(crate) fn dir_times_follow_entries(dir: &impl AsFd) -> bool {
+    const KNOWN: [u32; 6] = [
+        0xEF53,      // ext2, ext3, ext4
+        0x5846_5342, // XFS
+        0x9123_683E, // Btrfs
+        0xF2F5_2010, // F2FS
+        0x0102_1994, // tmpfs
+        0x2FC1_2FC1, // ZFS
+    ];
+    rustix::fs::fstatfs(dir).is_ok_and(|st| KNOWN.contains(&(st.f_type as u32)))
+}
+
 /// The permission and type bits of `st`.
 pub(crate) fn mode(st: &Stat) -> u32 {
     st.st_mode

@@ -28,6 +28,22 @@ pub(crate) use super::unix::{
 /// system allocator does so on its own.
 pub(crate) fn give_back_free_memory() {}
 
+/// Whether the file system of `dir` sets a directory's mtime and ctime
+/// whenever an entry is created, removed or renamed in it (see
+/// `snapshot/walk.rs`): APFS and HFS+. Not a network, FUSE, FAT or exFAT
+/// volume.
+pub(crate) fn dir_times_follow_entries(dir: &impl AsFd) -> bool {
+    rustix::fs::fstatfs(dir).is_ok_and(|st| {
+        let name: Vec<u8> = st
+            .f_fstypename
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        matches!(name.as_slice(), b"apfs" | b"hfs")
+    })
+}
+
 /// The permission and type bits of `st`.
 pub(crate) fn mode(st: &Stat) -> u32 {
     u32::from(st.st_mode)

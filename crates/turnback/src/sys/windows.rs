@@ -52,7 +52,7 @@ use windows_sys::Win32::Storage::FileSystem::{
     FILE_ATTRIBUTE_REPARSE_POINT, FILE_ATTRIBUTE_TAG_INFO, FILE_BASIC_INFO,
     FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT, FILE_INFO_BY_HANDLE_CLASS,
     FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE, FileAttributeTagInfo, FileBasicInfo,
-    GetFileInformationByHandle, GetFileInformationByHandleEx,
+    GetFileInformationByHandle, GetFileInformationByHandleEx, GetVolumeInformationByHandleW,
 };
 use windows_sys::Win32::System::Threading::{
     GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
@@ -1030,6 +1030,37 @@ impl Iterator for Dir {
 /// Gives the memory the allocator holds free back to the system: the
 /// process heap does so on its own.
 pub(crate) fn give_back_free_memory() {}
+
+/// Whether the file system of `dir` sets a directory's last write time
+/// whenever an entry is created, removed or renamed in it (see
+/// `snapshot/walk.rs`): NTFS and ReFS. Not FAT, exFAT or a network share.
+pub(crate) fn dir_times_follow_entries(dir: &impl AsFd) -> bool {
+    let f = dir.as_fd().file;
+    let mut name = [0u16; 32];
+    // SAFETY: the handle is open for the call; `name` is a writable buffer
+    // of the length passed; every other out-pointer is null, which the
+    // call allows.
+    let ok = unsafe {
+        GetVolumeInformationByHandleW(
+            handle(f),
+            std::ptr::null_mut(),
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            name.as_mut_ptr(),
+            name.len() as u32,
+        )
+    };
+    if ok == 0 {
+        return false;
+    }
+    let len = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+    matches!(
+        String::from_utf16_lossy(&name[..len]).as_str(),
+        "NTFS" | "ReFS"
+    )
+}
 
 /// The permission and type bits of `st`.
 pub(crate) fn mode(st: &Stat) -> u32 {
