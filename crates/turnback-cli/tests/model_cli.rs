@@ -23,7 +23,10 @@
 //!   oldest state among those turns (the folder as it was before T), and
 //!   those turns end. A path that a revert in effect kept (below) is still
 //!   T's or a later turn's change: the reverted turn's state counts for it
-//!   too, so the folder before T is given back whole.
+//!   too, so the folder before T is given back whole. A state taken while
+//!   an operation begun after T stood, which an undo has since reversed,
+//!   counts as the state that operation saved (the outermost one's): the
+//!   undo put that back, so it is what the folder held before T.
 //! - `revert T`: the paths T captured that no later live turn captured get
 //!   T's state; those a later live turn captured are kept as they are; T
 //!   ends. A directory T made that cannot go (a later turn's or the user's
