@@ -348,10 +348,15 @@ impl<'a> WalkCtx<'a> {
             if let Some((fd, path, dev)) = self.visit(dir, name, path, &ignores, &mut local) {
                 subtrees.push(path.clone());
                 let ignores = Arc::clone(&ignores);
+                // The directory opened is the one looked at (not one put in
+                // its place in between), and has the old tree's stat.
                 let same = self.old_dev == Some(dev)
-                    && local
-                        .last()
-                        .is_some_and(|f| f.path == path && self.same_names(&path, &f.stat));
+                    && local.last().is_some_and(|f| {
+                        f.path == path
+                            && self.same_names(&path, &f.stat)
+                            && crate::sys::fs::fstat(&fd)
+                                .is_ok_and(|st| Stat::of_raw(&st) == f.stat)
+                    });
                 scope.spawn(move |s| {
                     if let Err(e) = self.walk_dir(fd, path.clone(), same, ignores, s) {
                         self.push_unlisted(Found {
