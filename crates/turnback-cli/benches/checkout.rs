@@ -253,16 +253,7 @@ mod linux {
             source.display(),
             total / (1 << 20),
         )?;
-        writeln!(
-            body,
-            "- **Machine:** {}, {} cores available, Linux {}, {:.0} GiB\n- **Where:** {} ({}).\n",
-            m.cpu,
-            m.parallelism,
-            m.kernel,
-            m.mem_gib,
-            m.tmp.display(),
-            m.fs
-        )?;
+        writeln!(body, "{}", m.lines(""))?;
         writeln!(
             body,
             "| protocol | `turnback rewind` | `git checkout -- .` | rewind ÷ checkout | target |"

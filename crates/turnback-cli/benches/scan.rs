@@ -250,14 +250,8 @@ mod linux {
         )?;
         writeln!(
             body,
-            "- **Machine:** {}, {} cores available, Linux {}, {:.0} GiB\n- **Where:** {} ({}); \
-             generated trees, 100 files per directory, one line each.\n",
-            m.cpu,
-            m.parallelism,
-            m.kernel,
-            m.mem_gib,
-            m.tmp.display(),
-            m.fs
+            "{}",
+            m.lines("; generated trees, 100 files per directory, one line each")
         )?;
         let peer_cols = if peer.is_some() {
             " peer before half | peer after half | peer before ÷ git |"

@@ -114,9 +114,7 @@ fn config() -> Res<Config> {
 /// The first `limit` regular files of `source` in byte order of their
 /// relative paths, as (relative path, bytes).
 fn load_tree(source: &Path, limit: usize) -> Res<(Files, usize)> {
-    let mut rels = Vec::new();
-    walk(source, "", &mut rels)?;
-    rels.sort();
+    let mut rels = regular_files(source)?;
     let available = rels.len();
     if available < limit {
         return Err(format!(
@@ -149,8 +147,7 @@ fn write_tree(files: &[(String, Vec<u8>)], dst: &Path) -> Res<()> {
 
 /// Bytes on disk (st_blocks * 512) and in files under `dir`.
 fn disk_bytes(dir: &Path) -> Res<(u64, u64)> {
-    let mut rels = Vec::new();
-    walk(dir, "", &mut rels)?;
+    let rels = regular_files(dir)?;
     let (mut disk, mut len) = (0, 0);
     for rel in rels {
         let m = fs::symlink_metadata(dir.join(&rel))?;
@@ -452,33 +449,6 @@ fn conflict_row(
 }
 
 // ------------------------------------------------- copied from store.rs
-
-fn walk(dir: &Path, prefix: &str, out: &mut Vec<String>) -> Res<()> {
-    let entries = fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
-        let name = entry.file_name().into_string().map_err(|n| {
-            format!(
-                "{}: a name that is not UTF-8 ({n:?}); choose another TURNBACK_BENCH_TREE",
-                dir.display()
-            )
-        })?;
-        let rel = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}/{name}")
-        };
-        let ft = entry
-            .file_type()
-            .map_err(|e| format!("cannot look at {}: {e}", entry.path().display()))?;
-        if ft.is_dir() {
-            walk(&entry.path(), &rel, out)?;
-        } else if ft.is_file() {
-            out.push(rel);
-        }
-    }
-    Ok(())
-}
 
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()

@@ -431,17 +431,7 @@ pub fn main() -> Res<()> {
             .unwrap_or_default(),
         git_version(),
     )?;
-    writeln!(
-        body,
-        "- **Machine:** {}, {} cores available, Linux {}, {:.0} GiB\n- **Where:** {} ({}); \
-         generated trees, 100 files per directory, one line each (a thousand distinct contents).\n",
-        m.cpu,
-        m.parallelism,
-        m.kernel,
-        m.mem_gib,
-        m.tmp.display(),
-        m.fs
-    )?;
+    writeln!(body, "{}", m.lines("; generated trees, 100 files per directory, one line each (a thousand distinct contents)"))?;
     for t in &trees {
         writeln!(body, "### {} files\n", thousands(t.files as u64))?;
         writeln!(

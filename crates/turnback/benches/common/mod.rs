@@ -24,6 +24,22 @@ pub struct Machine {
     pub load_start: String,
 }
 
+impl Machine {
+    /// The machine and where the run's files were, as the first lines of
+    /// a section: `where_more` follows the folder (`; generated trees`).
+    pub fn lines(&self, where_more: &str) -> String {
+        format!(
+            "- **Machine:** {}, {} cores available, Linux {}, {:.0} GiB\n- **Where:** {} ({}){where_more}.\n",
+            self.cpu,
+            self.parallelism,
+            self.kernel,
+            self.mem_gib,
+            self.tmp.display(),
+            self.fs
+        )
+    }
+}
+
 pub fn fs_type(path: &Path) -> Res<(String, String)> {
     let path = fs::canonicalize(path)?;
     let info = fs::read_to_string("/proc/self/mountinfo")?;
