@@ -16,13 +16,18 @@
 //!    temporary file, `fdatasync`, rename, fsync of `.turnback/`. Nothing
 //!    the log held is deleted, and moving that file back over `log.jsonl`
 //!    undoes the repair;
-//! 3. writes the kept lines as the new `log.jsonl` the same way.
+//! 3. marks the tree state for a recheck (`tree-recheck`, made durable
+//!    with that copy): a dropped line may have introduced a blob the tree
+//!    names, so the next scan looks up every blob it would trust by its
+//!    stat (see [`crate::tree`]);
+//! 4. writes the kept lines as the new `log.jsonl` the same way.
 //!
-//! A crash before the rename of step 3 leaves the original log (and perhaps
+//! A crash before the rename of step 4 leaves the original log (and perhaps
 //! its copy); after it, the repaired one. Just before that rename the index
 //! checkpoint is removed, as gc does, since it names the old log (see
 //! [`crate::checkpoint`]); the next open reads the whole repaired log.
-//! Repair never touches the project, packs or the tree state. A log with no
+//! Repair never touches the project, packs or the tree state itself (only
+//! the mark beside it). A log with no
 //! damaged line is left as it is.
 
 use std::io::Read;
@@ -160,6 +165,9 @@ pub fn repair_root(root: impl AsRef<Path>, dry_run: bool) -> Result<RepairReport
     }
     let name = next_damaged_name(&store_path)?;
     fsx::replace_file(&store_fd, &name, &bytes).ctx("write", store_path.join(&name))?;
+    // A dropped line may have introduced a blob the tree state names: the
+    // next scan looks every blob up (see `crate::tree`).
+    crate::tree::mark_recheck(&store_fd, &store_path)?;
     fsx::fsync(&store_fd).ctx("fsync", &store_path)?;
     // The index checkpoint names the old log (see [`crate::checkpoint`]).
     crate::checkpoint::remove(&store_fd)

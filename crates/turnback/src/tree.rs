@@ -52,6 +52,19 @@
 //! - A damaged tree (bad magic, version, checksum, truncation) is reported
 //!   and treated as absent: the next scan hashes every file again (blobs
 //!   already stored are not stored twice).
+//! - The log keeps introducing every blob the tree names: the log is only
+//!   appended to, and gc, which replaces it, keeps every blob the tree
+//!   state names (see [`crate::gc`]). So a scan trusts a file's blob by its
+//!   stat alone, without looking the blob up in the index, unless:
+//!   - the log holds fewer records than when the tree (or its head) was
+//!     written: it was cut or replaced by another;
+//!   - `<store>/tree-recheck` ([`RECHECK_FILE`]) is there: `turnback
+//!     repair` makes it, durably, before it replaces the log, since the
+//!     damaged lines it drops may have introduced blobs the tree names.
+//!
+//!   Then every blob the stat cache vouches for is looked up, a file whose
+//!   blob the log no longer introduces is read and stored again, and the
+//!   file is removed once a tree (or head) is written after that scan.
 //!
 //! The head, `<store>/tree-head`: a scan that finds every entry as the
 //! tree has it (nothing hashed, nothing changed: the common case before and
@@ -100,6 +113,10 @@ pub const HEAD_FILE: &str = "tree-head";
 
 /// The first bytes of a head file.
 pub const HEAD_MAGIC: &[u8; 8] = b"TBHEAD1\n";
+
+/// The file whose presence makes the next scan look up every blob the stat
+/// cache vouches for (see the module doc).
+pub const RECHECK_FILE: &str = "tree-recheck";
 
 /// What `lstat` (or `fstat` of the file read) said about a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -732,6 +749,32 @@ pub(crate) fn write_head(
         let _ = fsx::unlink(store, &tmp);
     }
     res.map(|()| head.len() as u64)
+}
+
+/// Whether a scan with the old tree `old` must look up the blobs its stat
+/// cache vouches for, since the log may no longer introduce all of them
+/// (see the module doc); `last_seq` is the log's last sequence number.
+pub(crate) fn must_recheck(store: &OwnedFd, old: &Tree, last_seq: u64) -> bool {
+    // An error looking is taken as the mark being there.
+    last_seq < old.log_seq || !matches!(fsx::lstat_at(store, RECHECK_FILE), Ok(None))
+}
+
+/// Makes the next scan look up every blob the stat cache vouches for:
+/// created before the log is replaced, made durable by the caller's fsync
+/// of the store directory.
+pub(crate) fn mark_recheck(store: &OwnedFd, store_path: &Path) -> Result<()> {
+    fsx::replace_file(store, RECHECK_FILE, b"").ctx("write", store_path.join(RECHECK_FILE))
+}
+
+/// Removes the mark of [`mark_recheck`], once a tree or head written after
+/// a scan that looked every blob up is in place.
+pub(crate) fn clear_recheck(store: &OwnedFd, store_path: &Path) -> Result<()> {
+    match fsx::unlink(store, RECHECK_FILE) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).ctx("remove", store_path.join(RECHECK_FILE))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Removes the head (before a new tree replaces the one it belongs to).

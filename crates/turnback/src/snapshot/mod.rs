@@ -583,10 +583,12 @@ impl Store {
                 warnings: Vec::new(),
                 dev: None,
                 full_walk: None,
+                rechecked: false,
             },
             None => self.scan(old.as_ref(), Reading::Store, changed, progress)?,
         };
         let full_walk = scan.full_walk.clone();
+        let rechecked = scan.rechecked;
         let used = match &full_walk {
             None => Used::Watchman,
             Some(_) if off => Used::Off,
@@ -659,6 +661,11 @@ impl Store {
             };
             stats.tree_bytes = writer.commit(&store_fd, &self.place.store_path, &new_tree)?;
         }
+        // Every blob the tree in place names was looked up (see
+        // `crate::tree`): the recheck, if one was asked for, is done.
+        if rechecked {
+            tree::clear_recheck(&store_fd, &self.place.store_path)?;
+        }
         // The clock goes with the tree just written (see
         // `crate::fsmonitor::state`); nothing is written without Watchman.
         let reason = full_walk.clone().unwrap_or_default();
@@ -728,6 +735,7 @@ impl Store {
             warnings: scan_warnings,
             dev,
             full_walk: _,
+            rechecked: _,
         } = scan;
         let look = dev.map(|dev| Look {
             dev,

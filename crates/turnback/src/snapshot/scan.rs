@@ -17,7 +17,7 @@ use crate::id::BlobId;
 use crate::log::StoredBlob;
 use crate::pack::PackWriter;
 use crate::store::Store;
-use crate::tree::{Entry, Kind, Tree};
+use crate::tree::{self, Entry, Kind, Tree};
 
 /// The outcome of a scan.
 pub(super) struct Scan {
@@ -30,6 +30,9 @@ pub(super) struct Scan {
     /// Why the whole tree was walked; `None` when only the paths Watchman
     /// named were looked at (see [`walk::walk_changed`]).
     pub(super) full_walk: Option<String>,
+    /// Whether every blob the stat cache vouched for was looked up in the
+    /// index (see [`crate::tree`]'s `tree-recheck`).
+    pub(super) rechecked: bool,
 }
 
 /// How a scan treats file contents.
@@ -107,7 +110,14 @@ impl Store {
         };
         warnings.extend(walk_warnings);
 
-        let (mut entries, to_read, read_bytes) = merge(found, old, &self.index.blobs, mode);
+        // The stat cache's blobs are looked up only when the log may no
+        // longer introduce them all (see `crate::tree`).
+        let recheck = match (old, &self.place.dirs) {
+            (Some(t), Some(dirs)) => tree::must_recheck(&dirs.store, t, self.index.last_seq),
+            _ => true,
+        };
+        let known = (mode == Reading::Store && recheck).then_some(&self.index.blobs);
+        let (mut entries, to_read, read_bytes) = merge(found, old, known, mode);
         progress.hashing(to_read.len() as u64, read_bytes);
         let reads = self.read_changed(&mut entries, &to_read, mode, progress)?;
         progress.done();
@@ -137,6 +147,7 @@ impl Store {
             warnings,
             dev,
             full_walk,
+            rechecked: known.is_some(),
         })
     }
 }
@@ -161,13 +172,13 @@ impl Store {
 
 /// Merges the walk with the old tree (both in byte order of paths).
 /// Returns the new entries (a file still to be read has a zero blob), the
-/// indexes of the files to read, in order, and their bytes. In the storing
-/// mode a file the stat cache vouches for keeps its blob only if the store
-/// still holds it, checked for all of them at once.
+/// indexes of the files to read, in order, and their bytes. With `known`
+/// (the index's blobs), a file the stat cache vouches for keeps its blob
+/// only if the store still holds it, checked for all of them at once.
 fn merge(
     found: Vec<Found>,
     old: Option<&Tree>,
-    known: &crate::index::Blobs,
+    known: Option<&crate::index::Blobs>,
     mode: Reading,
 ) -> (Vec<Entry>, Vec<usize>, u64) {
     let (old_entries, stamp) = match old {
@@ -210,7 +221,7 @@ fn merge(
                     };
                 match cached {
                     _ if need => to_read.push(entries.len()),
-                    Some(blob) if mode == Reading::Store => vouched.push((entries.len(), blob)),
+                    Some(blob) if known.is_some() => vouched.push((entries.len(), blob)),
                     _ => {}
                 }
                 Kind::File {
@@ -224,7 +235,7 @@ fn merge(
             kind,
         });
     }
-    if !vouched.is_empty() {
+    if let Some(known) = known.filter(|_| !vouched.is_empty()) {
         let mut missing: Vec<BlobId> = vouched.iter().map(|(_, blob)| *blob).collect();
         missing.sort_unstable();
         missing.dedup();
@@ -301,7 +312,7 @@ mod tests {
                 })
                 .collect(),
         };
-        let (entries, to_read, bytes) = merge(found(), Some(&old), &known, Reading::Store);
+        let (entries, to_read, bytes) = merge(found(), Some(&old), Some(&known), Reading::Store);
         assert_eq!(to_read, [1, 3], "b's blob is gone, d changed");
         assert_eq!(bytes, 6);
         let blob = |k: usize| match entries[k].kind {
@@ -309,7 +320,12 @@ mod tests {
             _ => BlobId([9; 32]),
         };
         assert_eq!([blob(0), blob(1), blob(2)], [kept, BlobId([0; 32]), kept]);
-        let (_, to_read, _) = merge(found(), Some(&old), &known, Reading::Compare);
+        let (_, to_read, _) = merge(found(), Some(&old), None, Reading::Compare);
         assert_eq!(to_read, [3], "comparing, only the changed file is read");
+        // Not looked up (the log is the one the tree was written with):
+        // the stat cache alone vouches for b.
+        let (entries, to_read, _) = merge(found(), Some(&old), None, Reading::Store);
+        assert_eq!(to_read, [3], "only the changed file is read");
+        assert!(matches!(entries[1].kind, Kind::File { blob } if blob == lost));
     }
 }

@@ -885,3 +885,60 @@ fn a_directory_with_its_old_stat_is_not_listed_unless_a_watchman_half_wrote_the_
     assert_eq!(seen(&store)?, ["src/new.rs"], "listed: Watchman's tree");
     Ok(())
 }
+
+/// An unchanged scan trusts a file's blob by its stat alone while the log
+/// is the one the tree was written with; after a repair drops the log line
+/// that introduced the tree's blobs, the next scan reads those files again
+/// and stores them, so a later change still has its pre-image.
+#[test]
+fn after_a_repair_drops_the_line_of_the_trees_blobs_the_next_scan_stores_them_again() -> TestResult
+{
+    let (dir, mut store) = project();
+    let root = dir.path();
+    // Line 1: the snapshot record that introduces the five files' blobs.
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    std::thread::sleep(Duration::from_millis(20));
+    store.snapshot(&t("t2"), None, false, &NoProgress)?;
+    put(root, "README.md", b"changed by t2\n");
+    store.snapshot(&t("t2"), None, true, &NoProgress)?;
+    std::thread::sleep(Duration::from_millis(20));
+    let r = store.snapshot(&t("t3"), None, false, &NoProgress)?;
+    assert_eq!(r.scan.hashed_files, 0, "the stat cache alone vouches");
+    store.snapshot(&t("t3"), None, true, &NoProgress)?;
+    let store_dir = store.store_dir().to_path_buf();
+    drop(store);
+
+    // Damage line 1 (its checksum no longer matches) and repair.
+    let log_path = store_dir.join(crate::log::LOG_FILE);
+    let mut log = fs::read(&log_path)?;
+    let first_end = log.iter().position(|&b| b == b'\n').ok_or("one line")?;
+    assert!(first_end + 1 < log.len(), "line 1 is not the last");
+    let mid = first_end / 2;
+    log[mid] = if log[mid] == b'0' { b'1' } else { b'0' };
+    fs::write(&log_path, &log)?;
+    let report = crate::repair_root(root, false)?;
+    assert!(report.repaired);
+    assert!(
+        store_dir.join(tree::RECHECK_FILE).exists(),
+        "repair marks it"
+    );
+
+    let mut store = Store::open(root)?;
+    let r = store.snapshot(&t("t4"), None, false, &NoProgress)?;
+    assert_eq!(
+        (r.scan.hashed_files, r.scan.new_blobs),
+        (4, 4),
+        "the four files whose blobs only line 1 introduced are stored again"
+    );
+    assert!(!store_dir.join(tree::RECHECK_FILE).exists(), "done");
+    put(root, "src/lib.rs", b"changed by t4\n");
+    store.snapshot(&t("t4"), None, true, &NoProgress)?;
+    std::thread::sleep(Duration::from_millis(20));
+    let r = store.snapshot(&t("t5"), None, false, &NoProgress)?;
+    assert_eq!(r.scan.hashed_files, 0, "trusted by stat again");
+    let report = store.rewind(&t("t4"), &RewindOptions::default())?;
+    assert!(report.complete(), "{:?}", report.failed);
+    assert_eq!(fs::read(root.join("src/lib.rs"))?, b"pub fn f() {}\n");
+    Ok(())
+}
