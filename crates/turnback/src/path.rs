@@ -112,10 +112,16 @@ impl RelPath {
     /// too ([`RelPath::problem_here`]). What the user names, a walk finds
     /// or a capture records goes through here.
     pub fn from_bytes(s: &[u8]) -> Result<Self, PathProblem> {
-        let path = RelPath::from_stored(s)?;
-        match path.problem_here() {
+        RelPath::check_bytes(s)?;
+        Ok(RelPath::new(s.to_owned()))
+    }
+
+    /// Whether [`RelPath::from_bytes`] takes `s`, without making the path.
+    pub(crate) fn check_bytes(s: &[u8]) -> Result<(), PathProblem> {
+        RelPath::check_stored(s)?;
+        match problem_in(s) {
             Some(problem) => Err(problem),
-            None => Ok(path),
+            None => Ok(()),
         }
     }
 
@@ -127,6 +133,12 @@ impl RelPath {
     /// hold. Such a path is whole, not damage; it is reported per path
     /// where the file system would be reached ([`RelPath::problem_here`]).
     pub fn from_stored(s: &[u8]) -> Result<Self, PathProblem> {
+        RelPath::check_stored(s)?;
+        Ok(RelPath::new(s.to_owned()))
+    }
+
+    /// Whether [`RelPath::from_stored`] takes `s`.
+    fn check_stored(s: &[u8]) -> Result<(), PathProblem> {
         if s.is_empty() {
             return Err(PathProblem::Empty);
         }
@@ -145,7 +157,7 @@ impl RelPath {
             }
             check_component(comp)?;
         }
-        Ok(RelPath::new(s.to_owned()))
+        Ok(())
     }
 
     /// Builds a path from components that were each checked.
@@ -241,13 +253,7 @@ impl RelPath {
     /// another directory): a rewind reports it not restored, with this
     /// reason.
     pub fn problem_here(&self) -> Option<PathProblem> {
-        if !crate::sys::WINDOWS_NAMES {
-            return None;
-        }
-        self.as_bytes()
-            .split(|&b| b == b'/')
-            .find_map(crate::names::windows_problem)
-            .map(PathProblem::NotOnWindows)
+        problem_in(self.as_bytes())
     }
 
     /// [`RelPath::problem_here`] as a reason for people, naming the
@@ -474,6 +480,17 @@ fn canonical_prefix(p: &Path) -> Option<std::path::PathBuf> {
         rest.push(existing.file_name()?.to_owned());
         existing = existing.parent()?;
     }
+}
+
+/// [`RelPath::problem_here`] of the path `bytes`.
+fn problem_in(bytes: &[u8]) -> Option<PathProblem> {
+    if !crate::sys::WINDOWS_NAMES {
+        return None;
+    }
+    bytes
+        .split(|&b| b == b'/')
+        .find_map(crate::names::windows_problem)
+        .map(PathProblem::NotOnWindows)
 }
 
 #[cfg(test)]

@@ -513,7 +513,7 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<Tree, String> {
             }
             k => return Err(format!("entry {i}: unknown kind {k}")),
         };
-        if !matches!(kind, Kind::Excluded(_)) && RelPath::from_bytes(&path).is_err() {
+        if !matches!(kind, Kind::Excluded(_)) && RelPath::check_bytes(&path).is_err() {
             return Err(format!("entry {i}: a covered path the store cannot hold"));
         }
         entries.push(Entry { path, stat, kind });

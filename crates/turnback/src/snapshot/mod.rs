@@ -584,6 +584,7 @@ impl Store {
                 dev: None,
                 full_walk: None,
                 rechecked: false,
+                as_old: false,
             },
             None => self.scan(old.as_ref(), Reading::Store, changed, progress)?,
         };
@@ -618,8 +619,9 @@ impl Store {
         };
         // Nothing hashed and every entry as the tree has it: only the
         // header changes, so the (large) tree is not rewritten.
-        let unchanged =
-            scan.stats.hashed_files == 0 && old.as_ref().is_some_and(|o| o.entries == scan.entries);
+        let unchanged = scan.as_old
+            || (scan.stats.hashed_files == 0
+                && old.as_ref().is_some_and(|o| o.entries == scan.entries));
         let old_stamp = old.as_ref().map(|o| o.stamp_ns);
         // The old tree is handed over and freed once diffed, before the
         // changes are recorded and the new tree written.
@@ -729,14 +731,21 @@ impl Store {
         warnings: &mut Vec<String>,
     ) -> Result<Outcome> {
         let Scan {
-            entries,
+            mut entries,
             stats,
             pack,
             warnings: scan_warnings,
             dev,
             full_walk: _,
             rechecked: _,
+            as_old,
         } = scan;
+        // Found exactly as the old tree: its entries are the scan's, and
+        // nothing changed (the diff is empty).
+        let mut old = old;
+        if let (true, Some(t)) = (as_old, old.as_mut()) {
+            entries = std::mem::take(&mut t.entries);
+        }
         let look = dev.map(|dev| Look {
             dev,
             stamp_ns: half.stamp_ns,
@@ -760,8 +769,14 @@ impl Store {
             return Ok((entries, stats, None, plan.windows));
         };
         let blob_size = |id: &BlobId| self.index.blobs.get(id).map(|l| l.size);
-        let (changes, mut files) = diff(&base.entries, &entries, blob_size);
-        crate::links::add_unchanged_names(&base.entries, &mut files, blob_size);
+        let (changes, files) = match as_old {
+            true => Default::default(),
+            false => {
+                let (changes, mut files) = diff(&base.entries, &entries, blob_size);
+                crate::links::add_unchanged_names(&base.entries, &mut files, blob_size);
+                (changes, files)
+            }
+        };
         let (assigned, elsewhere) =
             attribution::assign(plan.owners, files, &self.index, base.log_seq)?;
         drop(base);

@@ -9,7 +9,7 @@
 
 use crate::sys::fs::{Mode, OFlags};
 
-use super::walk::{self, Found, FoundKind};
+use super::walk::{self, Found, FoundKind, Listing};
 use super::{Progress, ScanStats};
 use crate::error::{IoResultExt, Result};
 use crate::exclude::{Ignores, build_matcher};
@@ -33,6 +33,10 @@ pub(super) struct Scan {
     /// Whether every blob the stat cache vouched for was looked up in the
     /// index (see [`crate::tree`]'s `tree-recheck`).
     pub(super) rechecked: bool,
+    /// The walk found exactly the old tree's entries, each with its old
+    /// stat, and nothing was read: `entries` is empty and the old tree's
+    /// are the scan's (storing only; see [`walk::Listing::AsOld`]).
+    pub(super) as_old: bool,
 }
 
 /// How a scan treats file contents.
@@ -77,6 +81,12 @@ impl Store {
             parent: None,
         };
         let cap = self.options().max_file_size;
+        // The stat cache's blobs are looked up only when the log may no
+        // longer introduce them all (see `crate::tree`).
+        let recheck = match (old, &self.place.dirs) {
+            (Some(t), Some(dirs)) => tree::must_recheck(&dirs.store, t, self.index.last_seq),
+            _ => true,
+        };
         let partial = match (changed, old) {
             (Ok(paths), Some(t)) => walk::walk_changed(
                 &self.place.root,
@@ -88,7 +98,8 @@ impl Store {
                 &t.entries,
                 paths,
             )
-            .ctx("list", &self.place.root)?,
+            .ctx("list", &self.place.root)?
+            .map(|(found, warnings)| (Listing::Found(found), warnings)),
             (Ok(_), None) => Err("there is no tree state to start from".to_owned()),
             (Err(why), _) => Err(why),
         };
@@ -103,20 +114,38 @@ impl Store {
                     cap,
                     self.store_inside(),
                     progress,
-                    old.filter(|t| self.listed_whole(t)),
+                    old.map(|tree| walk::Old {
+                        tree,
+                        listed_whole: self.listed_whole(tree),
+                        files_as_old: !recheck,
+                    }),
                 )
                 .ctx("list", &self.place.root)?,
             ),
         };
         warnings.extend(walk_warnings);
-
-        // The stat cache's blobs are looked up only when the log may no
-        // longer introduce them all (see `crate::tree`).
-        let recheck = match (old, &self.place.dirs) {
-            (Some(t), Some(dirs)) => tree::must_recheck(&dirs.store, t, self.index.last_seq),
-            _ => true,
-        };
         let known = (mode == Reading::Store && recheck).then_some(&self.index.blobs);
+        let (found, as_old) = match (found, old) {
+            (Listing::Found(found), _) => (found, false),
+            // Exactly the old tree: storing, its entries are taken as they
+            // are by the caller, which owns them (see `Scan::as_old`).
+            (Listing::AsOld, Some(t)) if mode == Reading::Store => {
+                return Ok(Scan {
+                    entries: Vec::new(),
+                    stats: Self::counted(&t.entries, ScanStats::default()),
+                    pack: None,
+                    warnings,
+                    dev,
+                    full_walk,
+                    rechecked: false,
+                    as_old: true,
+                });
+            }
+            (Listing::AsOld, _) => (
+                old.map_or_else(Vec::new, |t| t.entries.iter().map(walk::found_of).collect()),
+                false,
+            ),
+        };
         let (mut entries, to_read, read_bytes) = merge(found, old, known, mode);
         progress.hashing(to_read.len() as u64, read_bytes);
         let reads = self.read_changed(&mut entries, &to_read, mode, progress)?;
@@ -128,8 +157,22 @@ impl Store {
                 !reads.gone.contains(&(k - 1))
             });
         }
-        let mut stats = reads.stats;
-        for e in &entries {
+        Ok(Scan {
+            stats: Self::counted(&entries, reads.stats),
+            entries,
+            pack: reads.pack,
+            warnings,
+            dev,
+            full_walk,
+            rechecked: known.is_some(),
+            as_old,
+        })
+    }
+
+    /// `stats` with the files, bytes, directories, symlinks and excluded
+    /// paths of `entries` added.
+    fn counted(entries: &[Entry], mut stats: ScanStats) -> ScanStats {
+        for e in entries {
             match &e.kind {
                 Kind::File { .. } => {
                     stats.files += 1;
@@ -140,15 +183,7 @@ impl Store {
                 Kind::Excluded(_) => stats.excluded += 1,
             }
         }
-        Ok(Scan {
-            entries,
-            stats,
-            pack: reads.pack,
-            warnings,
-            dev,
-            full_walk,
-            rechecked: known.is_some(),
-        })
+        stats
     }
 }
 

@@ -942,3 +942,100 @@ fn after_a_repair_drops_the_line_of_the_trees_blobs_the_next_scan_stores_them_ag
     assert_eq!(fs::read(root.join("src/lib.rs"))?, b"pub fn f() {}\n");
     Ok(())
 }
+
+/// A walk given the old tree finds exactly what a walk without it finds,
+/// after every kind of change a command makes (and after none): either
+/// the same list, or, only when nothing changed, "the old tree's entries"
+/// ([`walk::Listing::AsOld`]), which are then what the walk without it
+/// found.
+#[test]
+fn a_walk_with_the_old_tree_finds_what_a_walk_without_it_finds() -> TestResult {
+    type Change = fn(&Path) -> std::io::Result<()>;
+    let changes: &[(&str, Change)] = &[
+        ("nothing", |_| Ok(())),
+        ("modify", |r| {
+            fs::write(r.join("src/main.rs"), b"fn main() { 1 }\n")
+        }),
+        ("same size", |r| {
+            fs::write(r.join("src/main.rs"), b"fn main() {}\t")
+        }),
+        ("delete", |r| {
+            fs::remove_file(r.join("docs/empty-dir-holder"))
+        }),
+        ("create", |r| fs::write(r.join("docs/new.txt"), b"new\n")),
+        ("chmod", |r| {
+            fs::set_permissions(r.join(".env"), fs::Permissions::from_mode(0o600))
+        }),
+        ("rename", |r| {
+            fs::rename(r.join("src/lib.rs"), r.join("src/lib2.rs"))
+        }),
+        ("mkdir", |r| fs::create_dir(r.join("docs/empty/sub"))),
+        ("rmdir", |r| fs::remove_dir(r.join("docs/empty"))),
+        ("retarget", |r| {
+            fs::remove_file(r.join("main-link"))?;
+            std::os::unix::fs::symlink("src/lib.rs", r.join("main-link"))
+        }),
+        ("file to dir", |r| {
+            fs::remove_file(r.join("README.md"))?;
+            fs::create_dir(r.join("README.md"))
+        }),
+        ("excluded dir", |r| {
+            fs::write(r.join("node_modules/x/y.js"), b"2")
+        }),
+        ("ignore rule", |r| {
+            fs::write(r.join(".turnbackignore"), b"*.md\n")
+        }),
+    ];
+    for (what, change) in changes {
+        let (dir, mut store) = project();
+        let root = dir.path();
+        put(root, "node_modules/x/y.js", b"1");
+        put(root, "node_modules/.package-lock.json", b"{}");
+        store.snapshot(&t("t1"), None, false, &NoProgress)?;
+        std::thread::sleep(Duration::from_millis(20));
+        // Settles every racily clean entry.
+        store.snapshot(&t("t1"), None, true, &NoProgress)?;
+        change(root)?;
+        let Loaded::Tree(old) = tree::load(&store.place.dirs().store, &store.place.store_path)?
+        else {
+            return Err("tree".into());
+        };
+        let walk = |old: Option<walk::Old<'_>>| -> std::result::Result<walk::Listing, Box<dyn std::error::Error>> {
+            let mut warnings = Vec::new();
+            let (matcher, files_too) = crate::exclude::build_matcher(root, &mut warnings)?;
+            let ignores = crate::exclude::Ignores {
+                dir: Vec::new(),
+                matcher,
+                files_too,
+                parent: None,
+            };
+            let fd = crate::sys::fs::openat(
+                &store.place.root_fd,
+                ".",
+                crate::sys::fs::OFlags::RDONLY | crate::sys::fs::OFlags::DIRECTORY,
+                crate::sys::fs::Mode::empty(),
+            )?;
+            Ok(walk::walk(root, fd, ignores, u64::MAX, None, &NoProgress, old)?.0)
+        };
+        let walk::Listing::Found(without) = walk(None)? else {
+            return Err(format!("{what}: a walk without a tree has no old entries").into());
+        };
+        let with = walk(Some(walk::Old {
+            tree: &old,
+            listed_whole: true,
+            files_as_old: true,
+        }))?;
+        match with {
+            walk::Listing::AsOld => {
+                assert_eq!(*what, "nothing", "only an unchanged tree is the old one");
+                let old_found: Vec<walk::Found> = old.entries.iter().map(walk::found_of).collect();
+                assert_eq!(old_found, without, "{what}");
+            }
+            walk::Listing::Found(found) => {
+                assert_ne!(*what, "nothing", "an unchanged tree is the old one");
+                assert_eq!(found, without, "{what}");
+            }
+        }
+    }
+    Ok(())
+}

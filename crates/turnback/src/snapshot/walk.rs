@@ -10,9 +10,14 @@
 //! without a sort of every path. A directory whose stat is the one the old
 //! tree holds for it (not racily clean) is not listed again: its names are
 //! the old tree's, and each is still looked at (as git's untracked cache
-//! does; see [`WalkCtx::same_names`]). turnback's own temporary files
-//! (`.NAME.turnback-tmp-PID-N`) are never listed. The root's `.git/` and `.turnback/` and a
-//! store directory inside the project are never entered; what ignore rules
+//! does; see [`WalkCtx::same_names`]). An entry found exactly as the old
+//! tree has it is not copied (see [`WalkCtx::as_old`]), and a walk that
+//! finds every old entry so and nothing else says so ([`Listing::AsOld`]):
+//! the common snapshot half, before or after a command that changed
+//! nothing, then neither builds nor merges a second tree of every path.
+//! turnback's own temporary files (`.NAME.turnback-tmp-PID-N`) are never
+//! listed. The root's `.git/` and `.turnback/` and a store directory
+//! inside the project are never entered; what ignore rules
 //! or the size cap leave out is found as excluded (a directory with the
 //! stat of its whole subtree folded in, see [`crate::subtree_stat`]), and
 //! what cannot be listed or named as unreadable.
@@ -31,10 +36,34 @@ use crate::exclude::{IGNORE_FILE, Ignores, nested_matcher};
 use crate::path::STORE_DIR;
 use crate::tree::{Entry, Excluded, Kind, Stat, Tree};
 
+/// What a walk with the old tree found.
+pub(super) enum Listing {
+    /// Every path, in byte order.
+    Found(Vec<Found>),
+    /// Exactly the old tree's entries, each with the stat it has there
+    /// (a file not racily clean), and nothing else.
+    AsOld,
+}
+
+/// How a walk uses the old tree (see [`walk`]).
+#[derive(Clone, Copy)]
+pub(super) struct Old<'a> {
+    pub(super) tree: &'a Tree,
+    /// Whether every directory stat it holds was taken by a walk that
+    /// listed the directory (see `Store::listed_whole`): only then may a
+    /// directory with its old stat keep its old names.
+    pub(super) listed_whole: bool,
+    /// Whether a file with its old stat may be found as the old tree's
+    /// entry: not when its blob must be looked up (see [`crate::tree`]'s
+    /// `tree-recheck`).
+    pub(super) files_as_old: bool,
+}
+
 /// Walks the tree below `root_fd` (the project root `root`, opened with a
 /// descriptor of its own: a dup would share the listing offset). Returns
-/// what was found, in byte order of paths, and warnings about ignore
-/// files. An error only when the root itself cannot be listed.
+/// what was found, in byte order of paths, or that it is exactly the old
+/// tree's entries, and warnings about ignore files. An error only when
+/// the root itself cannot be listed.
 pub(super) fn walk(
     root: &Path,
     root_fd: OwnedFd,
@@ -42,18 +71,22 @@ pub(super) fn walk(
     cap: u64,
     store_inside: Option<Vec<u8>>,
     progress: &dyn Progress,
-    old: Option<&Tree>,
-) -> io::Result<(Vec<Found>, Vec<String>)> {
+    old: Option<Old<'_>>,
+) -> io::Result<(Listing, Vec<String>)> {
     let mut ctx = WalkCtx::new(root, cap, progress, store_inside);
-    // Only where the root's file system keeps a directory's times in step
-    // with its entries, and only for directories on it.
-    if let Some(t) = old
-        && crate::sys::dir_times_follow_entries(&root_fd)
-        && let Ok(st) = crate::sys::fs::fstat(&root_fd)
-    {
-        ctx.old = &t.entries;
-        ctx.stamp_ns = t.stamp_ns;
-        ctx.old_dev = Some(crate::sys::dev(&st));
+    if let Some(o) = old {
+        ctx.old = &o.tree.entries;
+        ctx.stamp_ns = o.tree.stamp_ns;
+        ctx.files_as_old = o.files_as_old;
+        // A directory keeps its old names only where the root's file
+        // system keeps a directory's times in step with its entries, and
+        // only on it.
+        if o.listed_whole
+            && crate::sys::dir_times_follow_entries(&root_fd)
+            && let Ok(st) = crate::sys::fs::fstat(&root_fd)
+        {
+            ctx.old_dev = Some(crate::sys::dev(&st));
+        }
     }
     match rayon::scope(|s| ctx.walk_dir(root_fd, Vec::new(), false, Arc::new(ignores), s)) {
         Ok(()) => {}
@@ -67,21 +100,38 @@ pub(super) fn walk(
     let warnings = ctx.warnings.into_inner().map_err(|_| poisoned())?;
     let listings = ctx.out.into_inner().map_err(|_| poisoned())?;
     let unlisted = ctx.unlisted.into_inner().map_err(|_| poisoned())?;
+    // Every item found as an old entry, each old entry once (a listing
+    // holds each path once), and nothing else: the old tree's entries.
+    if old.is_some() && unlisted.is_empty() {
+        let (mut same, mut other) = (0, 0);
+        for item in listings.iter().flat_map(|(_, items)| items) {
+            match item {
+                Item::Same(_) => same += 1,
+                Item::Found(_) => other += 1,
+                Item::Subtree(_) => {}
+            }
+        }
+        if other == 0 && same == ctx.old.len() {
+            return Ok((Listing::AsOld, warnings));
+        }
+    }
     let found = assemble(listings, unlisted);
     debug_assert!(
         found.windows(2).all(|w| w[0].path < w[1].path),
         "the walk's paths are sorted and unique"
     );
-    Ok((found, warnings))
+    Ok((Listing::Found(found), warnings))
 }
 
 /// What the walk found at a path, before any file is read.
+#[derive(Debug, PartialEq)]
 pub(super) struct Found {
     pub(super) path: Vec<u8>,
     pub(super) stat: Stat,
     pub(super) kind: FoundKind,
 }
 
+#[derive(Debug, PartialEq)]
 pub(super) enum FoundKind {
     File,
     Symlink(String),
@@ -101,17 +151,20 @@ struct WalkCtx<'a> {
     seen: AtomicU64,
     progress: &'a dyn Progress,
     /// Per listed directory (by path): its entries and subtrees, in order.
-    out: Mutex<Vec<(Vec<u8>, Vec<Item>)>>,
+    out: Mutex<Vec<(Vec<u8>, Vec<Item<'a>>)>>,
     /// Directories that could not be listed (entirely or to the end).
     unlisted: Mutex<Vec<Found>>,
     /// The store's directory, when it lies inside the project (a data
     /// directory under the root): never walked.
     store_inside: Option<Vec<u8>>,
-    /// The old tree's entries and stamp: a directory whose stat is the
-    /// one they hold, not racily clean, is not listed again (see
+    /// The old tree's entries and stamp: an entry found as one of them
+    /// has is not copied (see [`WalkCtx::as_old`]); a directory whose stat
+    /// is the one they hold, not racily clean, is not listed again (see
     /// [`WalkCtx::same_names`]).
     old: &'a [Entry],
     stamp_ns: i64,
+    /// Whether a file with its old stat is found as its old entry.
+    files_as_old: bool,
     /// The device of the root, whose file system keeps a directory's
     /// times in step with its entries (see
     /// [`crate::sys::dir_times_follow_entries`]): a directory on another
@@ -120,19 +173,22 @@ struct WalkCtx<'a> {
 }
 
 /// One item of a directory's listing, in the order of full paths.
-enum Item {
+enum Item<'a> {
     /// An entry of the directory.
     Found(Found),
+    /// An entry of the directory found exactly as the old tree has it.
+    Same(&'a Entry),
     /// The entries below the subdirectory at this path, listed by its own
     /// task: they sort after every sibling whose name sorts before the
     /// subdirectory's name followed by `/`.
     Subtree(Vec<u8>),
 }
 
-impl Item {
+impl Item<'_> {
     fn path(&self) -> &[u8] {
         match self {
             Item::Found(f) => &f.path,
+            Item::Same(e) => &e.path,
             Item::Subtree(p) => p,
         }
     }
@@ -162,7 +218,7 @@ fn item_order(a: &Item, b: &Item, skip: usize) -> std::cmp::Ordering {
 /// Puts the walk's listings together depth first, which gives the found
 /// paths in byte order without sorting them all; a directory that could
 /// not be listed replaces its entry in its parent.
-fn assemble(listings: Vec<(Vec<u8>, Vec<Item>)>, unlisted: Vec<Found>) -> Vec<Found> {
+fn assemble(listings: Vec<(Vec<u8>, Vec<Item<'_>>)>, unlisted: Vec<Found>) -> Vec<Found> {
     let total = listings.iter().map(|(_, items)| items.len()).sum();
     let mut by_dir = listings;
     by_dir.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -182,12 +238,12 @@ fn assemble(listings: Vec<(Vec<u8>, Vec<Item>)>, unlisted: Vec<Found>) -> Vec<Fo
 /// Appends to `out`, in byte order, every path the listings hold below the
 /// directory `start` (the listings sorted by directory path).
 fn assemble_below(
-    by_dir: &mut [(Vec<u8>, Vec<Item>)],
+    by_dir: &mut [(Vec<u8>, Vec<Item<'_>>)],
     unlisted: &mut HashMap<Vec<u8>, Found>,
     start: &[u8],
     out: &mut Vec<Found>,
 ) {
-    let mut take = |dir: &[u8]| -> Vec<Item> {
+    let mut take = |dir: &[u8]| -> Vec<Item<'_>> {
         by_dir
             .binary_search_by(|(p, _)| p.as_slice().cmp(dir))
             .map(|i| std::mem::take(&mut by_dir[i].1))
@@ -201,6 +257,9 @@ fn assemble_below(
             }
             Some(Item::Found(f)) if unlisted.is_empty() => out.push(f),
             Some(Item::Found(f)) => out.push(unlisted.remove(&f.path).unwrap_or(f)),
+            Some(Item::Same(e)) => {
+                out.push(unlisted.remove(&e.path).unwrap_or_else(|| found_of(e)))
+            }
             Some(Item::Subtree(p)) => stack.push(take(&p).into_iter()),
         }
     }
@@ -238,6 +297,7 @@ impl<'a> WalkCtx<'a> {
             store_inside,
             old: &[],
             stamp_ns: i64::MIN,
+            files_as_old: false,
             old_dev: None,
         }
     }
@@ -258,33 +318,59 @@ impl<'a> WalkCtx<'a> {
         matches!(e.kind, Kind::Dir) && e.stat == *stat && !e.stat.racy(self.stamp_ns)
     }
 
+    /// Whether what was found at the old entry `e`'s path (its `stat` and
+    /// `kind`) is exactly that entry: the same stat and kind, a file not
+    /// racily clean (so its blob stands) and only when files may be found
+    /// as old, a symlink with the same target, the same reason to exclude.
+    fn as_old(&self, e: &Entry, stat: &Stat, kind: &FoundKind) -> bool {
+        e.stat == *stat
+            && match (kind, &e.kind) {
+                (FoundKind::File, Kind::File { .. }) => {
+                    self.files_as_old && !stat.racy(self.stamp_ns)
+                }
+                (FoundKind::Dir, Kind::Dir) => true,
+                (FoundKind::Symlink(t), Kind::Symlink { target }) => t == target,
+                (FoundKind::Excluded(x), Kind::Excluded(y)) => x == y,
+                _ => false,
+            }
+    }
+
+    /// The old tree's entry at `path`, if it has one.
+    fn old_entry(&self, path: &[u8]) -> Option<&'a Entry> {
+        let old = self.old;
+        old.binary_search_by(|e| e.path.as_slice().cmp(path))
+            .ok()
+            .map(|k| &old[k])
+    }
+
     /// The names the old tree lists directly in the directory at `rel`
-    /// (not the root), in byte order; the entries below a subdirectory
-    /// are stepped over by a binary search.
-    fn old_names(&self, rel: &[u8]) -> crate::sys::Names {
+    /// (not the root), in byte order, and their entries; the entries below
+    /// a subdirectory are stepped over by a binary search.
+    fn old_names(&self, rel: &[u8]) -> (crate::sys::Names, Vec<&'a Entry>) {
+        let old = self.old;
         let mut prefix = rel.to_vec();
         prefix.push(b'/');
         let mut names = crate::sys::Names::default();
-        let mut i = self
-            .old
-            .partition_point(|e| e.path.as_slice() < prefix.as_slice());
-        while let Some(e) = self.old.get(i) {
+        let mut entries = Vec::new();
+        let mut i = old.partition_point(|e| e.path.as_slice() < prefix.as_slice());
+        while let Some(e) = old.get(i) {
             let Some(name) = e.path.strip_prefix(prefix.as_slice()) else {
                 break;
             };
             match name.iter().position(|&b| b == b'/') {
                 None => {
                     names.push_bytes(name);
+                    entries.push(e);
                     i += 1;
                 }
                 Some(slash) => {
                     // Below the entry `name[..slash]`, which came before.
                     let below = &e.path[..prefix.len() + slash + 1];
-                    i += self.old[i..].partition_point(|e| e.path.starts_with(below));
+                    i += old[i..].partition_point(|e| e.path.starts_with(below));
                 }
             }
         }
-        names
+        (names, entries)
     }
 
     fn counted(&self, n: u64) {
@@ -307,12 +393,17 @@ impl<'a> WalkCtx<'a> {
         scope: &rayon::Scope<'s>,
     ) -> io::Result<()> {
         let mut local: Vec<Found> = Vec::new();
+        let mut same: Vec<&'a Entry> = Vec::new();
         let mut subtrees: Vec<Vec<u8>> = Vec::new();
         // The names first: an ignore file among them applies to them all.
-        let (buf, failed) = if same_names {
-            (self.old_names(&rel), None)
+        // Listed, each name's old entry is looked up (when there is an old
+        // tree); not listed, the old names come with theirs.
+        let (buf, failed, olds) = if same_names {
+            let (names, olds) = self.old_names(&rel);
+            (names, None, Some(olds))
         } else {
-            crate::sys::list_names(&dir)
+            let (names, failed) = crate::sys::list_names(&dir);
+            (names, failed, None)
         };
         let names = buf.names();
         let dir = crate::sys::AsFd::as_fd(&dir);
@@ -322,7 +413,7 @@ impl<'a> WalkCtx<'a> {
             } else {
                 ignores
             };
-        for name in names {
+        for (k, name) in names.into_iter().enumerate() {
             let bytes = name.to_bytes();
             let root_git = rel.is_empty() && bytes == b".git";
             // Only the root's `.turnback` is turnback's.
@@ -331,8 +422,8 @@ impl<'a> WalkCtx<'a> {
             // a write or a rewind staging, or one killed before its rename)
             // is never the project's: a command that deletes its directory
             // must not record it, and a rewind must not write it back.
-            let ours =
-                std::str::from_utf8(bytes).is_ok_and(|n| crate::fsx::temp_owner(n).is_some());
+            let ours = bytes.first() == Some(&b'.')
+                && std::str::from_utf8(bytes).is_ok_and(|n| crate::fsx::temp_owner(n).is_some());
             if bytes == b"." || bytes == b".." || root_git || root_marker || ours {
                 continue;
             }
@@ -345,18 +436,20 @@ impl<'a> WalkCtx<'a> {
             if self.store_inside.as_deref() == Some(path.as_slice()) {
                 continue;
             }
-            if let Some((fd, path, dev)) = self.visit(dir, name, path, &ignores, &mut local) {
+            let was = match &olds {
+                Some(olds) => olds.get(k).copied(),
+                None if self.old.is_empty() => None,
+                None => self.old_entry(&path),
+            };
+            let seen = (&mut local, &mut same);
+            if let Some((fd, path, dev, stat)) = self.visit(dir, name, path, &ignores, was, seen) {
                 subtrees.push(path.clone());
                 let ignores = Arc::clone(&ignores);
                 // The directory opened is the one looked at (not one put in
                 // its place in between), and has the old tree's stat.
                 let same = self.old_dev == Some(dev)
-                    && local.last().is_some_and(|f| {
-                        f.path == path
-                            && self.same_names(&path, &f.stat)
-                            && crate::sys::fs::fstat(&fd)
-                                .is_ok_and(|st| Stat::of_raw(&st) == f.stat)
-                    });
+                    && self.same_names(&path, &stat)
+                    && crate::sys::fs::fstat(&fd).is_ok_and(|st| Stat::of_raw(&st) == stat);
                 scope.spawn(move |s| {
                     if let Err(e) = self.walk_dir(fd, path.clone(), same, ignores, s) {
                         self.push_unlisted(Found {
@@ -378,10 +471,11 @@ impl<'a> WalkCtx<'a> {
                 kind: unreadable(e),
             });
         }
-        self.counted(local.len() as u64);
-        let mut items: Vec<Item> = local
+        self.counted((local.len() + same.len()) as u64);
+        let mut items: Vec<Item<'a>> = local
             .into_iter()
             .map(Item::Found)
+            .chain(same.into_iter().map(Item::Same))
             .chain(subtrees.into_iter().map(Item::Subtree))
             .collect();
         let skip = if rel.is_empty() { 0 } else { rel.len() + 1 };
@@ -427,16 +521,21 @@ impl<'a> WalkCtx<'a> {
         }
     }
 
-    /// Classifies one entry of `dir`; for a covered directory, returns it
-    /// opened, to be walked, with its device.
+    /// Classifies one entry of `dir`, whose old entry is `was`: what is
+    /// found is pushed to the first of `seen`, or the old entry to the
+    /// second when it is found as that entry (see [`WalkCtx::as_old`]).
+    /// For a covered directory, returns it opened, to be walked, with its
+    /// device and stat.
     fn visit(
         &self,
         dir: crate::sys::BorrowedFd<'_>,
         name: &std::ffi::CStr,
         path: Vec<u8>,
         ignores: &Ignores,
-        local: &mut Vec<Found>,
-    ) -> Option<(OwnedFd, Vec<u8>, u64)> {
+        was: Option<&'a Entry>,
+        seen: (&mut Vec<Found>, &mut Vec<&'a Entry>),
+    ) -> Option<(OwnedFd, Vec<u8>, u64, Stat)> {
+        let (local, same) = seen;
         use crate::sys::fs::{AtFlags, FileType};
         let st = match crate::sys::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => st,
@@ -461,7 +560,10 @@ impl<'a> WalkCtx<'a> {
             Some(_) if is_dir => crate::subtree_stat::fold(dir, name, Stat::of_raw(&st)),
             _ => Stat::of_raw(&st),
         };
-        let mut push = |path, kind| local.push(Found { path, stat, kind });
+        let mut push = |path, kind| match was {
+            Some(e) if self.as_old(e, &stat, &kind) => same.push(e),
+            _ => local.push(Found { path, stat, kind }),
+        };
         if let Some(why) = excluded {
             push(path, FoundKind::Excluded(why));
             return None;
@@ -486,7 +588,7 @@ impl<'a> WalkCtx<'a> {
                 match crate::sys::fs::openat(dir, name, flags, Mode::empty()) {
                     Ok(fd) => {
                         push(path.clone(), FoundKind::Dir);
-                        return Some((fd, path, crate::sys::dev(&st)));
+                        return Some((fd, path, crate::sys::dev(&st), stat));
                     }
                     Err(crate::sys::Errno::NOENT) => return None,
                     Err(e) => unreadable(e),
@@ -692,7 +794,7 @@ pub(super) fn walk_changed(
 }
 
 /// What the walk found at an old tree entry that nothing changed.
-fn found_of(e: &Entry) -> Found {
+pub(super) fn found_of(e: &Entry) -> Found {
     Found {
         path: e.path.clone(),
         stat: e.stat,
@@ -914,12 +1016,14 @@ impl Looker<'_, '_> {
             }
         };
         let mut local = Vec::new();
+        // Its ctx has no old tree: what is found is always pushed to `local`.
         let dir = self.ctx.visit(
             crate::sys::AsFd::as_fd(&*pfd),
             &cname,
             p.to_vec(),
             &ig,
-            &mut local,
+            None,
+            (&mut local, &mut Vec::new()),
         );
         self.looked.insert(p.to_vec());
         let same_dir = |old: Option<&Entry>, f: &Found| {
@@ -935,7 +1039,7 @@ impl Looker<'_, '_> {
                 let keep_children = dir.is_some() && same_dir(self.old_entry(p), &f);
                 if !keep_children {
                     self.cut.insert(p.to_vec());
-                    if let Some((fd, path, _)) = dir {
+                    if let Some((fd, path, _, _)) = dir {
                         self.to_walk.push((fd, path, ig));
                     }
                 }
@@ -992,11 +1096,17 @@ mod tests {
         ctx.old = &old;
         ctx.stamp_ns = 100;
         let names = |rel: &str| -> Vec<String> {
-            ctx.old_names(rel.as_bytes())
+            let (names, entries) = ctx.old_names(rel.as_bytes());
+            let names: Vec<String> = names
                 .names()
                 .iter()
                 .map(|n| n.to_string_lossy().into_owned())
-                .collect()
+                .collect();
+            // Each name comes with its own entry.
+            let full = |n: &String| format!("{rel}/{n}").into_bytes();
+            assert!(names.iter().zip(&entries).all(|(n, e)| e.path == full(n)));
+            assert_eq!(names.len(), entries.len());
+            names
         };
         assert_eq!(names("d"), ["a", "a-b", "a.c", "a0", "b"]);
         assert_eq!(names("d/a"), ["x", "z"]);
