@@ -413,6 +413,14 @@ impl<'a> WalkCtx<'a> {
             } else {
                 ignores
             };
+        // Each entry's path, built in one buffer: only what is found
+        // otherwise than the old tree has it is copied out.
+        let mut path: Vec<u8> = Vec::with_capacity(rel.len() + 64);
+        if !rel.is_empty() {
+            path.extend_from_slice(&rel);
+            path.push(b'/');
+        }
+        let prefix = path.len();
         for (k, name) in names.into_iter().enumerate() {
             let bytes = name.to_bytes();
             let root_git = rel.is_empty() && bytes == b".git";
@@ -427,11 +435,7 @@ impl<'a> WalkCtx<'a> {
             if bytes == b"." || bytes == b".." || root_git || root_marker || ours {
                 continue;
             }
-            let mut path = Vec::with_capacity(rel.len() + 1 + bytes.len());
-            if !rel.is_empty() {
-                path.extend_from_slice(&rel);
-                path.push(b'/');
-            }
+            path.truncate(prefix);
             path.extend_from_slice(bytes);
             if self.store_inside.as_deref() == Some(path.as_slice()) {
                 continue;
@@ -442,7 +446,7 @@ impl<'a> WalkCtx<'a> {
                 None => self.old_entry(&path),
             };
             let seen = (&mut local, &mut same);
-            if let Some((fd, path, dev, stat)) = self.visit(dir, name, path, &ignores, was, seen) {
+            if let Some((fd, path, dev, stat)) = self.visit(dir, name, &path, &ignores, was, seen) {
                 subtrees.push(path.clone());
                 let ignores = Arc::clone(&ignores);
                 // The directory opened is the one looked at (not one put in
@@ -530,7 +534,7 @@ impl<'a> WalkCtx<'a> {
         &self,
         dir: crate::sys::BorrowedFd<'_>,
         name: &std::ffi::CStr,
-        path: Vec<u8>,
+        path: &[u8],
         ignores: &Ignores,
         was: Option<&'a Entry>,
         seen: (&mut Vec<Found>, &mut Vec<&'a Entry>),
@@ -542,7 +546,7 @@ impl<'a> WalkCtx<'a> {
             Err(crate::sys::Errno::NOENT) => return None, // gone since it was listed
             Err(e) => {
                 local.push(Found {
-                    path,
+                    path: path.to_vec(),
                     stat: Stat::default(),
                     kind: unreadable(e),
                 });
@@ -553,19 +557,23 @@ impl<'a> WalkCtx<'a> {
         let is_dir = ft == FileType::Directory;
         let excluded = match name_problem(name.to_bytes(), path.len()) {
             Some(why) => Some(Excluded::BadName(why.into())),
-            None => (ignores.excluded(&path, is_dir))
-                .and_then(|why| crate::generated::confirm(why, self.root, dir, name, &path)),
+            None => (ignores.excluded(path, is_dir))
+                .and_then(|why| crate::generated::confirm(why, self.root, dir, name, path)),
         };
         let stat = match &excluded {
             Some(_) if is_dir => crate::subtree_stat::fold(dir, name, Stat::of_raw(&st)),
             _ => Stat::of_raw(&st),
         };
-        let mut push = |path, kind| match was {
+        let mut push = |kind| match was {
             Some(e) if self.as_old(e, &stat, &kind) => same.push(e),
-            _ => local.push(Found { path, stat, kind }),
+            _ => local.push(Found {
+                path: path.to_vec(),
+                stat,
+                kind,
+            }),
         };
         if let Some(why) = excluded {
-            push(path, FoundKind::Excluded(why));
+            push(FoundKind::Excluded(why));
             return None;
         }
         let kind = match ft {
@@ -587,8 +595,8 @@ impl<'a> WalkCtx<'a> {
                 let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
                 match crate::sys::fs::openat(dir, name, flags, Mode::empty()) {
                     Ok(fd) => {
-                        push(path.clone(), FoundKind::Dir);
-                        return Some((fd, path, crate::sys::dev(&st), stat));
+                        push(FoundKind::Dir);
+                        return Some((fd, path.to_vec(), crate::sys::dev(&st), stat));
                     }
                     Err(crate::sys::Errno::NOENT) => return None,
                     Err(e) => unreadable(e),
@@ -596,7 +604,7 @@ impl<'a> WalkCtx<'a> {
             }
             _ => FoundKind::Excluded(Excluded::Special),
         };
-        push(path, kind);
+        push(kind);
         None
     }
 }
@@ -1020,7 +1028,7 @@ impl Looker<'_, '_> {
         let dir = self.ctx.visit(
             crate::sys::AsFd::as_fd(&*pfd),
             &cname,
-            p.to_vec(),
+            p,
             &ig,
             None,
             (&mut local, &mut Vec::new()),

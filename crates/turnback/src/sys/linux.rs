@@ -27,6 +27,30 @@ pub(crate) fn give_back_free_memory() {
     }
 }
 
+/// Asks the kernel to back the whole 2 MiB pieces of `v`'s capacity with
+/// huge pages, before they are first written: a buffer of many megabytes
+/// (the tree state and its decoded entries, 10 MB each at 100,000 paths)
+/// then costs a few page faults instead of one per 4 KiB page, which on
+/// the machines measured cost as much as a tenth of an unchanged snapshot
+/// half. Only where transparent huge pages are on for such requests
+/// (`madvise`, the common default); otherwise, and for a small buffer,
+/// nothing changes.
+pub(crate) fn huge_pages<T>(v: &mut Vec<T>) {
+    const HUGE: usize = 2 << 20;
+    let start = v.as_mut_ptr() as usize;
+    let end = start.saturating_add(v.capacity().saturating_mul(std::mem::size_of::<T>()));
+    let from = start.next_multiple_of(HUGE);
+    let to = end - end % HUGE;
+    if from < to {
+        // SAFETY: [from, to) lies inside the allocation `v` owns, and
+        // MADV_HUGEPAGE changes no byte of it, only how the kernel backs
+        // the pages not yet touched; failing, it changes nothing.
+        unsafe {
+            libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
 /// Whether the file system of `dir` sets a directory's mtime and ctime
 /// whenever an entry is created, removed or renamed in it, so that a
 /// directory with its old stat holds its old names (see

@@ -28,6 +28,10 @@ pub(crate) use super::unix::{
 /// system allocator does so on its own.
 pub(crate) fn give_back_free_memory() {}
 
+/// Huge pages for a large buffer (see `linux.rs`): the system decides on
+/// its own here.
+pub(crate) fn huge_pages<T>(_v: &mut Vec<T>) {}
+
 /// Whether the file system of `dir` sets a directory's mtime and ctime
 /// whenever an entry is created, removed or renamed in it (see
 /// `snapshot/walk.rs`): APFS and HFS+. Not a network, FUSE, FAT or exFAT

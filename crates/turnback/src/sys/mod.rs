@@ -70,7 +70,7 @@ pub(crate) use imp::{
     CASE_INSENSITIVE_DEFAULT, DEFER_FREES, HANDLES_KEEP_NAMES, NORMALIZATION_INSENSITIVE,
     WHOLE_FS_FLUSH, WINDOWS_NAMES, commit_queued, ctime_ns, dev, dir_times_follow_entries,
     fdatasync, file_type, flush_device, fsync_durable, fsync_queued, give_back_free_memory,
-    list_names, mkfifo_exact, mode, mtime_ns, nlink, perm,
+    huge_pages, list_names, mkfifo_exact, mode, mtime_ns, nlink, perm,
 };
 
 /// What durability this process had when it was less than the flush

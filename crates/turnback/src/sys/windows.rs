@@ -1031,6 +1031,10 @@ impl Iterator for Dir {
 /// process heap does so on its own.
 pub(crate) fn give_back_free_memory() {}
 
+/// Huge pages for a large buffer (see `linux.rs`): the system decides on
+/// its own here.
+pub(crate) fn huge_pages<T>(_v: &mut Vec<T>) {}
+
 /// Whether the file system of `dir` sets a directory's last write time
 /// whenever an entry is created, removed or renamed in it (see
 /// `snapshot/walk.rs`): NTFS and ReFS. Not FAT, exFAT or a network share.
