@@ -707,6 +707,20 @@ impl Index {
     /// record's states and blobs) are moved into the index, not copied (a
     /// capture or a rewind of 100,000 paths). `Err` says why it does not
     /// fit.
+    /// Drops from the `saved` record `saved` the states of the paths its
+    /// operation left as they were (`kept`): it did not change them, so
+    /// an undo does not put them back, and a capture made while it stood
+    /// is no state it left behind (see [`Index::before_reversed`]).
+    fn leave_out(&mut self, saved: u64, kept: &[RelPath]) {
+        if kept.is_empty() {
+            return;
+        }
+        let kept: HashSet<&RelPath> = kept.iter().collect();
+        if let Some(states) = self.saved.get_mut(&saved) {
+            states.retain(|e| !kept.contains(&e.path));
+        }
+    }
+
     pub(crate) fn apply_owned(&mut self, mut rec: Record) -> Result<(), Misfit> {
         let mut taken = Taken::default();
         match &mut rec.op {
@@ -851,6 +865,7 @@ impl Index {
                 from_seq,
                 paths,
                 saved,
+                kept: left,
                 ..
             } => {
                 if !self.saved.contains_key(saved) {
@@ -858,6 +873,7 @@ impl Index {
                         "names saved record {saved}, which does not precede it"
                     )));
                 }
+                self.leave_out(*saved, left);
                 // A rewind limited to some paths ends no turn: the rest of
                 // each turn is still in the folder.
                 let (ended, kept) = if paths.is_empty() {
@@ -909,6 +925,7 @@ impl Index {
                         "reverts turn {turn:?} at {turn_seq}, which is not live"
                     )));
                 }
+                self.leave_out(*saved, kept);
                 // A revert limited to some paths leaves the turn live (the
                 // rest of it is still in the folder), so no path of it is
                 // left behind by an ended turn.

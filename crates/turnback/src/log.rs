@@ -194,6 +194,11 @@ pub enum Op {
         /// Paths changed since the turn's post-image (kept in `saved`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         conflicts: Vec<RelPath>,
+        /// Paths changed since the turn's post-image and left as they were
+        /// (`keep_conflicts`): the operation did not change them, so their
+        /// states in `saved` are not put back by an undo.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        kept: Vec<RelPath>,
         /// Paths that could not be restored, with the reason.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         failed: Vec<FailedPath>,
@@ -210,7 +215,8 @@ pub enum Op {
         paths: Vec<RelPath>,
         /// The `saved` record holding what the revert overwrote.
         saved: u64,
-        /// Paths left as they were (touched by a later turn).
+        /// Paths left as they were (touched by a later turn, or changed
+        /// since the turn and kept): not put back by an undo.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         kept: Vec<RelPath>,
         /// Paths that could not be restored.
@@ -688,6 +694,7 @@ mod tests {
                     paths: vec![],
                     saved: 1,
                     conflicts: vec![],
+                    kept: vec![],
                     failed: vec![],
                 },
             },

@@ -56,6 +56,64 @@ fn keep_conflicts_leaves_changed_files_as_they_are() -> TestResult {
     Ok(())
 }
 
+/// An undo puts back only what the operation changed: a path a rewind or
+/// a revert kept as a conflict (left as the user had it) is not put back
+/// to what it held then, so a change made to it after the operation (here
+/// a later turn's write, then the user's) stays.
+#[test]
+fn undo_leaves_a_path_the_operation_kept_as_it_is_now() -> TestResult {
+    for revert in [false, true] {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path();
+        write(root, "a.txt", b"a0\n");
+        write(root, "b.txt", b"b0\n");
+        let mut store = Store::open(root)?;
+        store.write(&t("t1"), None, "a.txt", b"a1\n")?;
+        store.write(&t("t1"), None, "b.txt", b"b1\n")?;
+        write(root, "b.txt", b"user\n");
+        let report = if revert {
+            store.revert(
+                &t("t1"),
+                &RevertOptions {
+                    keep_conflicts: true,
+                    ..RevertOptions::default()
+                },
+            )?
+        } else {
+            store.rewind(
+                &t("t1"),
+                &RewindOptions {
+                    keep_conflicts: true,
+                    ..RewindOptions::default()
+                },
+            )?
+        };
+        assert_eq!(report.kept.len(), 1, "revert {revert}: {report:?}");
+        assert_eq!(read(root, "b.txt"), "user\n");
+        store.write(&t("t2"), None, "b.txt", b"b2 by a later turn\n")?;
+        let undo = store.undo()?;
+        assert!(undo.complete(), "revert {revert}: {undo:?}");
+        assert_eq!(read(root, "a.txt"), "a1\n", "revert {revert}");
+        assert_eq!(
+            read(root, "b.txt"),
+            "b2 by a later turn\n",
+            "revert {revert}: the operation did not change b.txt, so its undo does not"
+        );
+        write(root, "b.txt", b"the user again\n");
+        let redo = store.redo()?;
+        assert!(redo.complete(), "revert {revert}: {redo:?}");
+        assert_eq!(read(root, "a.txt"), "a0\n", "revert {revert}");
+        assert_eq!(read(root, "b.txt"), "the user again\n", "revert {revert}");
+        // From the checkpoint and from the log alone, the same.
+        drop(store);
+        std::fs::remove_file(crate::common::store_dir(root).join("index")).ok();
+        let mut store = Store::open(root)?;
+        store.undo()?;
+        assert_eq!(read(root, "b.txt"), "the user again\n", "revert {revert}");
+    }
+    Ok(())
+}
+
 #[test]
 fn a_rerun_capture_seals_the_turn_before_when_a_kill_left_it_unsealed() -> TestResult {
     let dir = tempfile::tempdir()?;

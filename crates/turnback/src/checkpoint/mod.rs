@@ -13,7 +13,7 @@
 //! bytes:
 //!
 //! ```text
-//! magic     "turnback-index-9\n"       (17 bytes; the 9 is the version:
+//! magic     "turnback-index-10\n"      (18 bytes; the 10 is the version:
 //!                                      version 2 added each capture's
 //!                                      `shared_with` turns, version 3
 //!                                      names the log by identity instead
@@ -29,7 +29,9 @@
 //!                                      version 8 a seal's post-images
 //!                                      with seq 0: a seal touches no
 //!                                      path, version 9 the applications
-//!                                      undos reversed)
+//!                                      undos reversed, version 10 the
+//!                                      saved records without the paths
+//!                                      their operation kept)
 //! head_len  u64: bytes from the start of the file to the end of the head
 //! -- head --
 //! log_dev   st_dev of the log file it was built from
@@ -189,7 +191,7 @@ use turns::TURN_ROW;
 /// The file name in the store directory.
 pub const INDEX_FILE: &str = "index";
 
-const MAGIC: &[u8] = b"turnback-index-9\n";
+const MAGIC: &[u8] = b"turnback-index-10\n";
 
 /// A process that parsed, or appended, at least this many bytes of log
 /// past the checkpoint writes a new one.

@@ -145,6 +145,7 @@ impl RecordSlots {
                 paths: self.paths.unwrap_or_default(),
                 saved: need(self.saved, "saved")?,
                 conflicts: self.conflicts.unwrap_or_default(),
+                kept: self.kept.unwrap_or_default(),
                 failed,
             },
             RecordType::Revert => Op::Revert {

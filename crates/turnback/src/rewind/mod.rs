@@ -510,6 +510,7 @@ impl Store {
             paths: report.paths.clone(),
             saved: report.saved.expect("saved before executing"),
             conflicts: report.conflicts.iter().map(|c| c.path.clone()).collect(),
+            kept: report.kept.iter().map(|c| c.path.clone()).collect(),
             failed: report.failed.clone(),
         })?;
         self.maybe_auto_gc(true, &config)?;
