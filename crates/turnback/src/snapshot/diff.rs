@@ -150,12 +150,12 @@ struct Differ<'a, F> {
     /// Inodes two or more old file entries share (hard links): found when
     /// the first pre-image is taken, so a diff with nothing changed pays
     /// nothing for them (a set of 100,000 inodes).
-    linked: std::cell::OnceCell<HashSet<u64>>,
+    linked: std::cell::OnceCell<crate::links::SharedInodes>,
     blob_size: F,
 }
 
 impl<F: Fn(&BlobId) -> Option<u64>> Differ<'_, F> {
-    fn linked(&self) -> &HashSet<u64> {
+    fn linked(&self) -> &crate::links::SharedInodes {
         self.linked.get_or_init(|| {
             crate::links::shared_inodes(
                 self.old

@@ -222,6 +222,7 @@ fn merge(
     };
     let mut oi = 0;
     let mut entries: Vec<Entry> = Vec::with_capacity(found.len());
+    crate::sys::huge_pages(&mut entries);
     let mut to_read: Vec<usize> = Vec::new();
     // Files the stat cache vouches for: their blobs must still be stored.
     let mut vouched: Vec<(usize, BlobId)> = Vec::new();

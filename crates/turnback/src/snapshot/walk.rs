@@ -225,6 +225,7 @@ fn assemble(listings: Vec<(Vec<u8>, Vec<Item<'_>>)>, unlisted: Vec<Found>) -> Ve
     let mut unlisted: HashMap<Vec<u8>, Found> =
         unlisted.into_iter().map(|f| (f.path.clone(), f)).collect();
     let mut out = Vec::with_capacity(total);
+    crate::sys::huge_pages(&mut out);
     assemble_below(&mut by_dir, &mut unlisted, &[], &mut out);
     // Every unlisted directory was listed by its parent, so none is left;
     // were one left, it is kept, in order, rather than lost.
@@ -783,6 +784,7 @@ pub(super) fn walk_changed(
         )));
     }
     let mut out = Vec::with_capacity(old.len() + fresh.len());
+    crate::sys::huge_pages(&mut out);
     let mut fresh = fresh.into_iter().peekable();
     for (e, _) in old.iter().zip(&drop).filter(|(_, d)| !**d) {
         while let Some(f) = fresh.next_if(|f| f.path < e.path) {
