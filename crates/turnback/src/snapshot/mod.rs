@@ -690,6 +690,24 @@ impl Store {
             if let Err(e) = fsmonitor::state::save(&store_fd, &self.place.store_path, &state) {
                 warnings.push(format!("{e}; the next snapshot scans the whole tree"));
             }
+        } else if unchanged
+            && let Some(mut state) = fsmonitor::state::load(&store_fd)
+            && state.used == Used::Watchman
+            && state.tree.0 == mark.stamp_ns
+        {
+            // Watchman off: no clock is asked for or stored, but the state
+            // a Watchman half left with this tree would keep every later
+            // scan listing every directory again (see `listed_whole`).
+            // This one listed them all and found the tree as it is, so the
+            // tree's directory stats are a listing's now; the clock stays
+            // (nothing changed since it).
+            state.used = used;
+            state.reason = reason.clone();
+            if let Err(e) = fsmonitor::state::save(&store_fd, &self.place.store_path, &state) {
+                warnings.push(format!(
+                    "{e}; the next snapshot lists every directory again"
+                ));
+            }
         }
         // The report's pre-images are copied from the turn only now, the
         // scan's entries freed: three copies of 100,000 of them were held

@@ -1039,3 +1039,45 @@ fn a_walk_with_the_old_tree_finds_what_a_walk_without_it_finds() -> TestResult {
     }
     Ok(())
 }
+
+/// With Watchman off, a scan that finds unchanged the tree a Watchman half
+/// wrote (listing every directory, since such a tree's directory stats
+/// may hide names) says so in the fsmonitor state, so the scans after it
+/// skip the listings again; the clock stays with the tree.
+#[test]
+fn a_scan_that_lists_a_watchman_tree_whole_and_finds_it_unchanged_vouches_for_it() -> TestResult {
+    let (_dir, mut store) = project();
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    std::thread::sleep(Duration::from_millis(20));
+    store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    let store_fd = &store.place.dirs().store;
+    let path = store.place.store_path.clone();
+    fs::write(
+        path.join(crate::config::CONFIG_FILE),
+        "fsmonitor = \"off\"\n",
+    )?;
+    let Loaded::Tree(tree) = tree::load(store_fd, &path)? else {
+        return Err("tree".into());
+    };
+    let watchman = fsmonitor::State {
+        tree: (tree.stamp_ns, tree.entries.len() as u64),
+        counts: fsmonitor::state::Counts::default(),
+        used: Used::Watchman,
+        reason: String::new(),
+        sock: "/run/watchman.sock".into(),
+        token: None,
+    };
+    fsmonitor::state::save(store_fd, &path, &watchman)?;
+    let r = store.snapshot(&t("t2"), None, false, &NoProgress)?;
+    assert_eq!(r.scan.hashed_files, 0, "nothing changed");
+    let state = fsmonitor::state::load(&store.place.dirs().store).ok_or("a state")?;
+    assert_eq!(state.used, Used::Off, "listed whole by this scan");
+    assert_eq!(state.tree, watchman.tree, "the same tree");
+    assert_eq!(state.sock, watchman.sock);
+    // A tree written by a scan needs no such mark: nothing is saved.
+    fs::remove_file(path.join(fsmonitor::state::STATE_FILE))?;
+    put(store.place.root.as_path(), "src/new.rs", b"// new\n");
+    store.snapshot(&t("t3"), None, false, &NoProgress)?;
+    assert!(fsmonitor::state::load(&store.place.dirs().store).is_none());
+    Ok(())
+}
