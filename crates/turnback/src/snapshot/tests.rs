@@ -1030,6 +1030,14 @@ fn a_walk_with_the_old_tree_finds_what_a_walk_without_it_finds() -> TestResult {
                 assert_eq!(*what, "nothing", "only an unchanged tree is the old one");
                 let old_found: Vec<walk::Found> = old.entries.iter().map(walk::found_of).collect();
                 assert_eq!(old_found, without, "{what}");
+                // Every directory listed (a tree a Watchman half wrote):
+                // each entry is still found as its old one.
+                let listed = walk(Some(walk::Old {
+                    tree: &old,
+                    listed_whole: false,
+                    files_as_old: true,
+                }))?;
+                assert!(matches!(listed, walk::Listing::AsOld), "listed whole");
             }
             walk::Listing::Found(found) => {
                 assert_ne!(*what, "nothing", "an unchanged tree is the old one");

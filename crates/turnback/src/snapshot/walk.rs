@@ -336,12 +336,22 @@ impl<'a> WalkCtx<'a> {
             }
     }
 
-    /// The old tree's entry at `path`, if it has one.
-    fn old_entry(&self, path: &[u8]) -> Option<&'a Entry> {
+    /// The old tree's entries below the directory at `rel` (all of them
+    /// for the root), where each of its entries' old one is looked up.
+    fn old_below(&self, rel: &[u8]) -> &'a [Entry] {
         let old = self.old;
-        old.binary_search_by(|e| e.path.as_slice().cmp(path))
-            .ok()
-            .map(|k| &old[k])
+        if rel.is_empty() {
+            return old;
+        }
+        // Paths below `rel` sort from `rel/` to just before `rel0` ('0'
+        // follows '/').
+        let mut key = rel.to_vec();
+        key.push(b'/');
+        let lo = old.partition_point(|e| e.path.as_slice() < key.as_slice());
+        key.pop();
+        key.push(b'0');
+        let hi = lo + old[lo..].partition_point(|e| e.path.as_slice() < key.as_slice());
+        &old[lo..hi]
     }
 
     /// The names the old tree lists directly in the directory at `rel`
@@ -406,6 +416,10 @@ impl<'a> WalkCtx<'a> {
             let (names, failed) = crate::sys::list_names(&dir);
             (names, failed, None)
         };
+        let below = match olds {
+            Some(_) => &[][..],
+            None => self.old_below(&rel),
+        };
         let names = buf.names();
         let dir = crate::sys::AsFd::as_fd(&dir);
         let ignores =
@@ -443,8 +457,10 @@ impl<'a> WalkCtx<'a> {
             }
             let was = match &olds {
                 Some(olds) => olds.get(k).copied(),
-                None if self.old.is_empty() => None,
-                None => self.old_entry(&path),
+                None => below
+                    .binary_search_by(|e| e.path.as_slice().cmp(&path))
+                    .ok()
+                    .map(|i| &below[i]),
             };
             let seen = (&mut local, &mut same);
             if let Some((fd, path, dev, stat)) = self.visit(dir, name, &path, &ignores, was, seen) {
