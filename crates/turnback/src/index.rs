@@ -702,11 +702,6 @@ impl Index {
         Ok(())
     }
 
-    /// Applies one record it may keep parts of: its lists of paths (a
-    /// capture's pre-images and post-images, a seal's post-images, a saved
-    /// record's states and blobs) are moved into the index, not copied (a
-    /// capture or a rewind of 100,000 paths). `Err` says why it does not
-    /// fit.
     /// Drops from the `saved` record `saved` the states of the paths its
     /// operation left as they were (`kept`): it did not change them, so
     /// an undo does not put them back, and a capture made while it stood
@@ -721,6 +716,11 @@ impl Index {
         }
     }
 
+    /// Applies one record it may keep parts of: its lists of paths (a
+    /// capture's pre-images and post-images, a seal's post-images, a saved
+    /// record's states and blobs) are moved into the index, not copied (a
+    /// capture or a rewind of 100,000 paths). `Err` says why it does not
+    /// fit.
     pub(crate) fn apply_owned(&mut self, mut rec: Record) -> Result<(), Misfit> {
         let mut taken = Taken::default();
         match &mut rec.op {
