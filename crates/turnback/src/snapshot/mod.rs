@@ -585,11 +585,13 @@ impl Store {
                 full_walk: None,
                 rechecked: false,
                 as_old: false,
+                relisted: false,
             },
             None => self.scan(old.as_ref(), Reading::Store, changed, progress)?,
         };
         let full_walk = scan.full_walk.clone();
         let rechecked = scan.rechecked;
+        let relisted = scan.relisted;
         let used = match &full_walk {
             None => Used::Watchman,
             Some(_) if off => Used::Off,
@@ -691,6 +693,7 @@ impl Store {
                 warnings.push(format!("{e}; the next snapshot scans the whole tree"));
             }
         } else if unchanged
+            && relisted
             && let Some(mut state) = fsmonitor::state::load(&store_fd)
             && state.used == Used::Watchman
             && state.tree.0 == mark.stamp_ns
@@ -757,6 +760,7 @@ impl Store {
             full_walk: _,
             rechecked: _,
             as_old,
+            relisted: _,
         } = scan;
         // Found exactly as the old tree: its entries are the scan's, and
         // nothing changed (the diff is empty).

@@ -37,6 +37,9 @@ pub(super) struct Scan {
     /// stat, and nothing was read: `entries` is empty and the old tree's
     /// are the scan's (storing only; see [`walk::Listing::AsOld`]).
     pub(super) as_old: bool,
+    /// The walk listed every directory of a tree a Watchman half wrote
+    /// (see `Store::listed_whole`).
+    pub(super) relisted: bool,
 }
 
 /// How a scan treats file contents.
@@ -103,6 +106,7 @@ impl Store {
             (Ok(_), None) => Err("there is no tree state to start from".to_owned()),
             (Err(why), _) => Err(why),
         };
+        let mut relisted = false;
         let (full_walk, (found, walk_warnings)) = match partial {
             Ok(found) => (None, found),
             Err(why) => (
@@ -114,10 +118,14 @@ impl Store {
                     cap,
                     self.store_inside(),
                     progress,
-                    old.map(|tree| walk::Old {
-                        tree,
-                        listed_whole: self.listed_whole(tree),
-                        files_as_old: !recheck,
+                    old.map(|tree| {
+                        let listed_whole = self.listed_whole(tree);
+                        relisted = !listed_whole;
+                        walk::Old {
+                            tree,
+                            listed_whole,
+                            files_as_old: !recheck,
+                        }
                     }),
                 )
                 .ctx("list", &self.place.root)?,
@@ -139,6 +147,7 @@ impl Store {
                     full_walk,
                     rechecked: false,
                     as_old: true,
+                    relisted,
                 });
             }
             (Listing::AsOld, _) => (
@@ -166,6 +175,7 @@ impl Store {
             full_walk,
             rechecked: known.is_some(),
             as_old,
+            relisted,
         })
     }
 
