@@ -337,7 +337,8 @@ impl<'a> WalkCtx<'a> {
     }
 
     /// The old tree's entries below the directory at `rel` (all of them
-    /// for the root), where each of its entries' old one is looked up.
+    /// for the root): where a listed directory looks up each entry's old
+    /// one, and where [`WalkCtx::old_names`] finds its names.
     fn old_below(&self, rel: &[u8]) -> &'a [Entry] {
         let old = self.old;
         if rel.is_empty() {
@@ -358,16 +359,14 @@ impl<'a> WalkCtx<'a> {
     /// (not the root), in byte order, and their entries; the entries below
     /// a subdirectory are stepped over by a binary search.
     fn old_names(&self, rel: &[u8]) -> (crate::sys::Names, Vec<&'a Entry>) {
-        let old = self.old;
-        let mut prefix = rel.to_vec();
-        prefix.push(b'/');
+        let old = self.old_below(rel);
+        // Every path below `rel` starts with `rel/`.
+        let skip = rel.len() + 1;
         let mut names = crate::sys::Names::default();
         let mut entries = Vec::new();
-        let mut i = old.partition_point(|e| e.path.as_slice() < prefix.as_slice());
+        let mut i = 0;
         while let Some(e) = old.get(i) {
-            let Some(name) = e.path.strip_prefix(prefix.as_slice()) else {
-                break;
-            };
+            let name = &e.path[skip..];
             match name.iter().position(|&b| b == b'/') {
                 None => {
                     names.push_bytes(name);
@@ -376,7 +375,7 @@ impl<'a> WalkCtx<'a> {
                 }
                 Some(slash) => {
                     // Below the entry `name[..slash]`, which came before.
-                    let below = &e.path[..prefix.len() + slash + 1];
+                    let below = &e.path[..skip + slash + 1];
                     i += old[i..].partition_point(|e| e.path.starts_with(below));
                 }
             }
