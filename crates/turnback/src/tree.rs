@@ -534,7 +534,7 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<Tree, String> {
 /// Reads the tree of the store whose directory is `store`.
 pub(crate) fn load(store: &OwnedFd, store_path: &Path) -> Result<Loaded> {
     let path = store_path.join(TREE_FILE);
-    let Some(bytes) = read_tree_file(store).ctx("read", &path)? else {
+    let Some(bytes) = fsx::read_store_file(store, TREE_FILE).ctx("read", &path)? else {
         return Ok(Loaded::Missing);
     };
     Ok(match decode(&bytes) {
@@ -550,20 +550,6 @@ pub(crate) fn load(store: &OwnedFd, store_path: &Path) -> Result<Loaded> {
         }
         Err(reason) => Loaded::Damaged(format!("{}: {reason}", path.display())),
     })
-}
-
-/// The bytes of the tree file in `store`, in a buffer of their size
-/// backed by huge pages where the system has them (see
-/// [`crate::sys::huge_pages`]); `None` when there is none.
-fn read_tree_file(store: &OwnedFd) -> std::io::Result<Option<Vec<u8>>> {
-    let Some(mut f) = fsx::open_store_file(store, TREE_FILE, OFlags::RDONLY, None)? else {
-        return Ok(None);
-    };
-    let len = f.metadata()?.len();
-    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).saturating_add(1));
-    crate::sys::huge_pages(&mut bytes);
-    f.read_to_end(&mut bytes)?;
-    Ok(Some(bytes))
 }
 
 /// A tree file opened for its header: the file, its length, its first 27
