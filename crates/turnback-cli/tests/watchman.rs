@@ -442,6 +442,18 @@ fn random_changes_record_and_rewind_the_same_with_watchman_and_with_the_scan() -
                 source(&a[half])
             );
             assert_eq!(source(&b[half]).0, "scan");
+            // The counts of the tree each half leaves (with Watchman, the
+            // old tree and what was looked at: a delta of it, mostly).
+            assert_eq!(
+                a[half]["scan"]["file_count"], b[half]["scan"]["file_count"],
+                "step {step}, {half} half"
+            );
+            for count in ["bytes", "dir_count", "symlink_count", "excluded_count"] {
+                assert_eq!(
+                    a[half]["scan"][count], b[half]["scan"][count],
+                    "step {step}, {half} half: {count}"
+                );
+            }
         }
         if source(&a["after"]).0 == "watchman" {
             by_watchman += 1;
@@ -449,6 +461,10 @@ fn random_changes_record_and_rewind_the_same_with_watchman_and_with_the_scan() -
         // Changes right after the command, before the next one.
         with.sh(&after)?;
         without.sh(&after)?;
+        // `status` compares the folder with the tree each store holds:
+        // the same changes, so the same trees.
+        let changes = |w: &World| -> Res<Value> { Ok(w.json(&["status"])?["changes"].clone()) };
+        assert_eq!(changes(&with)?, changes(&without)?, "step {step}: status");
     }
     println!("{by_watchman} of {steps} after halves used Watchman");
     // The changes were found by Watchman, not by a fallback every time

@@ -170,8 +170,8 @@ pub(crate) struct GcPlan {
     /// The log the plan read, and how much of it.
     log_ident: (u64, u64),
     covered: u64,
-    /// The tree state's file as the plan read it.
-    tree_look: Option<(u64, u64, i64)>,
+    /// The tree state's files as the plan read them.
+    tree_look: [Option<(u64, u64, i64)>; 2],
     /// The first records of the turns the plan drops.
     dropped_turns: HashSet<u64>,
     /// `None`: nothing dropped, the log stays as it is.
@@ -487,21 +487,23 @@ impl Store {
             }
         }
 
-        // 2. The kept records, rewritten. The blobs the tree state names
-        // (None: it cannot be read, so every scan blob stays).
+        // 2. The kept records, rewritten. The blobs the tree state names,
+        // its file's too where its delta replaced them (None: it cannot be
+        // read, so every scan blob stays).
         let tree_blobs: Option<HashSet<BlobId>> =
-            match tree::load(&self.place.dirs().store, &self.place.store_path)? {
-                Loaded::Tree(t) => Some(
+            match tree::load_layers(&self.place.dirs().store, &self.place.store_path)? {
+                (Loaded::Tree(t), layers) => Some(
                     t.entries
                         .iter()
                         .filter_map(|e| match e.kind {
                             tree::Kind::File { blob } => Some(blob),
                             _ => None,
                         })
+                        .chain(layers.into_iter().flat_map(|l| l.shadowed))
                         .collect(),
                 ),
-                Loaded::Missing => Some(HashSet::new()),
-                Loaded::Damaged(_) => None,
+                (Loaded::Missing, _) => Some(HashSet::new()),
+                (Loaded::Damaged(_), _) => None,
             };
         let mut kept_saved: HashSet<u64> = HashSet::new();
         let keep_record = |r: &Record, kept_saved: &mut HashSet<u64>| -> Result<bool> {
@@ -763,11 +765,14 @@ impl Store {
         Ok(Some(report))
     }
 
-    /// The look of the tree state's file (see [`crate::tree`]): a scan
-    /// that wrote a new one names other blobs than a plan read.
-    fn tree_look(&self) -> Option<(u64, u64, i64)> {
-        let st = fsx::lstat_at(&self.place.dirs().store, tree::TREE_FILE).ok()??;
-        Some((st.st_ino, st.st_size as u64, crate::sys::mtime_ns(&st)))
+    /// The look of the tree state's file and its delta (see
+    /// [`crate::tree`]): a scan that wrote a new one names other blobs
+    /// than a plan read.
+    fn tree_look(&self) -> [Option<(u64, u64, i64)>; 2] {
+        [tree::TREE_FILE, tree::DELTA_FILE].map(|name| {
+            let st = fsx::lstat_at(&self.place.dirs().store, name).ok()??;
+            Some((st.st_ino, st.st_size as u64, crate::sys::mtime_ns(&st)))
+        })
     }
 
     /// Writes the log of the `chosen` records (blobs the tree state no

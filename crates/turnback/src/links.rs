@@ -62,6 +62,31 @@ pub(crate) fn shared_inodes(inodes: impl Iterator<Item = u64>) -> SharedInodes {
     SharedInodes(shared)
 }
 
+/// The inodes of `asked` that `inodes` holds more than once: what
+/// [`shared_inodes`] of `inodes` says about them, for one pass over
+/// `inodes` and no sort of them (a few changed files of a large tree).
+pub(crate) fn shared_inodes_of(
+    asked: impl Iterator<Item = u64>,
+    inodes: impl Iterator<Item = u64>,
+) -> SharedInodes {
+    let mut asked: Vec<u64> = asked.collect();
+    asked.sort_unstable();
+    asked.dedup();
+    let mut seen = vec![0u8; asked.len()];
+    for ino in inodes {
+        if let Ok(k) = asked.binary_search(&ino) {
+            seen[k] = seen[k].saturating_add(1);
+        }
+    }
+    SharedInodes(
+        asked
+            .into_iter()
+            .zip(seen)
+            .filter_map(|(ino, n)| (n >= 2).then_some(ino))
+            .collect(),
+    )
+}
+
 /// The inodes [`shared_inodes`] found more than once, sorted.
 #[derive(Debug, Default)]
 pub(crate) struct SharedInodes(Vec<u64>);

@@ -36,17 +36,25 @@ fn rel(e: &Entry) -> Option<RelPath> {
     RelPath::from_bytes(&e.path).ok()
 }
 
-/// The state at `path` in a scan's sorted `entries`, as a post-image; a
-/// file's with its [`StatKey`] when `look` vouches for it, so that a rewind
-/// knows the file by its `lstat` instead of reading it again.
-pub(super) fn post_in(entries: &[Entry], path: &RelPath, look: Option<Look>) -> Post {
-    let key = path.as_str().as_bytes();
-    match entries.binary_search_by(|e| e.path.as_slice().cmp(key)) {
-        Err(_) => Post::Absent,
-        Ok(i) => match &entries[i].kind {
+/// The entry at `path` in sorted `entries`.
+pub(super) fn entry_at<'a>(entries: &'a [Entry], path: &[u8]) -> Option<&'a Entry> {
+    entries
+        .binary_search_by(|e| e.path.as_slice().cmp(path))
+        .ok()
+        .map(|i| &entries[i])
+}
+
+/// The state of the entry at a path of a scan (`None`: absent), as a
+/// post-image; a file's with its [`StatKey`] when `look` vouches for it,
+/// so that a rewind knows the file by its `lstat` instead of reading it
+/// again.
+pub(super) fn post_of(entry: Option<&Entry>, look: Option<Look>) -> Post {
+    match entry {
+        None => Post::Absent,
+        Some(e) => match &e.kind {
             Kind::File { blob } => Post::File {
                 sha256: *blob,
-                stat: look.and_then(|l| l.key(&entries[i].stat)),
+                stat: look.and_then(|l| l.key(&e.stat)),
             },
             Kind::Symlink { target } => Post::Symlink {
                 target: target.clone(),
@@ -94,16 +102,27 @@ pub(super) fn diff(
     new: &[Entry],
     blob_size: impl Fn(&BlobId) -> Option<u64>,
 ) -> (Changes, Vec<FileEntry>) {
+    diff_within(old, old, new, blob_size)
+}
+
+/// [`diff`] of the entries `old` of the old tree `whole` (its entries at
+/// some paths) and `new`, the entries at those paths now; the rest of
+/// `whole` is taken as unchanged (a scan of the paths Watchman named, see
+/// `walk::Patch`). `whole` says which old paths were excluded and which
+/// old files were hard links.
+pub(super) fn diff_within(
+    whole: &[Entry],
+    old: &[Entry],
+    new: &[Entry],
+    blob_size: impl Fn(&BlobId) -> Option<u64>,
+) -> (Changes, Vec<FileEntry>) {
     let mut d = Differ {
         ch: Changes::default(),
         files: Vec::new(),
         gone_files: HashMap::new(),
         new_files: Vec::new(),
-        old_excluded: old
-            .iter()
-            .filter(|e| matches!(e.kind, Kind::Excluded(_)))
-            .map(|e| e.path.as_slice())
-            .collect(),
+        old_excluded: std::cell::OnceCell::new(),
+        whole,
         old,
         linked: std::cell::OnceCell::new(),
         blob_size,
@@ -144,8 +163,12 @@ struct Differ<'a, F> {
     gone_files: HashMap<(u64, BlobId), usize>,
     /// (inode, blob) of created files, with their index in `ch.created`.
     new_files: Vec<((u64, BlobId), usize)>,
-    /// Paths the old scan left out.
-    old_excluded: HashSet<&'a [u8]>,
+    /// Paths the old scan left out: found when the first created entry
+    /// asks.
+    old_excluded: std::cell::OnceCell<HashSet<&'a [u8]>>,
+    /// The whole old tree.
+    whole: &'a [Entry],
+    /// Its entries compared (all of them, or those at the paths looked at).
     old: &'a [Entry],
     /// Inodes two or more old file entries share (hard links): found when
     /// the first pre-image is taken, so a diff with nothing changed pays
@@ -157,12 +180,18 @@ struct Differ<'a, F> {
 impl<F: Fn(&BlobId) -> Option<u64>> Differ<'_, F> {
     fn linked(&self) -> &crate::links::SharedInodes {
         self.linked.get_or_init(|| {
-            crate::links::shared_inodes(
-                self.old
-                    .iter()
+            fn files(list: &[Entry]) -> impl Iterator<Item = u64> + '_ {
+                list.iter()
                     .filter(|e| matches!(e.kind, Kind::File { .. }))
-                    .map(|e| e.stat.ino),
-            )
+                    .map(|e| e.stat.ino)
+            }
+            // A few paths of a large tree: their inodes are looked for in
+            // one pass instead of sorting every inode.
+            if self.old.len() < self.whole.len() / 8 {
+                crate::links::shared_inodes_of(files(self.old), files(self.whole))
+            } else {
+                crate::links::shared_inodes(files(self.whole))
+            }
         })
     }
 
@@ -184,14 +213,21 @@ impl<F: Fn(&BlobId) -> Option<u64>> Differ<'_, F> {
 
     /// The old excluded directory `p` lies in, if any.
     fn inside_excluded(&self, p: &[u8]) -> Option<String> {
-        if self.old_excluded.is_empty() {
+        let old_excluded = self.old_excluded.get_or_init(|| {
+            self.whole
+                .iter()
+                .filter(|e| matches!(e.kind, Kind::Excluded(_)))
+                .map(|e| e.path.as_slice())
+                .collect()
+        });
+        if old_excluded.is_empty() {
             return None;
         }
         p.iter()
             .enumerate()
             .filter(|(_, b)| **b == b'/')
             .map(|(k, _)| &p[..k])
-            .find(|anc| self.old_excluded.contains(anc))
+            .find(|anc| old_excluded.contains(anc))
             .map(|anc| String::from_utf8_lossy(anc).into_owned())
     }
 

@@ -75,7 +75,7 @@ use crate::path::RelPath;
 use crate::store::Store;
 use crate::tree::{self, Entry, Excluded, Kind, Loaded, Tree, TreeWriter};
 use attribution::{Closing, Half};
-use diff::{Look, diff, post_in};
+use diff::{Look, diff, diff_within, post_of};
 use scan::{Reading, Scan};
 
 pub(crate) mod attribution;
@@ -107,15 +107,144 @@ impl HalfOf<'_> {
     }
 }
 
-/// What [`Store::record`] gives back: the scan's entries and counts, the
-/// changes recorded (their pre-images not filled in yet) with the seq of
-/// the record that captured them, and the windows left open.
+/// What [`Store::record`] gives back: the tree the half leaves, the
+/// scan's counts, the changes recorded (their pre-images not filled in
+/// yet) with the seq of the record that captured them, and the windows
+/// left open.
 type Outcome = (
-    Vec<Entry>,
+    NewTree,
     ScanStats,
     Option<(Recorded, Option<u64>)>,
     Vec<Window>,
 );
+
+/// The tree a half leaves (see [`crate::tree`]).
+enum NewTree {
+    /// Every entry: written whole.
+    Whole(Vec<Entry>),
+    /// The changes since the tree file, written as its delta.
+    Delta {
+        /// The tree file's identity.
+        base: (u64, u32),
+        changes: Vec<tree::Change>,
+        /// The number of entries and of unreadable ones.
+        count: u64,
+        unreadable: u64,
+    },
+}
+
+/// The new tree, as [`Store::record`] holds it.
+enum New {
+    /// The scan's entries (and the old tree, until it is diffed).
+    Whole {
+        old: Option<Tree>,
+        entries: Vec<Entry>,
+    },
+    /// The old tree with the scan's patch.
+    Patched(Patched),
+}
+
+impl New {
+    /// The entry at `path`, if any.
+    fn entry(&self, path: &[u8]) -> Option<&Entry> {
+        match self {
+            New::Whole { entries, .. } => diff::entry_at(entries, path),
+            New::Patched(p) => p.entry(path),
+        }
+    }
+
+    /// The tree to write (see [`Patched::into_new_tree`]).
+    fn into_new_tree(self, layers: Option<tree::Layers>) -> NewTree {
+        match self {
+            New::Whole { entries, .. } => NewTree::Whole(entries),
+            New::Patched(p) => p.into_new_tree(layers),
+        }
+    }
+}
+
+/// The new tree as a scan of the paths Watchman named found it: the old
+/// tree, its entries at `dropped` gone or replaced by `fresh` (see
+/// [`Scan::patch`]).
+struct Patched {
+    old: Tree,
+    dropped: Vec<usize>,
+    fresh: Vec<Entry>,
+}
+
+impl Patched {
+    /// The entry at `path`, if any.
+    fn entry(&self, path: &[u8]) -> Option<&Entry> {
+        if let Some(e) = diff::entry_at(&self.fresh, path) {
+            return Some(e);
+        }
+        let i = self
+            .old
+            .entries
+            .binary_search_by(|e| e.path.as_slice().cmp(path))
+            .ok()?;
+        self.dropped
+            .binary_search(&i)
+            .is_err()
+            .then(|| &self.old.entries[i])
+    }
+
+    /// The tree to write: a delta when the tree file's (in `layers`) and
+    /// this one's changes fit in one (see [`tree::Layers`]), else whole.
+    fn into_new_tree(self, layers: Option<tree::Layers>) -> NewTree {
+        let Patched {
+            old,
+            dropped,
+            fresh,
+        } = self;
+        let count = (old.entries.len() - dropped.len() + fresh.len()) as u64;
+        match layers {
+            Some(l)
+                if tree::delta_fits(
+                    l.changes.len() + dropped.len() + fresh.len(),
+                    l.base_count,
+                ) =>
+            {
+                let unreadable =
+                    |e: &Entry| matches!(e.kind, Kind::Excluded(Excluded::Unreadable(_)));
+                let mut gone_ones = dropped.iter().peekable();
+                let staying = old
+                    .entries
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, e)| gone_ones.next_if_eq(&i).is_none() && unreadable(e))
+                    .count();
+                let unreadable = (staying + fresh.iter().filter(|e| unreadable(e)).count()) as u64;
+                let gone = dropped
+                    .iter()
+                    .map(|&i| old.entries[i].path.clone())
+                    .collect();
+                NewTree::Delta {
+                    base: l.base,
+                    changes: tree::compose(l.changes, gone, fresh),
+                    count,
+                    unreadable,
+                }
+            }
+            _ => {
+                let mut out = Vec::with_capacity(count as usize);
+                crate::sys::huge_pages(&mut out);
+                let mut dropped = dropped.into_iter().peekable();
+                let mut fresh = fresh.into_iter().peekable();
+                for (i, e) in old.entries.into_iter().enumerate() {
+                    if dropped.next_if_eq(&i).is_some() {
+                        continue;
+                    }
+                    while let Some(f) = fresh.next_if(|f| f.path < e.path) {
+                        out.push(f);
+                    }
+                    out.push(e);
+                }
+                out.extend(fresh);
+                NewTree::Whole(out)
+            }
+        }
+    }
+}
 
 /// A scan of at least this many entries lets go of the checkpoint blocks
 /// its lookups read (up to 6 MB) and of the memory its threads freed before
@@ -539,18 +668,22 @@ impl Store {
         .then(|| header.take())
         .flatten()
         .zip(stored.as_ref().map(|s| s.counts));
+        let mut layers = None;
         let (old, quick) = match quick {
             Some(((t, n), counts)) => (Some(t), Some((n, counts))),
             None => (
-                match tree::load(&store_fd, &self.place.store_path)? {
-                    Loaded::Missing => None,
-                    Loaded::Damaged(why) => {
+                match tree::load_layers(&store_fd, &self.place.store_path)? {
+                    (Loaded::Missing, _) => None,
+                    (Loaded::Damaged(why), _) => {
                         warnings.push(format!(
                             "{why}; the tree state is rebuilt and every file hashed again"
                         ));
                         None
                     }
-                    Loaded::Tree(t) => Some(t),
+                    (Loaded::Tree(t), l) => {
+                        layers = l;
+                        Some(t)
+                    }
                 },
                 None,
             ),
@@ -586,6 +719,7 @@ impl Store {
                 rechecked: false,
                 as_old: false,
                 relisted: false,
+                patch: None,
             },
             None => self.scan(old.as_ref(), Reading::Store, changed, progress)?,
         };
@@ -623,21 +757,36 @@ impl Store {
         // header changes, so the (large) tree is not rewritten.
         let unchanged = scan.as_old
             || (scan.stats.hashed_files == 0
-                && old.as_ref().is_some_and(|o| o.entries == scan.entries));
+                && old.as_ref().is_some_and(|o| match &scan.patch {
+                    None => o.entries == scan.entries,
+                    Some(dropped) => {
+                        dropped.len() == scan.entries.len()
+                            && dropped
+                                .iter()
+                                .zip(&scan.entries)
+                                .all(|(&i, e)| o.entries[i] == *e)
+                    }
+                }));
         let old_stamp = old.as_ref().map(|o| o.stamp_ns);
         // The old tree is handed over and freed once diffed, before the
         // changes are recorded and the new tree written.
-        let (entries, mut stats, recorded, windows) =
-            self.record(&half, old, scan, windows, &packs_fd, &mut warnings)?;
-        let (tree_count, unreadable) = match quick {
-            Some((n, counts)) => (n, counts.unreadable),
-            None => (
+        let (new_tree, mut stats, recorded, windows) =
+            self.record(&half, old, layers, scan, windows, &packs_fd, &mut warnings)?;
+        let (tree_count, unreadable) = match (quick, &new_tree) {
+            (Some((n, counts)), _) => (n, counts.unreadable),
+            (None, NewTree::Whole(entries)) => (
                 entries.len() as u64,
                 entries
                     .iter()
                     .filter(|e| matches!(e.kind, Kind::Excluded(Excluded::Unreadable(_))))
                     .count() as u64,
             ),
+            (
+                None,
+                NewTree::Delta {
+                    count, unreadable, ..
+                },
+            ) => (*count, *unreadable),
         };
         let pending = !windows.is_empty();
         let mark = TreeMark {
@@ -656,14 +805,35 @@ impl Store {
                 turn,
             )?;
         } else {
-            let new_tree = Tree {
-                stamp_ns,
-                log_seq: self.index.last_seq,
-                turn: turn.clone(),
-                pending,
-                entries,
+            stats.tree_bytes = match new_tree {
+                NewTree::Whole(entries) => {
+                    let new_tree = Tree {
+                        stamp_ns,
+                        log_seq: self.index.last_seq,
+                        turn: turn.clone(),
+                        pending,
+                        entries,
+                    };
+                    writer.commit(&store_fd, &self.place.store_path, &new_tree)?
+                }
+                NewTree::Delta {
+                    base,
+                    changes,
+                    count,
+                    ..
+                } => {
+                    let delta = tree::Delta {
+                        base,
+                        stamp_ns,
+                        log_seq: self.index.last_seq,
+                        pending,
+                        turn: turn.clone(),
+                        count,
+                        changes,
+                    };
+                    writer.commit_delta(&store_fd, &self.place.store_path, &delta)?
+                }
             };
-            stats.tree_bytes = writer.commit(&store_fd, &self.place.store_path, &new_tree)?;
         }
         // Every blob the tree in place names was looked up (see
         // `crate::tree`): the recheck, if one was asked for, is done.
@@ -740,12 +910,14 @@ impl Store {
     }
 
     /// Makes the scan's blobs durable and records the diff into the turns
-    /// that may own it (see [`attribution`]); returns the
-    /// windows open after this half.
+    /// that may own it (see [`attribution`]); returns the tree to write
+    /// and the windows open after this half.
+    #[allow(clippy::too_many_arguments)]
     fn record(
         &mut self,
         half: &Half<'_>,
         old: Option<Tree>,
+        layers: Option<tree::Layers>,
         scan: Scan,
         windows: Option<Vec<Window>>,
         packs_fd: &crate::sys::OwnedFd,
@@ -761,6 +933,7 @@ impl Store {
             rechecked: _,
             as_old,
             relisted: _,
+            patch,
         } = scan;
         // Found exactly as the old tree: its entries are the scan's, and
         // nothing changed (the diff is empty).
@@ -787,21 +960,46 @@ impl Store {
             .as_ref()
             .is_some_and(|t| self.index.ops.keys().any(|&s| s > t.log_seq));
         let plan = attribution::plan(half, old.as_ref(), windows, rewound, warnings);
-        let Some(base) = old.filter(|_| !plan.owners.is_empty()) else {
-            return Ok((entries, stats, None, plan.windows));
+        // The new tree: the scan's entries, or the old tree with the
+        // scan's patch.
+        let new = match (patch, old) {
+            (Some(dropped), Some(old)) => New::Patched(Patched {
+                old,
+                dropped,
+                fresh: entries,
+            }),
+            (_, old) => New::Whole { old, entries },
+        };
+        let base = match &new {
+            New::Patched(p) => Some(&p.old),
+            New::Whole { old, .. } => old.as_ref(),
+        };
+        let Some(base) = base.filter(|_| !plan.owners.is_empty()) else {
+            return Ok((new.into_new_tree(layers), stats, None, plan.windows));
         };
         let blob_size = |id: &BlobId| self.index.blobs.get(id).map(|l| l.size);
-        let (changes, files) = match as_old {
-            true => Default::default(),
-            false => {
-                let (changes, mut files) = diff(&base.entries, &entries, blob_size);
+        let (changes, files) = match (&new, as_old) {
+            (_, true) => Default::default(),
+            (New::Whole { entries, .. }, false) => {
+                let (changes, mut files) = diff(&base.entries, entries, blob_size);
+                crate::links::add_unchanged_names(&base.entries, &mut files, blob_size);
+                (changes, files)
+            }
+            (New::Patched(p), false) => {
+                let was: Vec<Entry> = p.dropped.iter().map(|&i| base.entries[i].clone()).collect();
+                let (changes, mut files) = diff_within(&base.entries, &was, &p.fresh, blob_size);
                 crate::links::add_unchanged_names(&base.entries, &mut files, blob_size);
                 (changes, files)
             }
         };
-        let (assigned, elsewhere) =
-            attribution::assign(plan.owners, files, &self.index, base.log_seq)?;
-        drop(base);
+        let base_seq = base.log_seq;
+        let (assigned, elsewhere) = attribution::assign(plan.owners, files, &self.index, base_seq)?;
+        // The old tree is freed before the changes are recorded, unless the
+        // new one is made of it.
+        let new = match new {
+            New::Whole { entries, .. } => New::Whole { old: None, entries },
+            patched => patched,
+        };
         // The report describes the caller's turn when it is one of them.
         let reported = assigned
             .iter()
@@ -820,7 +1018,7 @@ impl Store {
                 .chain(&a.already)
                 .map(|path| PostEntry {
                     path: path.clone(),
-                    post: post_in(&entries, path, look),
+                    post: post_of(new.entry(path.as_str().as_bytes()), look),
                 })
                 .collect();
             // A command that changed nothing in a turn that exists already
@@ -852,7 +1050,7 @@ impl Store {
                 appended,
             ));
         }
-        Ok((entries, stats, recorded, plan.windows))
+        Ok((new.into_new_tree(layers), stats, recorded, plan.windows))
     }
 
     fn append_capture(

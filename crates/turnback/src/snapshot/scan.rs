@@ -25,7 +25,7 @@ pub(super) struct Scan {
     pub(super) stats: ScanStats,
     pub(super) pack: Option<(PackWriter, Vec<StoredBlob>)>,
     pub(super) warnings: Vec<String>,
-    /// The device of the project root (see [`super::diff::post_in`]).
+    /// The device of the project root (see [`super::diff::post_of`]).
     pub(super) dev: Option<u64>,
     /// Why the whole tree was walked; `None` when only the paths Watchman
     /// named were looked at (see [`walk::walk_changed`]).
@@ -40,6 +40,12 @@ pub(super) struct Scan {
     /// The walk listed every directory of a tree a Watchman half wrote
     /// (see `Store::listed_whole`).
     pub(super) relisted: bool,
+    /// Only the paths Watchman named were looked at (storing, without a
+    /// recheck): `entries` are the entries at those paths now, and the old
+    /// tree's entries at these indexes (ascending) are gone or replaced by
+    /// them; every other old entry is the scan's as it is (see
+    /// [`walk::Patch`]).
+    pub(super) patch: Option<Vec<usize>>,
 }
 
 /// How a scan treats file contents.
@@ -102,7 +108,7 @@ impl Store {
                 paths,
             )
             .ctx("list", &self.place.root)?
-            .map(|(found, warnings)| (Listing::Found(found), warnings)),
+            .map(|(patch, warnings)| (Listing::Patch(patch), warnings)),
             (Ok(_), None) => Err("there is no tree state to start from".to_owned()),
             (Err(why), _) => Err(why),
         };
@@ -133,8 +139,18 @@ impl Store {
         };
         warnings.extend(walk_warnings);
         let known = (mode == Reading::Store && recheck).then_some(&self.index.blobs);
-        let (found, as_old) = match (found, old) {
-            (Listing::Found(found), _) => (found, false),
+        let (found, as_old, patch) = match (found, old) {
+            (Listing::Found(found), _) => (found, false, None),
+            // Storing, with the stat cache trusted: what stays of the old
+            // tree is not looked at again.
+            (Listing::Patch(patch), Some(_)) if mode == Reading::Store && known.is_none() => {
+                (patch.fresh, false, Some(patch.dropped))
+            }
+            (Listing::Patch(patch), _) => (
+                patch.whole(old.map_or(&[][..], |t| t.entries.as_slice())),
+                false,
+                None,
+            ),
             // Exactly the old tree: storing, its entries are taken as they
             // are by the caller, which owns them (see `Scan::as_old`).
             (Listing::AsOld, Some(t)) if mode == Reading::Store => {
@@ -148,11 +164,13 @@ impl Store {
                     rechecked: false,
                     as_old: true,
                     relisted,
+                    patch: None,
                 });
             }
             (Listing::AsOld, _) => (
                 old.map_or_else(Vec::new, |t| t.entries.iter().map(walk::found_of).collect()),
                 false,
+                None,
             ),
         };
         let (mut entries, to_read, read_bytes) = merge(found, old, known, mode);
@@ -166,9 +184,24 @@ impl Store {
                 !reads.gone.contains(&(k - 1))
             });
         }
+        // With a patch, the old entries that stay are counted too.
+        let stats = match (&patch, old) {
+            (Some(dropped), Some(t)) => {
+                let mut dropped = dropped.iter().peekable();
+                let stay = t
+                    .entries
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| dropped.next_if_eq(&i).is_none())
+                    .map(|(_, e)| e);
+                Self::counted(stay, Self::counted(&entries, reads.stats))
+            }
+            _ => Self::counted(&entries, reads.stats),
+        };
         Ok(Scan {
-            stats: Self::counted(&entries, reads.stats),
+            stats,
             entries,
+            patch,
             pack: reads.pack,
             warnings,
             dev,
@@ -181,7 +214,10 @@ impl Store {
 
     /// `stats` with the files, bytes, directories, symlinks and excluded
     /// paths of `entries` added.
-    fn counted(entries: &[Entry], mut stats: ScanStats) -> ScanStats {
+    fn counted<'a>(
+        entries: impl IntoIterator<Item = &'a Entry>,
+        mut stats: ScanStats,
+    ) -> ScanStats {
         for e in entries {
             match &e.kind {
                 Kind::File { .. } => {

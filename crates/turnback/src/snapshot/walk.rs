@@ -43,6 +43,9 @@ pub(super) enum Listing {
     /// Exactly the old tree's entries, each with the stat it has there
     /// (a file not racily clean), and nothing else.
     AsOld,
+    /// The old tree with a patch (only the paths Watchman named were
+    /// looked at; see [`walk_changed`]).
+    Patch(Patch),
 }
 
 /// How a walk uses the old tree (see [`walk`]).
@@ -625,8 +628,45 @@ impl<'a> WalkCtx<'a> {
     }
 }
 
-/// What a walk found, in byte order of paths, and its warnings.
-pub(super) type Walked = (Vec<Found>, Vec<String>);
+/// What a walk of the paths Watchman named found, and its warnings.
+pub(super) type Walked = (Patch, Vec<String>);
+
+/// A change to the old tree: its entries at `dropped` are gone or
+/// replaced, and `fresh` are put in; every other old entry is found as
+/// the old tree has it.
+#[derive(Debug)]
+pub(super) struct Patch {
+    /// Indexes into the old tree's entries, ascending.
+    pub(super) dropped: Vec<usize>,
+    /// In byte order of paths.
+    pub(super) fresh: Vec<Found>,
+}
+
+impl Patch {
+    /// Every path: the old entries that stay and the fresh ones, in byte
+    /// order (what [`walk`] would have found).
+    pub(super) fn whole(self, old: &[Entry]) -> Vec<Found> {
+        let mut out = Vec::with_capacity(old.len() + self.fresh.len());
+        crate::sys::huge_pages(&mut out);
+        let mut dropped = self.dropped.into_iter().peekable();
+        let mut fresh = self.fresh.into_iter().peekable();
+        for (i, e) in old.iter().enumerate() {
+            if dropped.next_if_eq(&i).is_some() {
+                continue;
+            }
+            while let Some(f) = fresh.next_if(|f| f.path < e.path) {
+                out.push(f);
+            }
+            out.push(found_of(e));
+        }
+        out.extend(fresh);
+        debug_assert!(
+            out.windows(2).all(|w| w[0].path < w[1].path),
+            "a patch's paths are sorted and unique"
+        );
+        out
+    }
+}
 
 /// Names whose change can change what is excluded anywhere below their
 /// directory (ignore rules, see [`crate::exclude`]) or whether a directory
@@ -758,9 +798,10 @@ pub(super) fn walk_changed(
     fresh.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     fresh.dedup_by(|a, b| a.path == b.path);
 
-    // The old entries that stay: not looked at, not below a cut.
+    // The old entries that stay: not looked at, not below a cut, not
+    // found again.
     let mut drop = vec![false; old.len()];
-    for p in &looked {
+    for p in looked.iter().chain(fresh.iter().map(|f| &f.path)) {
         if let Ok(i) = old.binary_search_by(|e| e.path.as_slice().cmp(p)) {
             drop[i] = true;
         }
@@ -785,12 +826,7 @@ pub(super) fn walk_changed(
         .collect();
     if !inodes.is_empty()
         && let Some(e) = old.iter().zip(&drop).find_map(|(e, d)| {
-            (!*d && !matches!(e.kind, Kind::Dir)
-                && inodes.contains(&e.stat.ino)
-                && fresh
-                    .binary_search_by(|f| f.path.as_slice().cmp(&e.path))
-                    .is_err())
-            .then_some(e)
+            (!*d && !matches!(e.kind, Kind::Dir) && inodes.contains(&e.stat.ino)).then_some(e)
         })
     {
         return Ok(Err(format!(
@@ -798,24 +834,16 @@ pub(super) fn walk_changed(
             crate::path::escaped(&e.path)
         )));
     }
-    let mut out = Vec::with_capacity(old.len() + fresh.len());
-    crate::sys::huge_pages(&mut out);
-    let mut fresh = fresh.into_iter().peekable();
-    for (e, _) in old.iter().zip(&drop).filter(|(_, d)| !**d) {
-        while let Some(f) = fresh.next_if(|f| f.path < e.path) {
-            out.push(f);
-        }
-        if fresh.peek().is_some_and(|f| f.path == e.path) {
-            continue;
-        }
-        out.push(found_of(e));
-    }
-    out.extend(fresh);
+    let dropped = drop
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| d.then_some(i))
+        .collect();
     debug_assert!(
-        out.windows(2).all(|w| w[0].path < w[1].path),
+        fresh.windows(2).all(|w| w[0].path < w[1].path),
         "the changed walk's paths are sorted and unique"
     );
-    Ok(Ok((out, warnings)))
+    Ok(Ok((Patch { dropped, fresh }, warnings)))
 }
 
 /// What the walk found at an old tree entry that nothing changed.

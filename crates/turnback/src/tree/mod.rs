@@ -90,6 +90,10 @@
 
 use crate::sys::OwnedFd;
 use std::io::{Read, Write};
+
+mod delta;
+pub(crate) use delta::{Change, Delta, compose, fits as delta_fits};
+pub use delta::{DELTA_FILE, DELTA_MAGIC};
 use std::path::Path;
 
 use crate::sys::fs::OFlags;
@@ -337,29 +341,7 @@ pub fn encode_into(tree: &Tree, to: &mut impl Write) -> std::io::Result<u64> {
             .min(u16::MAX as usize);
         out.extend_from_slice(&(shared as u16).to_le_bytes());
         put_str16(&mut out, &e.path[shared..]);
-        let kind = match &e.kind {
-            Kind::File { .. } => KIND_FILE,
-            Kind::Symlink { .. } => KIND_SYMLINK,
-            Kind::Dir => KIND_DIR,
-            Kind::Excluded(_) => KIND_EXCLUDED,
-        };
-        out.push(kind);
-        let s = &e.stat;
-        out.extend_from_slice(&s.size.to_le_bytes());
-        out.extend_from_slice(&s.mtime_ns.to_le_bytes());
-        out.extend_from_slice(&s.ctime_ns.to_le_bytes());
-        out.extend_from_slice(&s.ino.to_le_bytes());
-        out.extend_from_slice(&s.mode.to_le_bytes());
-        match &e.kind {
-            Kind::File { blob } => out.extend_from_slice(&blob.0),
-            Kind::Symlink { target } => put_str16(&mut out, target.as_bytes()),
-            Kind::Dir => {}
-            Kind::Excluded(x) => {
-                let (code, detail) = x.code();
-                out.push(code);
-                put_str16(&mut out, detail.as_bytes());
-            }
-        }
+        put_body(&mut out, e);
         prev = &e.path;
         if out.len() >= PIECE {
             put(&mut out)?;
@@ -369,6 +351,67 @@ pub fn encode_into(tree: &Tree, to: &mut impl Write) -> std::io::Result<u64> {
     let crc = crc.finalize();
     to.write_all(&crc.to_le_bytes())?;
     Ok(len + 4)
+}
+
+/// Writes what an entry holds after its path: kind, stat and what its kind
+/// carries.
+fn put_body(out: &mut Vec<u8>, e: &Entry) {
+    let kind = match &e.kind {
+        Kind::File { .. } => KIND_FILE,
+        Kind::Symlink { .. } => KIND_SYMLINK,
+        Kind::Dir => KIND_DIR,
+        Kind::Excluded(_) => KIND_EXCLUDED,
+    };
+    out.push(kind);
+    let s = &e.stat;
+    out.extend_from_slice(&s.size.to_le_bytes());
+    out.extend_from_slice(&s.mtime_ns.to_le_bytes());
+    out.extend_from_slice(&s.ctime_ns.to_le_bytes());
+    out.extend_from_slice(&s.ino.to_le_bytes());
+    out.extend_from_slice(&s.mode.to_le_bytes());
+    match &e.kind {
+        Kind::File { blob } => out.extend_from_slice(&blob.0),
+        Kind::Symlink { target } => put_str16(out, target.as_bytes()),
+        Kind::Dir => {}
+        Kind::Excluded(x) => {
+            let (code, detail) = x.code();
+            out.push(code);
+            put_str16(out, detail.as_bytes());
+        }
+    }
+}
+
+/// Reads what [`put_body`] wrote, for the entry `i` at `path` (checked:
+/// not empty, and storable unless excluded).
+fn read_body(r: &mut Reader<'_>, i: usize, path: Vec<u8>) -> std::result::Result<Entry, String> {
+    if path.is_empty() {
+        return Err(format!("entry {i}: empty path"));
+    }
+    let kind = r.u8()?;
+    let stat = Stat {
+        size: r.u64()?,
+        mtime_ns: r.i64()?,
+        ctime_ns: r.i64()?,
+        ino: r.u64()?,
+        mode: r.u32()?,
+    };
+    let kind = match kind {
+        KIND_FILE => Kind::File {
+            blob: BlobId(r.arr()?),
+        },
+        KIND_SYMLINK => Kind::Symlink { target: r.utf8()? },
+        KIND_DIR => Kind::Dir,
+        KIND_EXCLUDED => {
+            let code = r.u8()?;
+            let detail = r.utf8()?;
+            Kind::Excluded(Excluded::from_code(code, detail)?)
+        }
+        k => return Err(format!("entry {i}: unknown kind {k}")),
+    };
+    if !matches!(kind, Kind::Excluded(_)) && RelPath::check_bytes(&path).is_err() {
+        return Err(format!("entry {i}: a covered path the store cannot hold"));
+    }
+    Ok(Entry { path, stat, kind })
 }
 
 /// A reader of the fields of a framed store file (this tree file, the
@@ -490,34 +533,7 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<Tree, String> {
         if path.as_slice() <= prev && i > 0 {
             return Err(format!("entry {i}: paths are not sorted"));
         }
-        if path.is_empty() {
-            return Err(format!("entry {i}: empty path"));
-        }
-        let kind = r.u8()?;
-        let stat = Stat {
-            size: r.u64()?,
-            mtime_ns: r.i64()?,
-            ctime_ns: r.i64()?,
-            ino: r.u64()?,
-            mode: r.u32()?,
-        };
-        let kind = match kind {
-            KIND_FILE => Kind::File {
-                blob: BlobId(r.arr()?),
-            },
-            KIND_SYMLINK => Kind::Symlink { target: r.utf8()? },
-            KIND_DIR => Kind::Dir,
-            KIND_EXCLUDED => {
-                let code = r.u8()?;
-                let detail = r.utf8()?;
-                Kind::Excluded(Excluded::from_code(code, detail)?)
-            }
-            k => return Err(format!("entry {i}: unknown kind {k}")),
-        };
-        if !matches!(kind, Kind::Excluded(_)) && RelPath::check_bytes(&path).is_err() {
-            return Err(format!("entry {i}: a covered path the store cannot hold"));
-        }
-        entries.push(Entry { path, stat, kind });
+        entries.push(read_body(&mut r, i, path)?);
     }
     if r.left() != 0 {
         return Err(format!("{} bytes after the last entry", r.left()));
@@ -531,25 +547,93 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<Tree, String> {
     })
 }
 
-/// Reads the tree of the store whose directory is `store`.
+/// Reads the tree of the store whose directory is `store`: the tree file
+/// with its delta applied, when one belongs to it.
 pub(crate) fn load(store: &OwnedFd, store_path: &Path) -> Result<Loaded> {
+    Ok(load_layers(store, store_path)?.0)
+}
+
+/// How the tree in place is stored: what a snapshot that changed a few
+/// paths needs to write them as a delta (see [`TreeWriter::commit_delta`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Layers {
+    /// The tree file's identity (its length and final CRC field).
+    pub(crate) base: (u64, u32),
+    /// Its number of entries.
+    pub(crate) base_count: u64,
+    /// The changes of the delta in place (none without one).
+    pub(crate) changes: Vec<Change>,
+    /// The blobs of the tree file's entries the delta replaced or removed:
+    /// gc keeps them too, as the tree file names them.
+    pub(crate) shadowed: Vec<BlobId>,
+}
+
+/// [`load`], and how the tree is stored (`None` when there is no tree or it
+/// is damaged).
+pub(crate) fn load_layers(store: &OwnedFd, store_path: &Path) -> Result<(Loaded, Option<Layers>)> {
     let path = store_path.join(TREE_FILE);
     let Some(bytes) = fsx::read_store_file(store, TREE_FILE).ctx("read", &path)? else {
-        return Ok(Loaded::Missing);
+        return Ok((Loaded::Missing, None));
     };
-    Ok(match decode(&bytes) {
-        Ok(mut t) => {
-            if let Some(head) = read_head(store)
-                && head.tree == file_id(&bytes)
-            {
-                t.log_seq = head.log_seq;
-                t.pending = head.pending;
-                t.turn = head.turn;
-            }
-            Loaded::Tree(t)
+    let mut t = match decode(&bytes) {
+        Ok(t) => t,
+        Err(reason) => {
+            return Ok((
+                Loaded::Damaged(format!("{}: {reason}", path.display())),
+                None,
+            ));
         }
-        Err(reason) => Loaded::Damaged(format!("{}: {reason}", path.display())),
-    })
+    };
+    let mut layers = Layers {
+        base: file_id(&bytes),
+        base_count: t.entries.len() as u64,
+        ..Layers::default()
+    };
+    drop(bytes);
+    let mut id = layers.base;
+    let delta_path = store_path.join(DELTA_FILE);
+    if let Some(bytes) = fsx::read_store_file(store, DELTA_FILE).ctx("read", &delta_path)? {
+        let d = match delta::decode(&bytes) {
+            Ok(d) => d,
+            Err(reason) => {
+                return Ok((
+                    Loaded::Damaged(format!("{}: {reason}", delta_path.display())),
+                    None,
+                ));
+            }
+        };
+        // A delta of another tree file (one a crash left behind) is not
+        // this tree's.
+        if d.base == layers.base {
+            id = file_id(&bytes);
+            let entries = std::mem::take(&mut t.entries);
+            t.entries = delta::apply(entries, &d.changes, &mut layers.shadowed);
+            if t.entries.len() as u64 != d.count {
+                return Ok((
+                    Loaded::Damaged(format!(
+                        "{}: makes {} entries, not the {} it says",
+                        delta_path.display(),
+                        t.entries.len(),
+                        d.count
+                    )),
+                    None,
+                ));
+            }
+            t.stamp_ns = d.stamp_ns;
+            t.log_seq = d.log_seq;
+            t.pending = d.pending;
+            t.turn = d.turn;
+            layers.changes = d.changes;
+        }
+    }
+    if let Some(head) = read_head(store)
+        && head.tree == id
+    {
+        t.log_seq = head.log_seq;
+        t.pending = head.pending;
+        t.turn = head.turn;
+    }
+    Ok((Loaded::Tree(t), Some(layers)))
 }
 
 /// A tree file opened for its header: the file, its length, its first 27
@@ -576,38 +660,26 @@ fn read_header(store: &OwnedFd, store_path: &Path, spare: u64) -> Result<Option<
 }
 
 /// The turn of the open command window(s), when the tree in `store` says
-/// one is open: its own header's pending mark, or the head's when the head
-/// belongs to it. Reads the header and the last four bytes, not the
-/// entries; a tree that is missing or too short to have a header has no
-/// window open (a damaged one is reported by the scan that reads it).
+/// one is open: its own header's pending mark, its delta's, or the head's
+/// when the head belongs to it (see [`load_header`]).
 pub(crate) fn pending_turn(store: &OwnedFd, store_path: &Path) -> Result<Option<TurnId>> {
-    let Some((file, len, header, path)) = read_header(store, store_path, 4)? else {
-        return Ok(None);
-    };
-    let mut tail = [0u8; 4];
-    crate::sys::read_exact_at(&file, &mut tail, len - 4).ctx("read", &path)?;
-    if let Some(head) = read_head(store)
-        && head.tree == (len, u32::from_le_bytes(tail))
-    {
-        return Ok(head.pending.then_some(head.turn));
-    }
-    if &header[..8] != MAGIC || header[24] != 1 {
-        return Ok(None);
-    }
-    let turn_len = usize::from(u16::from_le_bytes([header[25], header[26]]));
-    let mut turn = vec![0u8; turn_len];
-    crate::sys::read_exact_at(&file, &mut turn, 27).ctx("read", &path)?;
-    Ok(String::from_utf8(turn)
-        .ok()
-        .and_then(|t| TurnId::new(t).ok()))
+    Ok(load_header(store, store_path)?.and_then(|(t, _)| t.pending.then_some(t.turn)))
 }
 
 /// The tree in `store` without its entries (`entries` left empty), with
-/// its number of entries: the header and the last four bytes are read, the
-/// head applied when it belongs to the file. `None` when there is no tree
-/// or its header does not read; the entries and the checksum are not
-/// verified (the snapshot that reads the tree whole does that).
+/// its number of entries: the tree file's header and last four bytes are
+/// read, then its delta, when one belongs to it, and the head, when it
+/// belongs to them. `None` when there is no tree or its header does not
+/// read; the tree file's entries and checksum are not verified (the
+/// snapshot that reads the tree whole does that).
 pub(crate) fn load_header(store: &OwnedFd, store_path: &Path) -> Result<Option<(Tree, u64)>> {
+    Ok(current(store, store_path)?.map(|(t, n, _)| (t, n)))
+}
+
+/// [`load_header`], and the identity a head must name to belong to the
+/// tree in place: its delta's when one belongs to the tree file, else the
+/// tree file's.
+fn current(store: &OwnedFd, store_path: &Path) -> Result<Option<(Tree, u64, FileId)>> {
     let Some((file, len, header, path)) = read_header(store, store_path, 8)? else {
         return Ok(None);
     };
@@ -640,7 +712,7 @@ pub(crate) fn load_header(store: &OwnedFd, store_path: &Path) -> Result<Option<(
     else {
         return Ok(None);
     };
-    let count = u64::from(u32::from_le_bytes([
+    let mut count = u64::from(u32::from_le_bytes([
         rest[turn_len],
         rest[turn_len + 1],
         rest[turn_len + 2],
@@ -653,14 +725,30 @@ pub(crate) fn load_header(store: &OwnedFd, store_path: &Path) -> Result<Option<(
         pending,
         entries: Vec::new(),
     };
+    let mut id = (len, u32::from_le_bytes(tail));
+    let delta_path = store_path.join(DELTA_FILE);
+    if let Some(bytes) = fsx::read_store_file(store, DELTA_FILE).ctx("read", &delta_path)? {
+        // A damaged delta: the tree is read whole, which reports it.
+        let Ok(d) = delta::decode(&bytes) else {
+            return Ok(None);
+        };
+        if d.base == id {
+            id = file_id(&bytes);
+            tree.stamp_ns = d.stamp_ns;
+            tree.log_seq = d.log_seq;
+            tree.pending = d.pending;
+            tree.turn = d.turn;
+            count = d.count;
+        }
+    }
     if let Some(head) = read_head(store)
-        && head.tree == (len, u32::from_le_bytes(tail))
+        && head.tree == id
     {
         tree.log_seq = head.log_seq;
         tree.pending = head.pending;
         tree.turn = head.turn;
     }
-    Ok(Some((tree, count)))
+    Ok(Some((tree, count, id)))
 }
 
 /// What a head says, and which tree file it belongs to.
@@ -671,6 +759,9 @@ struct Head {
     pending: bool,
     turn: TurnId,
 }
+
+/// A tree (or delta) file's identity: its length and its final CRC field.
+type FileId = (u64, u32);
 
 /// A tree file's identity: its length and its final CRC field.
 fn file_id(bytes: &[u8]) -> (u64, u32) {
@@ -728,14 +819,18 @@ pub(crate) fn write_head(
     turn: &TurnId,
 ) -> Result<u64> {
     let path = store_path.join(TREE_FILE);
-    let file = open_there(store, TREE_FILE, OFlags::RDONLY, None, &path)?;
-    let len = file.metadata().ctx("stat", &path)?.len();
-    let mut tail = [0u8; 4];
-    if len >= 4 {
-        crate::sys::read_exact_at(&file, &mut tail, len - 4).ctx("read", &path)?;
-    }
+    let Some((_, _, id)) = current(store, store_path)? else {
+        return Err(crate::error::Error::Io {
+            op: "read the header of",
+            path,
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the tree state changed under the store lock",
+            ),
+        });
+    };
     let head = encode_head(&Head {
-        tree: (len, u32::from_le_bytes(tail)),
+        tree: id,
         log_seq,
         pending,
         turn: turn.clone(),
@@ -778,11 +873,17 @@ pub(crate) fn clear_recheck(store: &OwnedFd, store_path: &Path) -> Result<()> {
     }
 }
 
-/// Removes the head (before a new tree replaces the one it belongs to).
+/// Removes the head (before a new tree or delta replaces the one it
+/// belongs to).
 fn remove_head(store: &OwnedFd, store_path: &Path) -> Result<()> {
-    match fsx::unlink(store, HEAD_FILE) {
+    remove_if_there(store, store_path, HEAD_FILE)
+}
+
+/// Removes the store's file `name` if it is there.
+fn remove_if_there(store: &OwnedFd, store_path: &Path, name: &str) -> Result<()> {
+    match fsx::unlink(store, name) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(e).ctx("remove", store_path.join(HEAD_FILE))
+            Err(e).ctx("remove", store_path.join(name))
         }
         _ => Ok(()),
     }
@@ -859,6 +960,7 @@ impl TreeWriter {
             .map(|len| written = len)
             .and_then(|()| fsx::fdatasync(&file).ctx("fsync", &shown))
             .and_then(|()| remove_head(store, store_path))
+            .and_then(|()| remove_if_there(store, store_path, DELTA_FILE))
             .and_then(|()| fsx::rename(store, &tmp, TREE_FILE).ctx("rename", &shown));
         if let Err(e) = res {
             let _ = fsx::unlink(store, &tmp);
@@ -867,15 +969,41 @@ impl TreeWriter {
         fsx::fsync(store).ctx("fsync", store_path)?;
         Ok(written)
     }
+
+    /// Writes `delta` (for the tree file in place) to a temporary file,
+    /// makes it durable and renames it to `tree-delta`.
+    pub(crate) fn commit_delta(
+        self,
+        store: &OwnedFd,
+        store_path: &Path,
+        delta: &Delta,
+    ) -> Result<u64> {
+        let bytes = delta::encode(delta);
+        let (mut file, tmp) =
+            fsx::create_temp(store, DELTA_FILE, 0o644).ctx("create", store_path)?;
+        let shown = store_path.join(&tmp);
+        let res = file
+            .write_all(&bytes)
+            .ctx("write", &shown)
+            .and_then(|()| fsx::fdatasync(&file).ctx("fsync", &shown))
+            .and_then(|()| remove_head(store, store_path))
+            .and_then(|()| fsx::rename(store, &tmp, DELTA_FILE).ctx("rename", &shown));
+        if let Err(e) = res {
+            let _ = fsx::unlink(store, &tmp);
+            return Err(e);
+        }
+        fsx::fsync(store).ctx("fsync", store_path)?;
+        Ok(bytes.len() as u64)
+    }
 }
 
 /// Removes temporary tree files left by a crashed snapshot (under the lock).
 pub(crate) fn sweep_temps(store: &OwnedFd, store_path: &Path) -> Result<()> {
-    let prefix = format!(".{TREE_FILE}{}", fsx::TEMP_MARK);
+    let prefixes = [TREE_FILE, DELTA_FILE].map(|n| format!(".{n}{}", fsx::TEMP_MARK));
     for e in std::fs::read_dir(store_path).ctx("list", store_path)? {
         let e = e.ctx("list", store_path)?;
         if let Some(name) = e.file_name().to_str()
-            && name.starts_with(&prefix)
+            && prefixes.iter().any(|p| name.starts_with(p.as_str()))
         {
             fsx::unlink(store, name).ctx("remove stale temporary", store_path.join(name))?;
         }
