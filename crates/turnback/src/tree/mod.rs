@@ -66,6 +66,19 @@
 //!   blob the log no longer introduces is read and stored again, and the
 //!   file is removed once a tree (or head) is written after that scan.
 //!
+//! The delta, `<store>/tree-delta` (see [`delta`]): a snapshot half that
+//! Watchman told what changed, and that changed few paths, writes only
+//! those paths (their entries, or that they are gone), with the header of
+//! the tree they make and the identity (length, final CRC field) of the
+//! tree file they apply to, instead of the whole tree. Each delta holds
+//! every change since the tree file was written, up to a sixteenth of its
+//! entries; past that the tree is written whole. A reader applies the
+//! delta only when it names the tree file in place. Written as the tree
+//! is (temporary file, `fdatasync`, rename, fsync of the store), and
+//! removed before a new tree file is renamed into place: a crash between
+//! leaves the older tree, as a lost tree write does. The blobs of the tree
+//! file's entries a delta replaced stay named (gc keeps them).
+//!
 //! The head, `<store>/tree-head`: a scan that finds every entry as the
 //! tree has it (nothing hashed, nothing changed: the common case before and
 //! after a read-only command) does not rewrite the tree, which is large; it
@@ -80,7 +93,8 @@
 //! ```
 //!
 //! A reader applies the head only when it is whole and names the tree file
-//! in place by length and CRC; otherwise the tree's own header stands. It is
+//! in place by length and CRC (the delta, when one applies); otherwise the
+//! tree's own header (or the delta's) stands. It is
 //! written by temporary file and rename but not fsynced, like the index
 //! checkpoint: it names no blob, and losing it in a power cut only loses
 //! the "pending" mark of a command whose process the power cut killed too
@@ -1181,6 +1195,101 @@ mod tests {
         w.commit(&store, dir.path(), &sample())?;
         assert!(!dir.path().join(HEAD_FILE).exists());
         assert_eq!(load().0, 7);
+        Ok(())
+    }
+
+    /// A delta applies to the tree file it names and to no other; its
+    /// header, its count and a head written after it are what the header
+    /// readers see too; a damaged one makes the tree damaged; a whole tree
+    /// written after it removes it.
+    #[test]
+    fn a_delta_applies_only_to_the_tree_file_it_names() -> Result<()> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = fsx::open_dir_path(dir.path()).ctx("open", dir.path())?;
+        let base = sample();
+        let w = TreeWriter::begin(&store, dir.path())?;
+        w.commit(&store, dir.path(), &base)?;
+        let (Loaded::Tree(_), Some(layers)) = load_layers(&store, dir.path())? else {
+            panic!("the tree loads");
+        };
+        assert!(layers.changes.is_empty());
+        // Its first entry replaced, its second gone, one added.
+        let mut first = base.entries[0].clone();
+        first.stat.size += 1;
+        first.kind = Kind::File {
+            blob: BlobId([7; 32]),
+        };
+        let added = Entry {
+            path: b"zz".to_vec(),
+            ..first.clone()
+        };
+        let gone = base.entries[1].path.clone();
+        let changes = compose(
+            layers.changes,
+            vec![base.entries[0].path.clone(), gone.clone()],
+            vec![first.clone(), added.clone()],
+        );
+        let turn = TurnId::new("t5").expect("turn id");
+        let delta = Delta {
+            base: layers.base,
+            stamp_ns: base.stamp_ns + 1,
+            log_seq: 20,
+            pending: true,
+            turn: turn.clone(),
+            count: base.entries.len() as u64,
+            changes,
+        };
+        let w = TreeWriter::begin(&store, dir.path())?;
+        w.commit_delta(&store, dir.path(), &delta)?;
+        let mut expected = base.entries.clone();
+        expected[0] = first;
+        expected.remove(1);
+        expected.push(added);
+        let loaded = || match load_layers(&store, dir.path()) {
+            Ok((Loaded::Tree(t), l)) => (t, l),
+            other => panic!("{other:?}"),
+        };
+        let (t, l) = loaded();
+        assert_eq!(t.entries, expected);
+        assert_eq!(
+            (t.stamp_ns, t.log_seq, t.pending),
+            (base.stamp_ns + 1, 20, true)
+        );
+        assert_eq!(
+            l.map(|l| l.shadowed.len()),
+            Some(1),
+            "the first entry's blob"
+        );
+        let (h, n) = load_header(&store, dir.path())?.expect("a header");
+        assert_eq!((h.log_seq, h.pending, n), (20, true, expected.len() as u64));
+        assert_eq!(pending_turn(&store, dir.path())?, Some(turn));
+        // A head written now belongs to the delta.
+        let t9 = TurnId::new("t9").expect("turn id");
+        write_head(&store, dir.path(), 21, false, &t9)?;
+        assert_eq!(loaded().0.log_seq, 21);
+        assert_eq!(pending_turn(&store, dir.path())?, None);
+        // A damaged delta: the tree is damaged, never the tree file alone.
+        let bytes = std::fs::read(dir.path().join(DELTA_FILE)).ctx("read", dir.path())?;
+        let mut bad = bytes.clone();
+        bad[30] ^= 1;
+        std::fs::write(dir.path().join(DELTA_FILE), &bad).ctx("write", dir.path())?;
+        assert!(
+            matches!(load(&store, dir.path())?, Loaded::Damaged(why) if why.contains(DELTA_FILE))
+        );
+        assert!(load_header(&store, dir.path())?.is_none());
+        // A delta of another tree file is not applied.
+        let mut other = delta.clone();
+        other.base.1 ^= 1;
+        std::fs::write(dir.path().join(DELTA_FILE), delta::encode(&other))
+            .ctx("write", dir.path())?;
+        assert_eq!(loaded().0.entries, base.entries);
+        // A whole tree written removes the delta.
+        std::fs::write(dir.path().join(DELTA_FILE), &bytes).ctx("write", dir.path())?;
+        assert_eq!(loaded().0.entries, expected);
+        let w = TreeWriter::begin(&store, dir.path())?;
+        w.commit(&store, dir.path(), &base)?;
+        assert!(!dir.path().join(DELTA_FILE).exists());
+        assert_eq!(loaded().0.entries, base.entries);
         Ok(())
     }
 
