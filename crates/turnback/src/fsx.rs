@@ -186,13 +186,23 @@ pub(crate) fn read_store_file(dir: &OwnedFd, name: &str) -> io::Result<Option<Ve
         return Ok(None);
     };
     // A buffer of the file's size, backed by huge pages where the system
-    // has them: the tree state is some 8 MB at 100,000 paths (see
-    // `crate::sys::huge_pages`; a small file is read as before).
+    // has them (see `crate::sys::huge_pages`; a small file is read as
+    // before).
     let len = f.metadata()?.len();
     let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).saturating_add(1));
     crate::sys::huge_pages(&mut bytes);
     f.read_to_end(&mut bytes)?;
     Ok(Some(bytes))
+}
+
+/// [`read_store_file`] for a large file turnback never writes in place
+/// (the tree state): its bytes mapped, not copied (see
+/// [`crate::sys::FileBytes`]).
+pub(crate) fn map_store_file(dir: &OwnedFd, name: &str) -> io::Result<Option<sys::FileBytes>> {
+    let Some(f) = open_store_file(dir, name, OFlags::RDONLY, None)? else {
+        return Ok(None);
+    };
+    sys::FileBytes::map(&f).map(Some)
 }
 
 /// Reads the target of the symlink `name` in `dir`.

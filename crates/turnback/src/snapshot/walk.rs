@@ -819,14 +819,23 @@ pub(super) fn walk_changed(
     // or wrote through), which Watchman did not name and nothing looked
     // at: its ctime changed too, which the scan sees. Rare, and not worth
     // a guess: the whole tree is scanned for this snapshot.
-    let inodes: HashSet<u64> = fresh
+    // Sorted, searched only within their range: one pass over the old
+    // tree costs a comparison or two per entry.
+    let mut inodes: Vec<u64> = fresh
         .iter()
         .filter(|f| matches!(f.kind, FoundKind::File | FoundKind::Excluded(_)) && f.stat.ino != 0)
         .map(|f| f.stat.ino)
         .collect();
-    if !inodes.is_empty()
+    inodes.sort_unstable();
+    if let (Some(&lo), Some(&hi)) = (inodes.first(), inodes.last())
         && let Some(e) = old.iter().zip(&drop).find_map(|(e, d)| {
-            (!*d && !matches!(e.kind, Kind::Dir) && inodes.contains(&e.stat.ino)).then_some(e)
+            let ino = e.stat.ino;
+            (ino >= lo
+                && ino <= hi
+                && !*d
+                && !matches!(e.kind, Kind::Dir)
+                && inodes.binary_search(&ino).is_ok())
+            .then_some(e)
         })
     {
         return Ok(Err(format!(

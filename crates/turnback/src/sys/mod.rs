@@ -49,8 +49,8 @@ pub(crate) use imp::has_xattrs;
 mod unix;
 #[cfg(unix)]
 pub(crate) use unix::{
-    AsFd, BorrowedFd, Errno, KEEP_ASIDE, OwnedFd, copy_xattrs, dup, euid, fs, held_dir_handles,
-    process_alive,
+    AsFd, BorrowedFd, Errno, FileBytes, KEEP_ASIDE, OwnedFd, copy_xattrs, dup, euid, fs,
+    held_dir_handles, process_alive,
 };
 
 #[cfg(windows)]
@@ -59,8 +59,8 @@ mod windows;
 use windows as imp;
 #[cfg(windows)]
 pub(crate) use windows::{
-    AsFd, BorrowedFd, Errno, KEEP_ASIDE, OwnedFd, copy_xattrs, dup, euid, fs, held_dir_handles,
-    process_alive,
+    AsFd, BorrowedFd, Errno, FileBytes, KEEP_ASIDE, OwnedFd, copy_xattrs, dup, euid, fs,
+    held_dir_handles, process_alive,
 };
 
 #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]

@@ -143,3 +143,74 @@ pub(crate) const HANDLES_KEEP_NAMES: bool = false;
 /// A file an operation replaces is kept by a second name in the store
 /// instead of being read (see `aside.rs`).
 pub(crate) const KEEP_ASIDE: bool = true;
+
+/// The bytes of a whole file, mapped read-only into memory: no copy of a
+/// large file that is read once (the tree state, some 8 MB at 100,000
+/// paths). Unmapped when dropped.
+///
+/// Only for a store file that turnback never writes in place (the tree
+/// state and its delta are written to a temporary file and renamed over
+/// the old one, whose inode and bytes the mapping keeps): another process
+/// that truncated the file in place would make a read past its new end
+/// fail with `SIGBUS`, as for git's mapped index.
+pub(crate) struct FileBytes {
+    ptr: *mut std::ffi::c_void,
+    len: usize,
+}
+
+impl FileBytes {
+    /// Maps the whole of `file`, a regular file opened for reading; on
+    /// Linux every page is read in by the same call.
+    pub(crate) fn map(file: &std::fs::File) -> std::io::Result<FileBytes> {
+        let len = usize::try_from(file.metadata()?.len())
+            .map_err(|_| std::io::Error::other("the file is larger than memory"))?;
+        if len == 0 {
+            return Ok(FileBytes {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            });
+        }
+        #[cfg(target_os = "linux")]
+        let flags = rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::POPULATE;
+        #[cfg(not(target_os = "linux"))]
+        let flags = rustix::mm::MapFlags::PRIVATE;
+        // SAFETY: a new mapping at an address the kernel chooses (null
+        // hint) overlaps no memory Rust knows; it is read-only and private,
+        // and lives until `drop` unmaps it. The file's bytes are not
+        // changed in place while it is mapped (see the type's doc).
+        let ptr = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                rustix::mm::ProtFlags::READ,
+                flags,
+                file,
+                0,
+            )
+        }?;
+        Ok(FileBytes { ptr, len })
+    }
+}
+
+impl std::ops::Deref for FileBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `ptr` is a readable mapping of `len` bytes (see `map`),
+        // valid for as long as `self` is, which the slice borrows.
+        unsafe { std::slice::from_raw_parts(self.ptr.cast::<u8>(), self.len) }
+    }
+}
+
+impl Drop for FileBytes {
+    fn drop(&mut self) {
+        if self.len != 0 {
+            // SAFETY: the mapping `map` made, unmapped once; no slice of it
+            // outlives `self`.
+            let _ = unsafe { rustix::mm::munmap(self.ptr, self.len) };
+        }
+    }
+}

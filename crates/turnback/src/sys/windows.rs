@@ -1273,6 +1273,28 @@ pub(crate) const DEFER_FREES: bool = false;
 /// stored in a pack (see `aside.rs`).
 pub(crate) const KEEP_ASIDE: bool = false;
 
+/// The bytes of a whole file, read into memory (Linux and macOS map it).
+pub(crate) struct FileBytes(Vec<u8>);
+
+impl FileBytes {
+    /// Reads the whole of `file`, a regular file opened for reading.
+    pub(crate) fn map(file: &File) -> io::Result<FileBytes> {
+        use std::io::Read;
+        let mut bytes = Vec::new();
+        let mut file = file;
+        file.read_to_end(&mut bytes)?;
+        Ok(FileBytes(bytes))
+    }
+}
+
+impl std::ops::Deref for FileBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

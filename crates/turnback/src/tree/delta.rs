@@ -19,7 +19,7 @@
 //! ```
 
 use super::{Entry, Reader, put_body, put_str16, read_body};
-use crate::id::{BlobId, TurnId};
+use crate::id::TurnId;
 
 /// The delta's file name inside the store.
 pub const DELTA_FILE: &str = "tree-delta";
@@ -119,38 +119,6 @@ pub(crate) fn decode(bytes: &[u8]) -> std::result::Result<Delta, String> {
     })
 }
 
-/// The entries of the tree file `base` with `changes` applied (both sorted
-/// by path); the blobs of the base's file entries a change replaced or
-/// removed are added to `shadowed`.
-pub(crate) fn apply(
-    base: Vec<Entry>,
-    changes: &[Change],
-    shadowed: &mut Vec<BlobId>,
-) -> Vec<Entry> {
-    if changes.is_empty() {
-        return base;
-    }
-    let mut out = Vec::with_capacity(base.len() + changes.len());
-    crate::sys::huge_pages(&mut out);
-    let mut changes = changes.iter().peekable();
-    for e in base {
-        while let Some((_, new)) = changes.next_if(|(p, _)| *p < e.path) {
-            out.extend(new.clone());
-        }
-        match changes.next_if(|(p, _)| *p == e.path) {
-            Some((_, new)) => {
-                if let super::Kind::File { blob } = e.kind {
-                    shadowed.push(blob);
-                }
-                out.extend(new.clone());
-            }
-            None => out.push(e),
-        }
-    }
-    out.extend(changes.filter_map(|(_, new)| new.clone()));
-    out
-}
-
 /// `changes` followed by a patch: the paths `gone` removed, then the
 /// entries `fresh` put in (both sorted by path). A removed path stays in
 /// the delta as gone, whether or not the tree file has it.
@@ -192,6 +160,7 @@ pub(crate) fn fits(changes: usize, base_count: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::id::BlobId;
     use crate::tree::{Kind, Stat};
 
     fn file(path: &str, n: u8) -> Entry {
@@ -302,6 +271,21 @@ mod tests {
             (&["e", "c"], vec![file("b", 3)]),
             (&["a", "x"], vec![file("c", 4), file("a", 4)]),
         ];
+        // The entries of `base` with `changes` applied, as a reader of the
+        // tree file and its delta sees them.
+        let file = crate::tree::encode(&crate::tree::Tree {
+            stamp_ns: 1,
+            log_seq: 1,
+            turn: TurnId::new("t").expect("valid"),
+            pending: false,
+            entries: base.clone(),
+        });
+        let apply = |changes: &[Change], shadowed: &mut Vec<BlobId>| {
+            crate::tree::decode_with(&file, changes, shadowed)
+                .expect("a tree file encoded here")
+                .0
+                .entries
+        };
         let mut expected = base.clone();
         let mut changes = Vec::new();
         for (gone, fresh) in steps {
@@ -316,10 +300,10 @@ mod tests {
                 "sorted, unique"
             );
             let mut shadowed = Vec::new();
-            assert_eq!(apply(base.clone(), &changes, &mut shadowed), expected);
+            assert_eq!(apply(&changes, &mut shadowed), expected);
         }
         let mut shadowed = Vec::new();
-        apply(base, &changes, &mut shadowed);
+        apply(&changes, &mut shadowed);
         assert_eq!(
             shadowed.len(),
             3,

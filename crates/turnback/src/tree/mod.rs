@@ -520,6 +520,19 @@ impl<'a> Reader<'a> {
 
 /// Parses a tree file's bytes.
 pub fn decode(bytes: &[u8]) -> std::result::Result<Tree, String> {
+    decode_with(bytes, &[], &mut Vec::new()).map(|(t, _)| t)
+}
+
+/// [`decode`], with a delta's `changes` (sorted by path) applied as the
+/// entries are read: a change's entry replaces the file's at its path, or
+/// is put in, and a path a change says is gone is left out. The blobs of
+/// the file's entries a change replaced or removed are added to
+/// `shadowed`. Also returns how many entries the file holds.
+pub(crate) fn decode_with(
+    bytes: &[u8],
+    changes: &[Change],
+    shadowed: &mut Vec<BlobId>,
+) -> std::result::Result<(Tree, usize), String> {
     let mut r = Reader::framed(bytes, MAGIC, "a tree file", "tree format")?;
     let stamp_ns = r.i64()?;
     let log_seq = r.u64()?;
@@ -532,10 +545,14 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<Tree, String> {
     let count = r.u32()? as usize;
     // Every entry takes at least 41 bytes: a hostile count cannot make us
     // allocate more than the file justifies.
-    let mut entries: Vec<Entry> = Vec::with_capacity(count.min(r.left() / 41));
+    let mut entries: Vec<Entry> =
+        Vec::with_capacity(count.min(r.left() / 41).saturating_add(changes.len()));
     crate::sys::huge_pages(&mut entries);
+    let mut changes = changes.iter().peekable();
+    // The previous path of the file (the one the next shares a prefix
+    // with), whether or not a change replaced its entry.
+    let mut prev: Vec<u8> = Vec::new();
     for i in 0..count {
-        let prev: &[u8] = entries.last().map_or(&[], |e: &Entry| &e.path);
         let shared = r.u16()? as usize;
         if shared > prev.len() {
             return Err(format!("entry {i}: shares more than the previous path"));
@@ -544,21 +561,37 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<Tree, String> {
         let mut path = Vec::with_capacity(shared + suffix.len());
         path.extend_from_slice(&prev[..shared]);
         path.extend_from_slice(suffix);
-        if path.as_slice() <= prev && i > 0 {
+        if path.as_slice() <= prev.as_slice() && i > 0 {
             return Err(format!("entry {i}: paths are not sorted"));
         }
-        entries.push(read_body(&mut r, i, path)?);
+        prev.truncate(shared);
+        prev.extend_from_slice(suffix);
+        let e = read_body(&mut r, i, path)?;
+        while let Some((_, new)) = changes.next_if(|(p, _)| *p < e.path) {
+            entries.extend(new.clone());
+        }
+        match changes.next_if(|(p, _)| *p == e.path) {
+            Some((_, new)) => {
+                if let Kind::File { blob } = e.kind {
+                    shadowed.push(blob);
+                }
+                entries.extend(new.clone());
+            }
+            None => entries.push(e),
+        }
     }
+    entries.extend(changes.filter_map(|(_, new)| new.clone()));
     if r.left() != 0 {
         return Err(format!("{} bytes after the last entry", r.left()));
     }
-    Ok(Tree {
+    let tree = Tree {
         stamp_ns,
         log_seq,
         turn,
         pending,
         entries,
-    })
+    };
+    Ok((tree, count))
 }
 
 /// Reads the tree of the store whose directory is `store`: the tree file
@@ -586,11 +619,37 @@ pub(crate) struct Layers {
 /// is damaged).
 pub(crate) fn load_layers(store: &OwnedFd, store_path: &Path) -> Result<(Loaded, Option<Layers>)> {
     let path = store_path.join(TREE_FILE);
-    let Some(bytes) = fsx::read_store_file(store, TREE_FILE).ctx("read", &path)? else {
+    let Some(bytes) = fsx::map_store_file(store, TREE_FILE).ctx("read", &path)? else {
         return Ok((Loaded::Missing, None));
     };
-    let mut t = match decode(&bytes) {
-        Ok(t) => t,
+    let base = file_id(&bytes);
+    // The delta, when one belongs to this tree file (a delta of another
+    // one, which a crash left behind, is not this tree's).
+    let delta_path = store_path.join(DELTA_FILE);
+    let delta = match fsx::read_store_file(store, DELTA_FILE).ctx("read", &delta_path)? {
+        None => None,
+        Some(d) => match delta::decode(&d) {
+            Ok(delta) => (delta.base == base).then(|| (delta, file_id(&d))),
+            Err(reason) => {
+                return Ok((
+                    Loaded::Damaged(format!("{}: {reason}", delta_path.display())),
+                    None,
+                ));
+            }
+        },
+    };
+    let mut layers = Layers {
+        base,
+        ..Layers::default()
+    };
+    let changes = delta
+        .as_ref()
+        .map_or(&[][..], |(d, _)| d.changes.as_slice());
+    let mut t = match decode_with(&bytes, changes, &mut layers.shadowed) {
+        Ok((t, count)) => {
+            layers.base_count = count as u64;
+            t
+        }
         Err(reason) => {
             return Ok((
                 Loaded::Damaged(format!("{}: {reason}", path.display())),
@@ -598,47 +657,26 @@ pub(crate) fn load_layers(store: &OwnedFd, store_path: &Path) -> Result<(Loaded,
             ));
         }
     };
-    let mut layers = Layers {
-        base: file_id(&bytes),
-        base_count: t.entries.len() as u64,
-        ..Layers::default()
-    };
     drop(bytes);
-    let mut id = layers.base;
-    let delta_path = store_path.join(DELTA_FILE);
-    if let Some(bytes) = fsx::read_store_file(store, DELTA_FILE).ctx("read", &delta_path)? {
-        let d = match delta::decode(&bytes) {
-            Ok(d) => d,
-            Err(reason) => {
-                return Ok((
-                    Loaded::Damaged(format!("{}: {reason}", delta_path.display())),
-                    None,
-                ));
-            }
-        };
-        // A delta of another tree file (one a crash left behind) is not
-        // this tree's.
-        if d.base == layers.base {
-            id = file_id(&bytes);
-            let entries = std::mem::take(&mut t.entries);
-            t.entries = delta::apply(entries, &d.changes, &mut layers.shadowed);
-            if t.entries.len() as u64 != d.count {
-                return Ok((
-                    Loaded::Damaged(format!(
-                        "{}: makes {} entries, not the {} it says",
-                        delta_path.display(),
-                        t.entries.len(),
-                        d.count
-                    )),
-                    None,
-                ));
-            }
-            t.stamp_ns = d.stamp_ns;
-            t.log_seq = d.log_seq;
-            t.pending = d.pending;
-            t.turn = d.turn;
-            layers.changes = d.changes;
+    let mut id = base;
+    if let Some((d, delta_id)) = delta {
+        if t.entries.len() as u64 != d.count {
+            return Ok((
+                Loaded::Damaged(format!(
+                    "{}: makes {} entries, not the {} it says",
+                    delta_path.display(),
+                    t.entries.len(),
+                    d.count
+                )),
+                None,
+            ));
         }
+        id = delta_id;
+        t.stamp_ns = d.stamp_ns;
+        t.log_seq = d.log_seq;
+        t.pending = d.pending;
+        t.turn = d.turn;
+        layers.changes = d.changes;
     }
     if let Some(head) = read_head(store)
         && head.tree == id
