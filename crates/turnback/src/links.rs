@@ -92,6 +92,11 @@ pub(crate) fn shared_inodes_of(
 pub(crate) struct SharedInodes(Vec<u64>);
 
 impl SharedInodes {
+    /// Whether there are none.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Whether `ino` is one of them.
     pub(crate) fn contains(&self, ino: &u64) -> bool {
         self.0.binary_search(ino).is_ok()

@@ -102,7 +102,7 @@ pub(super) fn diff(
     new: &[Entry],
     blob_size: impl Fn(&BlobId) -> Option<u64>,
 ) -> (Changes, Vec<FileEntry>) {
-    diff_within(old, old, new, blob_size)
+    diff_within(old, old, new, None, blob_size)
 }
 
 /// [`diff`] of the entries `old` of the old tree `whole` (its entries at
@@ -114,6 +114,7 @@ pub(super) fn diff_within(
     whole: &[Entry],
     old: &[Entry],
     new: &[Entry],
+    all_files: Option<&[u64]>,
     blob_size: impl Fn(&BlobId) -> Option<u64>,
 ) -> (Changes, Vec<FileEntry>) {
     let mut d = Differ {
@@ -123,6 +124,7 @@ pub(super) fn diff_within(
         new_files: Vec::new(),
         old_excluded: std::cell::OnceCell::new(),
         whole,
+        all_files,
         old,
         linked: std::cell::OnceCell::new(),
         blob_size,
@@ -166,8 +168,12 @@ struct Differ<'a, F> {
     /// Paths the old scan left out: found when the first created entry
     /// asks.
     old_excluded: std::cell::OnceCell<HashSet<&'a [u8]>>,
-    /// The whole old tree.
+    /// The whole old tree, or the part of it read (see
+    /// `crate::tree::partial`), which holds every entry whose path is an
+    /// ancestor of one compared.
     whole: &'a [Entry],
+    /// With a part, the inodes of every file of the whole tree.
+    all_files: Option<&'a [u64]>,
     /// Its entries compared (all of them, or those at the paths looked at).
     old: &'a [Entry],
     /// Inodes two or more old file entries share (hard links): found when
@@ -187,7 +193,9 @@ impl<F: Fn(&BlobId) -> Option<u64>> Differ<'_, F> {
             }
             // A few paths of a large tree: their inodes are looked for in
             // one pass instead of sorting every inode.
-            if self.old.len() < self.whole.len() / 8 {
+            if let Some(all) = self.all_files {
+                crate::links::shared_inodes_of(files(self.old), all.iter().copied())
+            } else if self.old.len() < self.whole.len() / 8 {
                 crate::links::shared_inodes_of(files(self.old), files(self.whole))
             } else {
                 crate::links::shared_inodes(files(self.whole))

@@ -122,8 +122,11 @@ type Outcome = (
 enum NewTree {
     /// Every entry: written whole.
     Whole(Vec<Entry>),
-    /// The changes since the tree file, written as its delta.
+    /// The changes since the tree file, written as its delta; or, when
+    /// they are too many for one (`whole`), applied to the tree file and
+    /// written whole.
     Delta {
+        whole: bool,
         /// The tree file's identity.
         base: (u64, u32),
         changes: Vec<tree::Change>,
@@ -169,6 +172,8 @@ struct Patched {
     old: Tree,
     dropped: Vec<usize>,
     fresh: Vec<Entry>,
+    /// How much of the whole tree `old` is, when it was read in part.
+    partial: Option<tree::Partial>,
 }
 
 impl Patched {
@@ -195,34 +200,42 @@ impl Patched {
             old,
             dropped,
             fresh,
+            partial,
         } = self;
-        let count = (old.entries.len() - dropped.len() + fresh.len()) as u64;
+        // The whole tree's counts, less the old entries dropped, plus the
+        // fresh ones.
+        let mut tot = match &partial {
+            Some(p) => p.totals,
+            None => {
+                let mut t = tree::Totals::default();
+                old.entries.iter().for_each(|e| t.count(e, 1));
+                t
+            }
+        };
+        dropped.iter().for_each(|&i| tot.count(&old.entries[i], -1));
+        fresh.iter().for_each(|e| tot.count(e, 1));
+        let count = tot.entries;
         match layers {
+            // Read in part, the tree is always made of the tree file and
+            // the changes.
             Some(l)
-                if tree::delta_fits(
-                    l.changes.len() + dropped.len() + fresh.len(),
-                    l.base_count,
-                ) =>
+                if partial.is_some()
+                    || tree::delta_fits(
+                        l.changes.len() + dropped.len() + fresh.len(),
+                        l.base_count,
+                    ) =>
             {
-                let unreadable =
-                    |e: &Entry| matches!(e.kind, Kind::Excluded(Excluded::Unreadable(_)));
-                let mut gone_ones = dropped.iter().peekable();
-                let staying = old
-                    .entries
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, e)| gone_ones.next_if_eq(&i).is_none() && unreadable(e))
-                    .count();
-                let unreadable = (staying + fresh.iter().filter(|e| unreadable(e)).count()) as u64;
                 let gone = dropped
                     .iter()
                     .map(|&i| old.entries[i].path.clone())
                     .collect();
+                let changes = tree::compose(l.changes, gone, fresh);
                 NewTree::Delta {
+                    whole: !tree::delta_fits(changes.len(), l.base_count),
                     base: l.base,
-                    changes: tree::compose(l.changes, gone, fresh),
+                    changes,
                     count,
-                    unreadable,
+                    unreadable: tot.unreadable,
                 }
             }
             _ => {
@@ -668,25 +681,25 @@ impl Store {
         .then(|| header.take())
         .flatten()
         .zip(stored.as_ref().map(|s| s.counts));
-        let mut layers = None;
-        let (old, quick) = match quick {
+        let (mut layers, mut partial) = (None, None);
+        let (mut old, quick) = match quick {
             Some(((t, n), counts)) => (Some(t), Some((n, counts))),
-            None => (
-                match tree::load_layers(&store_fd, &self.place.store_path)? {
-                    (Loaded::Missing, _) => None,
-                    (Loaded::Damaged(why), _) => {
-                        warnings.push(format!(
-                            "{why}; the tree state is rebuilt and every file hashed again"
-                        ));
-                        None
+            None => {
+                // Watchman named the paths and the stat cache needs no
+                // recheck: only the entries they can touch are read (see
+                // `crate::tree::partial`).
+                let wanted = match (&changed, &header) {
+                    (Ok(paths), Some((h, _)))
+                        if !tree::must_recheck(&store_fd, h, self.index.last_seq) =>
+                    {
+                        Some(tree::Wanted::new(paths))
                     }
-                    (Loaded::Tree(t), l) => {
-                        layers = l;
-                        Some(t)
-                    }
-                },
-                None,
-            ),
+                    _ => None,
+                };
+                let (t, l, p) = self.load_old(&store_fd, wanted, &mut warnings)?;
+                (layers, partial) = (l, p);
+                (t, None)
+            }
         };
         if after && old.is_none() {
             return Err(Error::NoSnapshot {
@@ -720,8 +733,25 @@ impl Store {
                 as_old: false,
                 relisted: false,
                 patch: None,
+                needs_whole: false,
             },
-            None => self.scan(old.as_ref(), Reading::Store, changed, progress)?,
+            None => {
+                let again = partial.as_ref().and(changed.as_ref().ok().cloned());
+                let scan = self.scan(
+                    old.as_ref(),
+                    Reading::Store,
+                    changed,
+                    progress,
+                    partial.as_ref(),
+                )?;
+                if scan.needs_whole {
+                    (old, layers, partial) = self.load_old(&store_fd, None, &mut warnings)?;
+                    let changed = again.ok_or_else(|| "the tree was read in part".to_owned());
+                    self.scan(old.as_ref(), Reading::Store, changed, progress, None)?
+                } else {
+                    scan
+                }
+            }
         };
         let full_walk = scan.full_walk.clone();
         let rechecked = scan.rechecked;
@@ -770,8 +800,15 @@ impl Store {
         let old_stamp = old.as_ref().map(|o| o.stamp_ns);
         // The old tree is handed over and freed once diffed, before the
         // changes are recorded and the new tree written.
-        let (new_tree, mut stats, recorded, windows) =
-            self.record(&half, old, layers, scan, windows, &packs_fd, &mut warnings)?;
+        let (new_tree, mut stats, recorded, windows) = self.record(
+            &half,
+            old,
+            (layers, partial),
+            scan,
+            windows,
+            &packs_fd,
+            &mut warnings,
+        )?;
         let (tree_count, unreadable) = match (quick, &new_tree) {
             (Some((n, counts)), _) => (n, counts.unreadable),
             (None, NewTree::Whole(entries)) => (
@@ -813,6 +850,20 @@ impl Store {
                         turn: turn.clone(),
                         pending,
                         entries,
+                    };
+                    writer.commit(&store_fd, &self.place.store_path, &new_tree)?
+                }
+                NewTree::Delta {
+                    whole: true,
+                    changes,
+                    ..
+                } => {
+                    let new_tree = Tree {
+                        stamp_ns,
+                        log_seq: self.index.last_seq,
+                        turn: turn.clone(),
+                        pending,
+                        entries: tree::with_changes(&store_fd, &self.place.store_path, &changes)?,
                     };
                     writer.commit(&store_fd, &self.place.store_path, &new_tree)?
                 }
@@ -909,6 +960,45 @@ impl Store {
         })
     }
 
+    /// The tree state in place, with how it is stored: read in part when
+    /// `wanted` says which entries (see [`tree::Wanted`]), unless a file
+    /// among them has another name (a hard link) the part may leave out.
+    #[allow(clippy::type_complexity)]
+    fn load_old(
+        &self,
+        store_fd: &crate::sys::OwnedFd,
+        wanted: Option<tree::Wanted>,
+        warnings: &mut Vec<String>,
+    ) -> Result<(Option<Tree>, Option<tree::Layers>, Option<tree::Partial>)> {
+        let path = &self.place.store_path;
+        let (loaded, layers, partial) = match wanted {
+            Some(w) => match tree::load_partial(store_fd, path, w)? {
+                (loaded, Some((l, p))) => (loaded, Some(l), Some(p)),
+                (loaded, None) => (loaded, None, None),
+            },
+            None => {
+                let (loaded, l) = tree::load_layers(store_fd, path)?;
+                (loaded, l, None)
+            }
+        };
+        let old = match loaded {
+            Loaded::Missing => None,
+            Loaded::Damaged(why) => {
+                warnings.push(format!(
+                    "{why}; the tree state is rebuilt and every file hashed again"
+                ));
+                None
+            }
+            Loaded::Tree(t) => Some(t),
+        };
+        if let (Some(t), Some(p)) = (&old, &partial)
+            && p.links_kept(&t.entries)
+        {
+            return self.load_old(store_fd, None, warnings);
+        }
+        Ok((old, layers, partial))
+    }
+
     /// Makes the scan's blobs durable and records the diff into the turns
     /// that may own it (see [`attribution`]); returns the tree to write
     /// and the windows open after this half.
@@ -917,7 +1007,7 @@ impl Store {
         &mut self,
         half: &Half<'_>,
         old: Option<Tree>,
-        layers: Option<tree::Layers>,
+        (layers, partial): (Option<tree::Layers>, Option<tree::Partial>),
         scan: Scan,
         windows: Option<Vec<Window>>,
         packs_fd: &crate::sys::OwnedFd,
@@ -934,6 +1024,7 @@ impl Store {
             as_old,
             relisted: _,
             patch,
+            needs_whole: _,
         } = scan;
         // Found exactly as the old tree: its entries are the scan's, and
         // nothing changed (the diff is empty).
@@ -967,6 +1058,7 @@ impl Store {
                 old,
                 dropped,
                 fresh: entries,
+                partial,
             }),
             (_, old) => New::Whole { old, entries },
         };
@@ -987,7 +1079,9 @@ impl Store {
             }
             (New::Patched(p), false) => {
                 let was: Vec<Entry> = p.dropped.iter().map(|&i| base.entries[i].clone()).collect();
-                let (changes, mut files) = diff_within(&base.entries, &was, &p.fresh, blob_size);
+                let all_files = p.partial.as_ref().map(|p| p.file_inodes.as_slice());
+                let (changes, mut files) =
+                    diff_within(&base.entries, &was, &p.fresh, all_files, blob_size);
                 crate::links::add_unchanged_names(&base.entries, &mut files, blob_size);
                 (changes, files)
             }

@@ -46,6 +46,10 @@ pub(super) struct Scan {
     /// them; every other old entry is the scan's as it is (see
     /// [`walk::Patch`]).
     pub(super) patch: Option<Vec<usize>>,
+    /// The old tree was read in part and this scan needs it whole: nothing
+    /// was read or stored, and the scan must run again with the whole tree
+    /// (see [`crate::tree::partial`]).
+    pub(super) needs_whole: bool,
 }
 
 /// How a scan treats file contents.
@@ -69,6 +73,7 @@ impl Store {
         mode: Reading,
         changed: std::result::Result<Vec<Vec<u8>>, String>,
         progress: &dyn Progress,
+        partial: Option<&tree::Partial>,
     ) -> Result<Scan> {
         let mut warnings = Vec::new();
         let (matcher, files_too) = build_matcher(&self.place.root, &mut warnings)?;
@@ -96,7 +101,7 @@ impl Store {
             (Some(t), Some(dirs)) => tree::must_recheck(&dirs.store, t, self.index.last_seq),
             _ => true,
         };
-        let partial = match (changed, old) {
+        let walked = match (changed, old) {
             (Ok(paths), Some(t)) => walk::walk_changed(
                 &self.place.root,
                 &root_fd,
@@ -106,6 +111,7 @@ impl Store {
                 progress,
                 &t.entries,
                 paths,
+                partial,
             )
             .ctx("list", &self.place.root)?
             .map(|(patch, warnings)| (Listing::Patch(patch), warnings)),
@@ -113,7 +119,13 @@ impl Store {
             (Err(why), _) => Err(why),
         };
         let mut relisted = false;
-        let (full_walk, (found, walk_warnings)) = match partial {
+        // Read in part, the old tree serves only a walk of the paths named,
+        // storing without a recheck.
+        let known = (mode == Reading::Store && recheck).then_some(&self.index.blobs);
+        if partial.is_some() && (walked.is_err() || known.is_some() || mode != Reading::Store) {
+            return Ok(Scan::needs_whole());
+        }
+        let (full_walk, (found, walk_warnings)) = match walked {
             Ok(found) => (None, found),
             Err(why) => (
                 Some(why),
@@ -138,7 +150,6 @@ impl Store {
             ),
         };
         warnings.extend(walk_warnings);
-        let known = (mode == Reading::Store && recheck).then_some(&self.index.blobs);
         let (found, as_old, patch) = match (found, old) {
             (Listing::Found(found), _) => (found, false, None),
             // Storing, with the stat cache trusted: what stays of the old
@@ -165,6 +176,7 @@ impl Store {
                     as_old: true,
                     relisted,
                     patch: None,
+                    needs_whole: false,
                 });
             }
             (Listing::AsOld, _) => (
@@ -186,6 +198,25 @@ impl Store {
         }
         // With a patch, the old entries that stay are counted too.
         let stats = match (&patch, old) {
+            (Some(dropped), Some(t)) if partial.is_some() => {
+                // The whole tree's counts, less the old entries dropped,
+                // plus the fresh ones.
+                let mut tot = partial.map(|p| p.totals).unwrap_or_default();
+                for &i in dropped {
+                    tot.count(&t.entries[i], -1);
+                }
+                for e in &entries {
+                    tot.count(e, 1);
+                }
+                ScanStats {
+                    files: tot.files,
+                    bytes: tot.bytes,
+                    dirs: tot.dirs,
+                    symlinks: tot.symlinks,
+                    excluded: tot.excluded,
+                    ..reads.stats
+                }
+            }
             (Some(dropped), Some(t)) => {
                 let mut dropped = dropped.iter().peekable();
                 let stay = t
@@ -209,6 +240,7 @@ impl Store {
             rechecked: known.is_some(),
             as_old,
             relisted,
+            needs_whole: false,
         })
     }
 
@@ -230,6 +262,25 @@ impl Store {
             }
         }
         stats
+    }
+}
+
+impl Scan {
+    /// A scan that did nothing, since the old tree must be read whole.
+    fn needs_whole() -> Scan {
+        Scan {
+            entries: Vec::new(),
+            stats: ScanStats::default(),
+            pack: None,
+            warnings: Vec::new(),
+            dev: None,
+            full_walk: None,
+            rechecked: false,
+            as_old: false,
+            relisted: false,
+            patch: None,
+            needs_whole: true,
+        }
     }
 }
 

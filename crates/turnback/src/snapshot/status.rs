@@ -61,6 +61,7 @@ impl Store {
             Reading::Compare,
             Err("status scans".into()),
             progress,
+            None,
         )?;
         warnings.extend(scan.warnings);
         let empty = Vec::new();

@@ -709,6 +709,7 @@ pub(super) fn walk_changed(
     progress: &dyn Progress,
     old: &[Entry],
     changed: Vec<Vec<u8>>,
+    outside: Option<&crate::tree::Partial>,
 ) -> io::Result<Result<Walked, String>> {
     let dirty = match dirty_paths(old, changed, store_inside.as_deref()) {
         Ok(d) => d,
@@ -750,20 +751,23 @@ pub(super) fn walk_changed(
         ..
     } = looker;
     let starts: Vec<Vec<u8>> = to_walk.iter().map(|(_, p, _)| p.clone()).collect();
-    rayon::scope(|s| {
-        for (fd, path, ig) in to_walk {
-            let ctx = &ctx;
-            s.spawn(move |s| {
-                if let Err(e) = ctx.walk_dir(fd, path.clone(), false, ig, s) {
-                    ctx.push_unlisted(Found {
-                        path,
-                        stat: Stat::default(),
-                        kind: unreadable(e),
-                    });
-                }
-            });
-        }
-    });
+    // No thread pool for nothing to walk.
+    if !to_walk.is_empty() {
+        rayon::scope(|s| {
+            for (fd, path, ig) in to_walk {
+                let ctx = &ctx;
+                s.spawn(move |s| {
+                    if let Err(e) = ctx.walk_dir(fd, path.clone(), false, ig, s) {
+                        ctx.push_unlisted(Found {
+                            path,
+                            stat: Stat::default(),
+                            kind: unreadable(e),
+                        });
+                    }
+                });
+            }
+        });
+    }
     let poisoned = || io::Error::other("a walker thread panicked");
     let warnings = ctx.warnings.into_inner().map_err(|_| poisoned())?;
     let mut by_dir = ctx.out.into_inner().map_err(|_| poisoned())?;
@@ -827,6 +831,35 @@ pub(super) fn walk_changed(
         .map(|f| f.stat.ino)
         .collect();
     inodes.sort_unstable();
+    // Read in part (see `crate::tree::partial`): the entries left out
+    // that share an inode with a file found now, and the old subtrees of
+    // directories dropped that were not read, are not here; the tree is
+    // then read whole.
+    let (lo_ino, hi_ino) = (
+        inodes.first().copied().unwrap_or(1),
+        inodes.last().copied().unwrap_or(0),
+    );
+    if let Some(o) = outside {
+        if o.outside_inodes
+            .iter()
+            .any(|&ino| ino >= lo_ino && ino <= hi_ino && inodes.binary_search(&ino).is_ok())
+        {
+            return Ok(Err(
+                "a changed file has another name the tree read in part left out".into(),
+            ));
+        }
+        let unread = |c: &Vec<u8>| {
+            !crate::tree::Wanted::covers(&o.roots, c)
+                && old
+                    .binary_search_by(|e| e.path.as_slice().cmp(c))
+                    .is_ok_and(|i| matches!(old[i].kind, Kind::Dir))
+        };
+        if cut.iter().any(unread) {
+            return Ok(Err(
+                "a directory whose old subtree was not read changed".into()
+            ));
+        }
+    }
     if let (Some(&lo), Some(&hi)) = (inodes.first(), inodes.last())
         && let Some(e) = old.iter().zip(&drop).find_map(|(e, d)| {
             let ino = e.stat.ino;

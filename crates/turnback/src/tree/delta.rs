@@ -18,8 +18,14 @@
 //! crc      u32                  CRC-32 (IEEE) of every byte before it
 //! ```
 
+use std::path::Path;
+
 use super::{Entry, Reader, put_body, put_str16, read_body};
+use crate::error::{IoResultExt, Result};
+use crate::fsx;
 use crate::id::TurnId;
+use crate::sys::OwnedFd;
+use crate::sys::fs::OFlags;
 
 /// The delta's file name inside the store.
 pub const DELTA_FILE: &str = "tree-delta";
@@ -45,6 +51,69 @@ pub(crate) struct Delta {
     pub(crate) count: u64,
     /// Sorted by path, no duplicates.
     pub(crate) changes: Vec<Change>,
+}
+
+/// The delta in `store` without its changes (`changes` left empty), with
+/// its identity (its length and final CRC field): its header and last
+/// four bytes are read, not verified (the snapshot that reads the tree
+/// whole does that). `Some(None)`: there is one and its header does not
+/// read.
+#[allow(clippy::type_complexity)]
+pub(crate) fn read_header(
+    store: &OwnedFd,
+    store_path: &Path,
+) -> Result<Option<Option<(Delta, (u64, u32))>>> {
+    let path = store_path.join(DELTA_FILE);
+    let Some(file) =
+        fsx::open_store_file(store, DELTA_FILE, OFlags::RDONLY, None).ctx("open", &path)?
+    else {
+        return Ok(None);
+    };
+    let len = file.metadata().ctx("stat", &path)?.len();
+    // Up to the turn's length: 8 + 12 + 8 + 8 + 1 + 2 bytes.
+    const FIXED: usize = 39;
+    if len < (FIXED + 8 + 4 + 4) as u64 {
+        return Ok(Some(None));
+    }
+    let mut head = [0u8; FIXED];
+    crate::sys::read_exact_at(&file, &mut head, 0).ctx("read", &path)?;
+    let turn_len = usize::from(u16::from_le_bytes([head[37], head[38]]));
+    if len < (FIXED + turn_len + 8 + 4 + 4) as u64 {
+        return Ok(Some(None));
+    }
+    let mut rest = vec![0u8; turn_len + 8];
+    crate::sys::read_exact_at(&file, &mut rest, FIXED as u64).ctx("read", &path)?;
+    let mut tail = [0u8; 4];
+    crate::sys::read_exact_at(&file, &mut tail, len - 4).ctx("read", &path)?;
+    let mut all = head.to_vec();
+    all.extend_from_slice(&rest);
+    let mut r = Reader { buf: &all, pos: 0 };
+    let parsed = (|| -> std::result::Result<Delta, String> {
+        if r.take(8)? != DELTA_MAGIC {
+            return Err("bad magic".into());
+        }
+        let base = (r.u64()?, r.u32()?);
+        let stamp_ns = r.i64()?;
+        let log_seq = r.u64()?;
+        let pending = match r.u8()? {
+            0 => false,
+            1 => true,
+            b => return Err(format!("bad pending flag {b}")),
+        };
+        let turn = TurnId::new(r.utf8()?).map_err(|e| e.to_string())?;
+        Ok(Delta {
+            base,
+            stamp_ns,
+            log_seq,
+            pending,
+            turn,
+            count: r.u64()?,
+            changes: Vec::new(),
+        })
+    })();
+    Ok(Some(
+        parsed.ok().map(|d| (d, (len, u32::from_le_bytes(tail)))),
+    ))
 }
 
 /// Serializes a delta (checksum included).

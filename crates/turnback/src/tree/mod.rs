@@ -106,8 +106,10 @@ use crate::sys::OwnedFd;
 use std::io::{Read, Write};
 
 mod delta;
+mod partial;
 pub(crate) use delta::{Change, Delta, compose, fits as delta_fits};
 pub use delta::{DELTA_FILE, DELTA_MAGIC};
+pub(crate) use partial::{Partial, Totals, Wanted, load_partial};
 use std::path::Path;
 
 use crate::sys::fs::OFlags;
@@ -688,6 +690,30 @@ pub(crate) fn load_layers(store: &OwnedFd, store_path: &Path) -> Result<(Loaded,
     Ok((Loaded::Tree(t), Some(layers)))
 }
 
+/// The entries of the tree file in `store` with `changes` applied (a delta
+/// too large to be written as one; see [`delta::fits`]).
+pub(crate) fn with_changes(
+    store: &OwnedFd,
+    store_path: &Path,
+    changes: &[Change],
+) -> Result<Vec<Entry>> {
+    let path = store_path.join(TREE_FILE);
+    let bytes = fsx::map_store_file(store, TREE_FILE)
+        .ctx("read", &path)?
+        .ok_or_else(|| crate::error::Error::Io {
+            op: "read",
+            path: path.clone(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })?;
+    decode_with(&bytes, changes, &mut Vec::new())
+        .map(|(t, _)| t.entries)
+        .map_err(|reason| crate::error::Error::Io {
+            op: "read",
+            path,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, reason),
+        })
+}
+
 /// A tree file opened for its header: the file, its length, its first 27
 /// bytes (magic, stamp, log sequence, pending flag, turn length), and its
 /// path for errors.
@@ -778,14 +804,14 @@ fn current(store: &OwnedFd, store_path: &Path) -> Result<Option<(Tree, u64, File
         entries: Vec::new(),
     };
     let mut id = (len, u32::from_le_bytes(tail));
-    let delta_path = store_path.join(DELTA_FILE);
-    if let Some(bytes) = fsx::read_store_file(store, DELTA_FILE).ctx("read", &delta_path)? {
-        // A damaged delta: the tree is read whole, which reports it.
-        let Ok(d) = delta::decode(&bytes) else {
+    if let Some(header) = delta::read_header(store, store_path)? {
+        // A delta whose header does not read: the tree is read whole,
+        // which reports it.
+        let Some((d, delta_id)) = header else {
             return Ok(None);
         };
         if d.base == id {
-            id = file_id(&bytes);
+            id = delta_id;
             tree.stamp_ns = d.stamp_ns;
             tree.log_seq = d.log_seq;
             tree.pending = d.pending;
@@ -1309,11 +1335,21 @@ mod tests {
         // A damaged delta: the tree is damaged, never the tree file alone.
         let bytes = std::fs::read(dir.path().join(DELTA_FILE)).ctx("read", dir.path())?;
         let mut bad = bytes.clone();
-        bad[30] ^= 1;
+        bad[bytes.len() - 20] ^= 1;
         std::fs::write(dir.path().join(DELTA_FILE), &bad).ctx("write", dir.path())?;
         assert!(
             matches!(load(&store, dir.path())?, Loaded::Damaged(why) if why.contains(DELTA_FILE))
         );
+        // Its header is read, not verified (as the tree file's); one that
+        // does not read gives no header.
+        let header = load_header(&store, dir.path())?.map(|(t, _)| t.log_seq);
+        assert_eq!(
+            header,
+            Some(21),
+            "the head names the delta by its length and CRC field"
+        );
+        bad[0] ^= 1;
+        std::fs::write(dir.path().join(DELTA_FILE), &bad).ctx("write", dir.path())?;
         assert!(load_header(&store, dir.path())?.is_none());
         // A delta of another tree file is not applied.
         let mut other = delta.clone();

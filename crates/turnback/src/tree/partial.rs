@@ -1,0 +1,567 @@
+//! The tree read in part: for a snapshot half that Watchman told which
+//! paths changed, only the entries that half can look at are decoded; of
+//! the rest, one pass over the file keeps the counts and the inodes (see
+//! [`load_partial`]).
+
+use std::path::Path;
+
+use super::{
+    Change, DELTA_FILE, Entry, Excluded, KIND_DIR, KIND_EXCLUDED, KIND_FILE, KIND_SYMLINK, Layers,
+    Loaded, MAGIC, Reader, TREE_FILE, Tree, delta, file_id, read_body, read_head,
+};
+use crate::error::{IoResultExt, Result};
+use crate::fsx;
+use crate::id::TurnId;
+use crate::sys::OwnedFd;
+
+/// What a partial read keeps of the entries it leaves out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Partial {
+    /// The paths whose subtrees were read whole (sorted, none below
+    /// another); see [`Wanted`].
+    pub(crate) roots: Vec<Vec<u8>>,
+    /// Counts of the whole tree.
+    pub(crate) totals: Totals,
+    /// The inode of every file entry of the whole tree, in path order.
+    pub(crate) file_inodes: Vec<u64>,
+    /// The inodes of the entries left out that are not directories, in
+    /// path order.
+    pub(crate) outside_inodes: Vec<u64>,
+}
+
+impl Partial {
+    /// Whether a file among `kept` (the entries read) shares its inode
+    /// with another file entry of the tree, which may be one left out.
+    pub(crate) fn links_kept(&self, kept: &[Entry]) -> bool {
+        let files = kept
+            .iter()
+            .filter(|e| matches!(e.kind, super::Kind::File { .. }))
+            .map(|e| e.stat.ino);
+        !crate::links::shared_inodes_of(files, self.file_inodes.iter().copied()).is_empty()
+    }
+}
+
+/// Counts of a tree's entries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Totals {
+    pub(crate) entries: u64,
+    pub(crate) files: u64,
+    pub(crate) bytes: u64,
+    pub(crate) dirs: u64,
+    pub(crate) symlinks: u64,
+    pub(crate) excluded: u64,
+    pub(crate) unreadable: u64,
+}
+
+impl Totals {
+    /// Counts `e` in (`sign` 1) or out (`-1`).
+    pub(crate) fn count(&mut self, e: &Entry, sign: i8) {
+        let code = match &e.kind {
+            super::Kind::File { .. } => KIND_FILE,
+            super::Kind::Symlink { .. } => KIND_SYMLINK,
+            super::Kind::Dir => KIND_DIR,
+            super::Kind::Excluded(_) => KIND_EXCLUDED,
+        };
+        let unreadable = matches!(e.kind, super::Kind::Excluded(Excluded::Unreadable(_)));
+        self.add(code, e.stat.size, unreadable, sign);
+    }
+
+    fn add(&mut self, kind: u8, size: u64, unreadable: bool, sign: i8) {
+        let step = |n: &mut u64, by: u64| {
+            *n = if sign < 0 {
+                n.saturating_sub(by)
+            } else {
+                n.saturating_add(by)
+            }
+        };
+        step(&mut self.entries, 1);
+        match kind {
+            KIND_FILE => {
+                step(&mut self.files, 1);
+                step(&mut self.bytes, size);
+            }
+            KIND_SYMLINK => step(&mut self.symlinks, 1),
+            KIND_DIR => step(&mut self.dirs, 1),
+            _ => {
+                step(&mut self.excluded, 1);
+                if unreadable {
+                    step(&mut self.unreadable, 1);
+                }
+            }
+        }
+    }
+}
+
+/// The entries a half that looks at the paths Watchman named can look at:
+/// each named path, everything below it, each of its ancestors and the
+/// `.turnbackignore` in each of them. Asked in byte order of paths.
+pub(crate) struct Wanted {
+    exact: Vec<Vec<u8>>,
+    /// The subtrees: for each root, the paths from `root/` (inclusive) to
+    /// `root0` (exclusive), `0` being the byte after `/`.
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
+    roots: Vec<Vec<u8>>,
+    at_exact: usize,
+    at_range: usize,
+}
+
+impl Wanted {
+    /// For the paths `changed` (relative, `/`-separated, as Watchman names
+    /// them).
+    pub(crate) fn new(changed: &[Vec<u8>]) -> Wanted {
+        let mut roots: Vec<Vec<u8>> = changed.iter().filter(|p| !p.is_empty()).cloned().collect();
+        roots.sort();
+        roots.dedup();
+        // None below another: a root below one kept is read with it.
+        let mut kept: Vec<Vec<u8>> = Vec::with_capacity(roots.len());
+        for r in roots {
+            let covered = kept
+                .last()
+                .is_some_and(|k| r.starts_with(k) && r.get(k.len()) == Some(&b'/'));
+            if !covered {
+                kept.push(r);
+            }
+        }
+        let mut exact = Vec::new();
+        exact.push(b".turnbackignore".to_vec());
+        for p in changed {
+            for (k, _) in p.iter().enumerate().filter(|(_, b)| **b == b'/') {
+                exact.push(p[..k].to_vec());
+                exact.push([&p[..k], b"/.turnbackignore".as_slice()].concat());
+            }
+            exact.push(p.clone());
+            exact.push([p.as_slice(), b"/.turnbackignore".as_slice()].concat());
+        }
+        exact.sort();
+        exact.dedup();
+        let ranges = kept
+            .iter()
+            .map(|r| {
+                let lo = [r.as_slice(), b"/".as_slice()].concat();
+                let hi = [r.as_slice(), &[b'/' + 1]].concat();
+                (lo, hi)
+            })
+            .collect();
+        Wanted {
+            exact,
+            ranges,
+            roots: kept,
+            at_exact: 0,
+            at_range: 0,
+        }
+    }
+
+    /// Whether the entry at `path` is wanted; paths are asked in
+    /// ascending order.
+    fn wants(&mut self, path: &[u8]) -> bool {
+        while self
+            .exact
+            .get(self.at_exact)
+            .is_some_and(|e| e.as_slice() < path)
+        {
+            self.at_exact += 1;
+        }
+        if self.exact.get(self.at_exact).is_some_and(|e| e == path) {
+            return true;
+        }
+        while self
+            .ranges
+            .get(self.at_range)
+            .is_some_and(|(_, hi)| hi.as_slice() <= path)
+        {
+            self.at_range += 1;
+        }
+        self.ranges
+            .get(self.at_range)
+            .is_some_and(|(lo, _)| lo.as_slice() <= path)
+    }
+
+    /// Whether the old subtree of `path` was read whole (it is a root or
+    /// lies below one).
+    pub(crate) fn covers(roots: &[Vec<u8>], path: &[u8]) -> bool {
+        let i = roots.partition_point(|r| r.as_slice() <= path);
+        i > 0 && {
+            let r = &roots[i - 1];
+            path.starts_with(r) && matches!(path.get(r.len()), None | Some(b'/'))
+        }
+    }
+}
+
+/// Reads the tree of `store` (with its delta and head, as [`super::load`])
+/// keeping only the entries `wanted` says, and the unreadable ones; of the
+/// others only their counts and inodes.
+pub(crate) fn load_partial(
+    store: &OwnedFd,
+    store_path: &Path,
+    mut wanted: Wanted,
+) -> Result<(Loaded, Option<(Layers, Partial)>)> {
+    let path = store_path.join(TREE_FILE);
+    let Some(bytes) = fsx::map_store_file(store, TREE_FILE).ctx("read", &path)? else {
+        return Ok((Loaded::Missing, None));
+    };
+    let base = file_id(&bytes);
+    let delta_path = store_path.join(DELTA_FILE);
+    let delta = match fsx::read_store_file(store, DELTA_FILE).ctx("read", &delta_path)? {
+        None => None,
+        Some(d) => match delta::decode(&d) {
+            Ok(delta) => (delta.base == base).then(|| (delta, file_id(&d))),
+            Err(reason) => {
+                return Ok((
+                    Loaded::Damaged(format!("{}: {reason}", delta_path.display())),
+                    None,
+                ));
+            }
+        },
+    };
+    let changes = delta
+        .as_ref()
+        .map_or(&[][..], |(d, _)| d.changes.as_slice());
+    let mut partial = Partial::default();
+    let (mut t, count) = match decode_partial(&bytes, changes, &mut wanted, &mut partial) {
+        Ok(r) => r,
+        Err(reason) => {
+            return Ok((
+                Loaded::Damaged(format!("{}: {reason}", path.display())),
+                None,
+            ));
+        }
+    };
+    drop(bytes);
+    partial.roots = wanted.roots;
+    let mut layers = Layers {
+        base,
+        base_count: count as u64,
+        ..Layers::default()
+    };
+    let mut id = base;
+    if let Some((d, delta_id)) = delta {
+        if partial.totals.entries != d.count {
+            return Ok((
+                Loaded::Damaged(format!(
+                    "{}: makes {} entries, not the {} it says",
+                    delta_path.display(),
+                    partial.totals.entries,
+                    d.count
+                )),
+                None,
+            ));
+        }
+        id = delta_id;
+        t.stamp_ns = d.stamp_ns;
+        t.log_seq = d.log_seq;
+        t.pending = d.pending;
+        t.turn = d.turn;
+        layers.changes = d.changes;
+    }
+    if let Some(head) = read_head(store)
+        && head.tree == id
+    {
+        t.log_seq = head.log_seq;
+        t.pending = head.pending;
+        t.turn = head.turn;
+    }
+    Ok((Loaded::Tree(t), Some((layers, partial))))
+}
+
+/// What [`super::decode_with`] reads, keeping only the entries `wanted`
+/// says and the unreadable ones; every entry, kept or not, is counted in
+/// `partial`. A path of an entry left out is checked for order only.
+fn decode_partial(
+    bytes: &[u8],
+    changes: &[Change],
+    wanted: &mut Wanted,
+    partial: &mut Partial,
+) -> std::result::Result<(Tree, usize), String> {
+    let mut r = Reader::framed(bytes, MAGIC, "a tree file", "tree format")?;
+    let stamp_ns = r.i64()?;
+    let log_seq = r.u64()?;
+    let pending = match r.u8()? {
+        0 => false,
+        1 => true,
+        b => return Err(format!("bad pending flag {b}")),
+    };
+    let turn = TurnId::new(r.utf8()?).map_err(|e| e.to_string())?;
+    let count = r.u32()? as usize;
+    partial.file_inodes.reserve(count.min(r.left() / 41));
+    partial.outside_inodes.reserve(count.min(r.left() / 41));
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut changes = changes.iter().peekable();
+    let mut prev: Vec<u8> = Vec::new();
+    // A change's entry, kept or counted.
+    let put = |e: &Entry, wanted: &mut Wanted, entries: &mut Vec<Entry>, p: &mut Partial| {
+        note(p, e.kind_code(), &e.stat, e.is_unreadable());
+        if wanted.wants(&e.path) || e.is_unreadable() {
+            entries.push(e.clone());
+        } else if !matches!(e.kind, super::Kind::Dir) {
+            p.outside_inodes.push(e.stat.ino);
+        }
+    };
+    for i in 0..count {
+        let shared = r.u16()? as usize;
+        if shared > prev.len() {
+            return Err(format!("entry {i}: shares more than the previous path"));
+        }
+        let suffix = r.str16()?;
+        // The two paths share `shared` bytes: the new one comes after the
+        // previous one when its suffix comes after the rest of it.
+        if i > 0 && suffix <= &prev[shared..] {
+            return Err(format!("entry {i}: paths are not sorted"));
+        }
+        prev.truncate(shared);
+        prev.extend_from_slice(suffix);
+        while let Some((_, new)) = changes.next_if(|(p, _)| p.as_slice() < prev.as_slice()) {
+            if let Some(e) = new {
+                put(e, wanted, &mut entries, partial);
+            }
+        }
+        let replaced = changes.next_if(|(p, _)| p.as_slice() == prev.as_slice());
+        let start = r.pos;
+        let kind = r.u8()?;
+        let stat = super::Stat {
+            size: r.u64()?,
+            mtime_ns: r.i64()?,
+            ctime_ns: r.i64()?,
+            ino: r.u64()?,
+            mode: r.u32()?,
+        };
+        let unreadable = match kind {
+            KIND_FILE => {
+                r.take(32)?;
+                false
+            }
+            KIND_SYMLINK => {
+                r.str16()?;
+                false
+            }
+            KIND_DIR => false,
+            KIND_EXCLUDED => {
+                let code = r.u8()?;
+                r.str16()?;
+                code == 6
+            }
+            k => return Err(format!("entry {i}: unknown kind {k}")),
+        };
+        if let Some((_, new)) = replaced {
+            if let Some(e) = new {
+                put(e, wanted, &mut entries, partial);
+            }
+            continue;
+        }
+        note(partial, kind, &stat, unreadable);
+        if wanted.wants(&prev) || unreadable {
+            // Read again, whole and checked, as the full decoder reads it.
+            let mut again = Reader {
+                buf: r.buf,
+                pos: start,
+            };
+            entries.push(read_body(&mut again, i, prev.clone())?);
+        } else if kind != KIND_DIR {
+            partial.outside_inodes.push(stat.ino);
+        }
+    }
+    for (_, new) in changes {
+        if let Some(e) = new {
+            put(e, wanted, &mut entries, partial);
+        }
+    }
+    if r.left() != 0 {
+        return Err(format!("{} bytes after the last entry", r.left()));
+    }
+    let tree = Tree {
+        stamp_ns,
+        log_seq,
+        turn,
+        pending,
+        entries,
+    };
+    Ok((tree, count))
+}
+
+/// Counts an entry of the whole tree.
+fn note(p: &mut Partial, kind: u8, stat: &super::Stat, unreadable: bool) {
+    p.totals.add(kind, stat.size, unreadable, 1);
+    if kind == KIND_FILE {
+        p.file_inodes.push(stat.ino);
+    }
+}
+
+impl Entry {
+    fn kind_code(&self) -> u8 {
+        match &self.kind {
+            super::Kind::File { .. } => KIND_FILE,
+            super::Kind::Symlink { .. } => KIND_SYMLINK,
+            super::Kind::Dir => KIND_DIR,
+            super::Kind::Excluded(_) => KIND_EXCLUDED,
+        }
+    }
+
+    fn is_unreadable(&self) -> bool {
+        matches!(self.kind, super::Kind::Excluded(Excluded::Unreadable(_)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id::BlobId;
+    use crate::tree::{Kind, Stat, TreeWriter};
+
+    /// A random tree: directories `a`..`c` two deep, files, symlinks,
+    /// excluded and unreadable entries, ignore files, some files sharing
+    /// an inode.
+    fn random_tree(seed: &mut u64) -> Vec<Entry> {
+        let mut next = || {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            *seed
+        };
+        let mut entries = Vec::new();
+        let names = ["a", "a-b", "a.c", "a0", "b", "c", ".turnbackignore", "f"];
+        let mut dirs = vec![Vec::new()];
+        for depth in 0..3 {
+            let mut deeper = Vec::new();
+            for d in &dirs {
+                for n in names {
+                    if next() % 3 == 0 {
+                        continue;
+                    }
+                    let path = if d.is_empty() {
+                        n.as_bytes().to_vec()
+                    } else {
+                        [d.as_slice(), b"/", n.as_bytes()].concat()
+                    };
+                    let r = next();
+                    let kind = match r % 7 {
+                        0 | 1 if depth < 2 => {
+                            deeper.push(path.clone());
+                            Kind::Dir
+                        }
+                        2 => Kind::Symlink { target: "x".into() },
+                        3 => Kind::Excluded(Excluded::Unreadable("denied".into())),
+                        4 => Kind::Excluded(Excluded::TooLarge(10)),
+                        _ => Kind::File {
+                            blob: BlobId([r as u8; 32]),
+                        },
+                    };
+                    let stat = Stat {
+                        size: r % 1000,
+                        ino: 1 + r % 60,
+                        mode: 0o100644,
+                        ..Stat::default()
+                    };
+                    entries.push(Entry { path, stat, kind });
+                }
+            }
+            dirs = deeper;
+        }
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        entries
+    }
+
+    /// What a partial read must keep of `e` for the paths `changed`.
+    fn wanted(e: &Entry, changed: &[Vec<u8>]) -> bool {
+        let under =
+            |x: &[u8], p: &[u8]| x.starts_with(p) && matches!(x.get(p.len()), None | Some(b'/'));
+        let ignore_of = |x: &[u8]| -> Option<Vec<u8>> {
+            x.strip_suffix(b".turnbackignore".as_slice())
+                .map(|d| d.strip_suffix(b"/".as_slice()).unwrap_or(d).to_vec())
+        };
+        matches!(e.kind, Kind::Excluded(Excluded::Unreadable(_)))
+            || changed.iter().any(|p| {
+                under(&e.path, p)
+                    || under(p, &e.path)
+                    || ignore_of(&e.path).is_some_and(|d| d.is_empty() || under(p, &d))
+            })
+    }
+
+    /// Read in part, a tree (with a delta) keeps exactly the entries the
+    /// changed paths can touch, as read whole, and counts the others.
+    #[test]
+    fn a_partial_read_keeps_what_the_changed_paths_touch_and_counts_the_rest() -> Result<()> {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        for round in 0..40 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let store = fsx::open_dir_path(dir.path()).ctx("open", dir.path())?;
+            let base = random_tree(&mut seed);
+            let tree = Tree {
+                stamp_ns: 1,
+                log_seq: 1,
+                turn: TurnId::new("t").expect("valid"),
+                pending: false,
+                entries: base.clone(),
+            };
+            TreeWriter::begin(&store, dir.path())?.commit(&store, dir.path(), &tree)?;
+            // A delta: some entries gone, some changed, some added.
+            let mut other = random_tree(&mut seed);
+            other.retain(|e| e.stat.size % 4 == 0);
+            let gone: Vec<Vec<u8>> = base
+                .iter()
+                .filter(|e| e.stat.size % 5 == 0)
+                .map(|e| e.path.clone())
+                .collect();
+            let (crate::tree::Loaded::Tree(_), Some(layers)) =
+                crate::tree::load_layers(&store, dir.path())?
+            else {
+                panic!("round {round}: the tree loads");
+            };
+            let changes = crate::tree::compose(Vec::new(), gone, other);
+            let (whole, _) =
+                crate::tree::decode_with(&crate::tree::encode(&tree), &changes, &mut Vec::new())
+                    .expect("a tree encoded here");
+            let delta = crate::tree::Delta {
+                base: layers.base,
+                stamp_ns: 2,
+                log_seq: 2,
+                pending: false,
+                turn: TurnId::new("t").expect("valid"),
+                count: whole.entries.len() as u64,
+                changes,
+            };
+            TreeWriter::begin(&store, dir.path())?.commit_delta(&store, dir.path(), &delta)?;
+            let all: Vec<Vec<u8>> = whole.entries.iter().map(|e| e.path.clone()).collect();
+            let changed: Vec<Vec<u8>> = (0..3)
+                .map(
+                    |k| match all.get((seed as usize + k * 7) % all.len().max(1)) {
+                        Some(p) if k != 2 => p.clone(),
+                        _ => b"b/new/deep".to_vec(),
+                    },
+                )
+                .collect();
+            let (loaded, Some((_, partial))) =
+                load_partial(&store, dir.path(), Wanted::new(&changed))?
+            else {
+                panic!("round {round}: the tree loads in part");
+            };
+            let crate::tree::Loaded::Tree(part) = loaded else {
+                panic!("round {round}: a tree");
+            };
+            let expected: Vec<Entry> = whole
+                .entries
+                .iter()
+                .filter(|e| wanted(e, &changed))
+                .cloned()
+                .collect();
+            assert_eq!(part.entries, expected, "round {round}: {changed:?}");
+            let mut totals = Totals::default();
+            whole.entries.iter().for_each(|e| totals.count(e, 1));
+            assert_eq!(partial.totals, totals, "round {round}");
+            let files: Vec<u64> = whole
+                .entries
+                .iter()
+                .filter(|e| matches!(e.kind, Kind::File { .. }))
+                .map(|e| e.stat.ino)
+                .collect();
+            assert_eq!(partial.file_inodes, files, "round {round}");
+            let outside: Vec<u64> = whole
+                .entries
+                .iter()
+                .filter(|e| !wanted(e, &changed) && !matches!(e.kind, Kind::Dir))
+                .map(|e| e.stat.ino)
+                .collect();
+            assert_eq!(partial.outside_inodes, outside, "round {round}");
+            assert_eq!(part.stamp_ns, 2, "the delta's header");
+        }
+        Ok(())
+    }
+}
