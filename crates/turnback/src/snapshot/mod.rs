@@ -49,7 +49,10 @@
 //! paths Watchman says changed since the clock stored with the tree
 //! (`walk::walk_changed`), and the rest of the tree is taken as it is; a
 //! half that Watchman says changed nothing does not even read the tree's
-//! entries (only its header), since nothing is diffed. Anything Watchman
+//! entries (only its header), since nothing is diffed; one that looks at
+//! a few paths reads the tree's entries at and around them only (see
+//! [`crate::tree`]'s partial reads) and writes the tree as a delta of
+//! those. Anything Watchman
 //! cannot vouch for is a full walk, and every rule above (exclusions,
 //! not captured, the folded stat of excluded directories) applies the same
 //! way to both.

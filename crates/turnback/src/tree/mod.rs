@@ -79,6 +79,11 @@
 //! leaves the older tree, as a lost tree write does. The blobs of the tree
 //! file's entries a delta replaced stay named (gc keeps them).
 //!
+//! A partial read (see [`partial`]): a half that looks only at the paths
+//! Watchman named decodes only the entries at, below and above them, and
+//! of the others keeps counts and inodes; whatever needs more reads the
+//! whole tree.
+//!
 //! The head, `<store>/tree-head`: a scan that finds every entry as the
 //! tree has it (nothing hashed, nothing changed: the common case before and
 //! after a read-only command) does not rewrite the tree, which is large; it
