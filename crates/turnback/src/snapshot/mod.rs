@@ -207,16 +207,13 @@ impl Patched {
         } = self;
         // The whole tree's counts, less the old entries dropped, plus the
         // fresh ones.
-        let mut tot = match &partial {
-            Some(p) => p.totals,
-            None => {
-                let mut t = tree::Totals::default();
-                old.entries.iter().for_each(|e| t.count(e, 1));
-                t
-            }
-        };
-        dropped.iter().for_each(|&i| tot.count(&old.entries[i], -1));
-        fresh.iter().for_each(|e| tot.count(e, 1));
+        let tot = tree::Totals::patched(
+            partial
+                .as_ref()
+                .map_or_else(|| tree::Totals::of(&old.entries), |p| p.totals),
+            dropped.iter().map(|&i| &old.entries[i]),
+            &fresh,
+        );
         let count = tot.entries;
         match layers {
             // Read in part, the tree is always made of the tree file and

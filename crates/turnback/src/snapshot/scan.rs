@@ -196,18 +196,15 @@ impl Store {
                 !reads.gone.contains(&(k - 1))
             });
         }
-        // With a patch, the old entries that stay are counted too.
+        // With a patch: the whole old tree's counts (those a part kept),
+        // less the old entries dropped, plus the fresh ones.
         let stats = match (&patch, old) {
-            (Some(dropped), Some(t)) if partial.is_some() => {
-                // The whole tree's counts, less the old entries dropped,
-                // plus the fresh ones.
-                let mut tot = partial.map(|p| p.totals).unwrap_or_default();
-                for &i in dropped {
-                    tot.count(&t.entries[i], -1);
-                }
-                for e in &entries {
-                    tot.count(e, 1);
-                }
+            (Some(dropped), Some(t)) => {
+                let tot = tree::Totals::patched(
+                    partial.map_or_else(|| tree::Totals::of(&t.entries), |p| p.totals),
+                    dropped.iter().map(|&i| &t.entries[i]),
+                    &entries,
+                );
                 ScanStats {
                     files: tot.files,
                     bytes: tot.bytes,
@@ -216,16 +213,6 @@ impl Store {
                     excluded: tot.excluded,
                     ..reads.stats
                 }
-            }
-            (Some(dropped), Some(t)) => {
-                let mut dropped = dropped.iter().peekable();
-                let stay = t
-                    .entries
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| dropped.next_if_eq(&i).is_none())
-                    .map(|(_, e)| e);
-                Self::counted(stay, Self::counted(&entries, reads.stats))
             }
             _ => Self::counted(&entries, reads.stats),
         };
@@ -246,10 +233,7 @@ impl Store {
 
     /// `stats` with the files, bytes, directories, symlinks and excluded
     /// paths of `entries` added.
-    fn counted<'a>(
-        entries: impl IntoIterator<Item = &'a Entry>,
-        mut stats: ScanStats,
-    ) -> ScanStats {
+    fn counted(entries: &[Entry], mut stats: ScanStats) -> ScanStats {
         for e in entries {
             match &e.kind {
                 Kind::File { .. } => {

@@ -54,6 +54,24 @@ pub(crate) struct Totals {
 }
 
 impl Totals {
+    /// The counts of `entries`.
+    pub(crate) fn of(entries: &[Entry]) -> Totals {
+        let mut t = Totals::default();
+        entries.iter().for_each(|e| t.count(e, 1));
+        t
+    }
+
+    /// `self` with the entries `out` counted out and `fresh` in.
+    pub(crate) fn patched<'a>(
+        mut self,
+        out: impl Iterator<Item = &'a Entry>,
+        fresh: &[Entry],
+    ) -> Totals {
+        out.for_each(|e| self.count(e, -1));
+        fresh.iter().for_each(|e| self.count(e, 1));
+        self
+    }
+
     /// Counts `e` in (`sign` 1) or out (`-1`).
     pub(crate) fn count(&mut self, e: &Entry, sign: i8) {
         let code = match &e.kind {
@@ -543,9 +561,7 @@ mod tests {
                 .cloned()
                 .collect();
             assert_eq!(part.entries, expected, "round {round}: {changed:?}");
-            let mut totals = Totals::default();
-            whole.entries.iter().for_each(|e| totals.count(e, 1));
-            assert_eq!(partial.totals, totals, "round {round}");
+            assert_eq!(partial.totals, Totals::of(&whole.entries), "round {round}");
             let files: Vec<u64> = whole
                 .entries
                 .iter()
