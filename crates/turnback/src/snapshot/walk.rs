@@ -823,8 +823,8 @@ pub(super) fn walk_changed(
     // or wrote through), which Watchman did not name and nothing looked
     // at: its ctime changed too, which the scan sees. Rare, and not worth
     // a guess: the whole tree is scanned for this snapshot.
-    // Sorted, searched only within their range: one pass over the old
-    // tree costs a comparison or two per entry.
+    // Sorted, searched only within their range: a pass over many inodes
+    // costs a comparison or two for each.
     let mut inodes: Vec<u64> = fresh
         .iter()
         .filter(|f| matches!(f.kind, FoundKind::File | FoundKind::Excluded(_)) && f.stat.ino != 0)
@@ -860,11 +860,11 @@ pub(super) fn walk_changed(
             ));
         }
     }
-    if let (Some(&lo), Some(&hi)) = (inodes.first(), inodes.last())
+    if !inodes.is_empty()
         && let Some(e) = old.iter().zip(&drop).find_map(|(e, d)| {
             let ino = e.stat.ino;
-            (ino >= lo
-                && ino <= hi
+            (ino >= lo_ino
+                && ino <= hi_ino
                 && !*d
                 && !matches!(e.kind, Kind::Dir)
                 && inodes.binary_search(&ino).is_ok())
