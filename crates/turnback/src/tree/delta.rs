@@ -93,14 +93,7 @@ pub(crate) fn read_header(
             return Err("bad magic".into());
         }
         let base = (r.u64()?, r.u32()?);
-        let stamp_ns = r.i64()?;
-        let log_seq = r.u64()?;
-        let pending = match r.u8()? {
-            0 => false,
-            1 => true,
-            b => return Err(format!("bad pending flag {b}")),
-        };
-        let turn = TurnId::new(r.utf8()?).map_err(|e| e.to_string())?;
+        let (stamp_ns, log_seq, pending, turn) = r.tree_header()?;
         Ok(Delta {
             base,
             stamp_ns,
@@ -147,14 +140,7 @@ pub(crate) fn encode(d: &Delta) -> Vec<u8> {
 pub(crate) fn decode(bytes: &[u8]) -> std::result::Result<Delta, String> {
     let mut r = Reader::framed(bytes, DELTA_MAGIC, "a tree delta", "tree delta format")?;
     let base = (r.u64()?, r.u32()?);
-    let stamp_ns = r.i64()?;
-    let log_seq = r.u64()?;
-    let pending = match r.u8()? {
-        0 => false,
-        1 => true,
-        b => return Err(format!("bad pending flag {b}")),
-    };
-    let turn = TurnId::new(r.utf8()?).map_err(|e| e.to_string())?;
+    let (stamp_ns, log_seq, pending, turn) = r.tree_header()?;
     let count = r.u64()?;
     let n = r.u32()? as usize;
     // Every change takes at least 3 bytes.

@@ -518,6 +518,20 @@ impl<'a> Reader<'a> {
         let n = self.u16()? as usize;
         self.take(n)
     }
+    /// The fields a tree file and a delta begin with: the stamp, the log
+    /// sequence, the pending flag and the turn.
+    fn tree_header(&mut self) -> std::result::Result<(i64, u64, bool, TurnId), String> {
+        let stamp_ns = self.i64()?;
+        let log_seq = self.u64()?;
+        let pending = match self.u8()? {
+            0 => false,
+            1 => true,
+            b => return Err(format!("bad pending flag {b}")),
+        };
+        let turn = TurnId::new(self.utf8()?).map_err(|e| e.to_string())?;
+        Ok((stamp_ns, log_seq, pending, turn))
+    }
+
     pub(crate) fn utf8(&mut self) -> std::result::Result<String, String> {
         let b = self.str16()?;
         String::from_utf8(b.to_vec())
@@ -541,14 +555,7 @@ pub(crate) fn decode_with(
     shadowed: &mut Vec<BlobId>,
 ) -> std::result::Result<(Tree, usize), String> {
     let mut r = Reader::framed(bytes, MAGIC, "a tree file", "tree format")?;
-    let stamp_ns = r.i64()?;
-    let log_seq = r.u64()?;
-    let pending = match r.u8()? {
-        0 => false,
-        1 => true,
-        b => return Err(format!("bad pending flag {b}")),
-    };
-    let turn = TurnId::new(r.utf8()?).map_err(|e| e.to_string())?;
+    let (stamp_ns, log_seq, pending, turn) = r.tree_header()?;
     let count = r.u32()? as usize;
     // Every entry takes at least 41 bytes: a hostile count cannot make us
     // allocate more than the file justifies.
@@ -625,6 +632,26 @@ pub(crate) struct Layers {
 /// [`load`], and how the tree is stored (`None` when there is no tree or it
 /// is damaged).
 pub(crate) fn load_layers(store: &OwnedFd, store_path: &Path) -> Result<(Loaded, Option<Layers>)> {
+    load_using(store, store_path, |bytes, changes, shadowed| {
+        let (t, count) = decode_with(bytes, changes, shadowed)?;
+        let made = t.entries.len() as u64;
+        Ok((t, count, made))
+    })
+}
+
+/// Reads the tree file of `store` and its delta, when one belongs to it,
+/// with `decode` (the tree file's bytes and the delta's changes give the
+/// tree, how many entries the file holds and how many the tree has; see
+/// [`decode_with`]), then applies the delta's header and the head.
+fn load_using(
+    store: &OwnedFd,
+    store_path: &Path,
+    decode: impl FnOnce(
+        &[u8],
+        &[Change],
+        &mut Vec<BlobId>,
+    ) -> std::result::Result<(Tree, usize, u64), String>,
+) -> Result<(Loaded, Option<Layers>)> {
     let path = store_path.join(TREE_FILE);
     let Some(bytes) = fsx::map_store_file(store, TREE_FILE).ctx("read", &path)? else {
         return Ok((Loaded::Missing, None));
@@ -652,10 +679,10 @@ pub(crate) fn load_layers(store: &OwnedFd, store_path: &Path) -> Result<(Loaded,
     let changes = delta
         .as_ref()
         .map_or(&[][..], |(d, _)| d.changes.as_slice());
-    let mut t = match decode_with(&bytes, changes, &mut layers.shadowed) {
-        Ok((t, count)) => {
+    let (mut t, made) = match decode(&bytes, changes, &mut layers.shadowed) {
+        Ok((t, count, made)) => {
             layers.base_count = count as u64;
-            t
+            (t, made)
         }
         Err(reason) => {
             return Ok((
@@ -667,12 +694,11 @@ pub(crate) fn load_layers(store: &OwnedFd, store_path: &Path) -> Result<(Loaded,
     drop(bytes);
     let mut id = base;
     if let Some((d, delta_id)) = delta {
-        if t.entries.len() as u64 != d.count {
+        if made != d.count {
             return Ok((
                 Loaded::Damaged(format!(
-                    "{}: makes {} entries, not the {} it says",
+                    "{}: makes {made} entries, not the {} it says",
                     delta_path.display(),
-                    t.entries.len(),
                     d.count
                 )),
                 None,

@@ -6,12 +6,10 @@
 use std::path::Path;
 
 use super::{
-    Change, DELTA_FILE, Entry, Excluded, KIND_DIR, KIND_EXCLUDED, KIND_FILE, KIND_SYMLINK, Layers,
-    Loaded, MAGIC, Reader, TREE_FILE, Tree, delta, file_id, read_body, read_head,
+    Change, Entry, Excluded, KIND_DIR, KIND_EXCLUDED, KIND_FILE, KIND_SYMLINK, Layers, Loaded,
+    MAGIC, Reader, Tree, load_using, read_body,
 };
-use crate::error::{IoResultExt, Result};
-use crate::fsx;
-use crate::id::TurnId;
+use crate::error::Result;
 use crate::sys::OwnedFd;
 
 /// What a partial read keeps of the entries it leaves out.
@@ -213,72 +211,13 @@ pub(crate) fn load_partial(
     store_path: &Path,
     mut wanted: Wanted,
 ) -> Result<(Loaded, Option<(Layers, Partial)>)> {
-    let path = store_path.join(TREE_FILE);
-    let Some(bytes) = fsx::map_store_file(store, TREE_FILE).ctx("read", &path)? else {
-        return Ok((Loaded::Missing, None));
-    };
-    let base = file_id(&bytes);
-    let delta_path = store_path.join(DELTA_FILE);
-    let delta = match fsx::read_store_file(store, DELTA_FILE).ctx("read", &delta_path)? {
-        None => None,
-        Some(d) => match delta::decode(&d) {
-            Ok(delta) => (delta.base == base).then(|| (delta, file_id(&d))),
-            Err(reason) => {
-                return Ok((
-                    Loaded::Damaged(format!("{}: {reason}", delta_path.display())),
-                    None,
-                ));
-            }
-        },
-    };
-    let changes = delta
-        .as_ref()
-        .map_or(&[][..], |(d, _)| d.changes.as_slice());
     let mut partial = Partial::default();
-    let (mut t, count) = match decode_partial(&bytes, changes, &mut wanted, &mut partial) {
-        Ok(r) => r,
-        Err(reason) => {
-            return Ok((
-                Loaded::Damaged(format!("{}: {reason}", path.display())),
-                None,
-            ));
-        }
-    };
-    drop(bytes);
+    let (loaded, layers) = load_using(store, store_path, |bytes, changes, _| {
+        let (t, count) = decode_partial(bytes, changes, &mut wanted, &mut partial)?;
+        Ok((t, count, partial.totals.entries))
+    })?;
     partial.roots = wanted.roots;
-    let mut layers = Layers {
-        base,
-        base_count: count as u64,
-        ..Layers::default()
-    };
-    let mut id = base;
-    if let Some((d, delta_id)) = delta {
-        if partial.totals.entries != d.count {
-            return Ok((
-                Loaded::Damaged(format!(
-                    "{}: makes {} entries, not the {} it says",
-                    delta_path.display(),
-                    partial.totals.entries,
-                    d.count
-                )),
-                None,
-            ));
-        }
-        id = delta_id;
-        t.stamp_ns = d.stamp_ns;
-        t.log_seq = d.log_seq;
-        t.pending = d.pending;
-        t.turn = d.turn;
-        layers.changes = d.changes;
-    }
-    if let Some(head) = read_head(store)
-        && head.tree == id
-    {
-        t.log_seq = head.log_seq;
-        t.pending = head.pending;
-        t.turn = head.turn;
-    }
-    Ok((Loaded::Tree(t), Some((layers, partial))))
+    Ok((loaded, layers.map(|l| (l, partial))))
 }
 
 /// What [`super::decode_with`] reads, keeping only the entries `wanted`
@@ -291,14 +230,7 @@ fn decode_partial(
     partial: &mut Partial,
 ) -> std::result::Result<(Tree, usize), String> {
     let mut r = Reader::framed(bytes, MAGIC, "a tree file", "tree format")?;
-    let stamp_ns = r.i64()?;
-    let log_seq = r.u64()?;
-    let pending = match r.u8()? {
-        0 => false,
-        1 => true,
-        b => return Err(format!("bad pending flag {b}")),
-    };
-    let turn = TurnId::new(r.utf8()?).map_err(|e| e.to_string())?;
+    let (stamp_ns, log_seq, pending, turn) = r.tree_header()?;
     let count = r.u32()? as usize;
     partial.file_inodes.reserve(count.min(r.left() / 41));
     partial.outside_inodes.reserve(count.min(r.left() / 41));
@@ -421,7 +353,9 @@ impl Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::id::BlobId;
+    use crate::error::IoResultExt;
+    use crate::fsx;
+    use crate::id::{BlobId, TurnId};
     use crate::tree::{Kind, Stat, TreeWriter};
 
     /// A random tree: directories `a`..`c` two deep, files, symlinks,
