@@ -1092,3 +1092,63 @@ fn a_scan_that_lists_a_watchman_tree_whole_and_finds_it_unchanged_vouches_for_it
     assert!(fsmonitor::state::load(&store.place.dirs().store).is_none());
     Ok(())
 }
+
+/// Read in part, a scan of the paths Watchman named that needs an old
+/// subtree the part left out (a directory moved away, only one file of it
+/// named) says it needs the whole tree, and reads and stores nothing; on
+/// the whole tree the same paths drop the directory's whole subtree.
+#[test]
+fn a_partial_read_that_misses_a_dropped_subtree_asks_for_the_whole_tree() -> TestResult {
+    let (dir, mut store) = project();
+    put(dir.path(), "src/deep/a.rs", b"a\n");
+    put(dir.path(), "src/deep/b.rs", b"b\n");
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    std::thread::sleep(Duration::from_millis(20));
+    store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    let outside = tempfile::tempdir()?;
+    fs::rename(dir.path().join("src/deep"), outside.path().join("deep"))?;
+    let named = vec![b"src/deep/a.rs".to_vec()];
+    let store_fd = crate::sys::dup(&store.place.dirs().store)?;
+    let path = store.place.store_path.clone();
+    let (Loaded::Tree(part), Some((_, partial))) =
+        tree::load_partial(&store_fd, &path, tree::Wanted::new(&named))?
+    else {
+        return Err("the tree reads in part".into());
+    };
+    let kept: Vec<&[u8]> = part.entries.iter().map(|e| e.path.as_slice()).collect();
+    assert!(
+        kept.contains(&b"src/deep".as_slice()),
+        "an ancestor: {kept:?}"
+    );
+    assert!(
+        !kept.contains(&b"src/deep/b.rs".as_slice()),
+        "not named: {kept:?}"
+    );
+    let scan = store.scan(
+        Some(&part),
+        Reading::Store,
+        Ok(named.clone()),
+        &NoProgress,
+        Some(&partial),
+    )?;
+    assert!(scan.needs_whole, "src/deep's old subtree was not read");
+    assert!(scan.pack.is_none() && scan.entries.is_empty());
+    let Loaded::Tree(whole) = tree::load(&store_fd, &path)? else {
+        return Err("the tree reads whole".into());
+    };
+    let scan = store.scan(Some(&whole), Reading::Store, Ok(named), &NoProgress, None)?;
+    assert!(!scan.needs_whole);
+    let dropped: Vec<&[u8]> = scan
+        .patch
+        .as_ref()
+        .ok_or("a patch")?
+        .iter()
+        .map(|&i| whole.entries[i].path.as_slice())
+        .collect();
+    assert_eq!(
+        dropped,
+        [b"src/deep".as_slice(), b"src/deep/a.rs", b"src/deep/b.rs"],
+        "the directory and all below it"
+    );
+    Ok(())
+}
