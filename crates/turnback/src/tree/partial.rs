@@ -128,16 +128,15 @@ impl Wanted {
         let mut roots: Vec<Vec<u8>> = changed.iter().filter(|p| !p.is_empty()).cloned().collect();
         roots.sort();
         roots.dedup();
-        // None below another: a root below one kept is read with it.
-        let mut kept: Vec<Vec<u8>> = Vec::with_capacity(roots.len());
-        for r in roots {
-            let covered = kept
-                .last()
-                .is_some_and(|k| r.starts_with(k) && r.get(k.len()) == Some(&b'/'));
-            if !covered {
-                kept.push(r);
-            }
-        }
+        // None below another: a root below one kept is read with it. (An
+        // ancestor need not sort right before: `a` < `a-b` < `a/x`.)
+        let kept: Vec<Vec<u8>> = roots
+            .iter()
+            .filter(|r| {
+                !ancestors(r).any(|a| roots.binary_search_by(|x| x.as_slice().cmp(a)).is_ok())
+            })
+            .cloned()
+            .collect();
         let mut exact = Vec::new();
         exact.push(b".turnbackignore".to_vec());
         for p in changed {
@@ -150,7 +149,9 @@ impl Wanted {
         }
         exact.sort();
         exact.dedup();
-        let ranges = kept
+        // Disjoint, since no root is below another, and sorted by where
+        // they start (`a-b/` before `a/`, though `a` sorts before `a-b`).
+        let mut ranges: Vec<(Vec<u8>, Vec<u8>)> = kept
             .iter()
             .map(|r| {
                 let lo = [r.as_slice(), b"/".as_slice()].concat();
@@ -158,6 +159,7 @@ impl Wanted {
                 (lo, hi)
             })
             .collect();
+        ranges.sort();
         Wanted {
             exact,
             ranges,
@@ -195,12 +197,17 @@ impl Wanted {
     /// Whether the old subtree of `path` was read whole (it is a root or
     /// lies below one).
     pub(crate) fn covers(roots: &[Vec<u8>], path: &[u8]) -> bool {
-        let i = roots.partition_point(|r| r.as_slice() <= path);
-        i > 0 && {
-            let r = &roots[i - 1];
-            path.starts_with(r) && matches!(path.get(r.len()), None | Some(b'/'))
-        }
+        let is_root = |p: &[u8]| roots.binary_search_by(|r| r.as_slice().cmp(p)).is_ok();
+        is_root(path) || ancestors(path).any(is_root)
     }
+}
+
+/// The proper ancestors of a `/`-separated path, nearest last.
+fn ancestors(path: &[u8]) -> impl Iterator<Item = &[u8]> {
+    path.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'/')
+        .map(move |(k, _)| &path[..k])
 }
 
 /// Reads the tree of `store` (with its delta and head, as [`super::load`])
@@ -425,6 +432,66 @@ mod tests {
                     || under(p, &e.path)
                     || ignore_of(&e.path).is_some_and(|d| d.is_empty() || under(p, &d))
             })
+    }
+
+    /// Asked in path order, `Wanted` wants exactly what a plain statement
+    /// of it says, and `covers` exactly the paths at or below a named one,
+    /// also for names that sort between a directory and what lies below it
+    /// (`a` < `a-b` < `a.c` < `a/x` < `a0`).
+    #[test]
+    fn wanted_paths_are_the_named_ones_their_ancestors_subtrees_and_ignore_files() {
+        let names = ["a", "a-b", "a.c", "a0", ".turnbackignore", "x"];
+        let mut all: Vec<Vec<u8>> = Vec::new();
+        let mut level: Vec<Vec<u8>> = vec![Vec::new()];
+        for _ in 0..3 {
+            let mut next = Vec::new();
+            for d in &level {
+                for n in names {
+                    let p = if d.is_empty() {
+                        n.as_bytes().to_vec()
+                    } else {
+                        [d.as_slice(), b"/", n.as_bytes()].concat()
+                    };
+                    next.push(p);
+                }
+            }
+            all.extend(next.iter().cloned());
+            level = next;
+        }
+        all.sort();
+        let entry = |p: &[u8]| Entry {
+            path: p.to_vec(),
+            stat: crate::tree::Stat::default(),
+            kind: crate::tree::Kind::Dir,
+        };
+        let cases: [&[&str]; 5] = [
+            &["a", "a-b", "a/x"],
+            &["a/a-b/x", "a/a"],
+            &["a.c", "a0/a"],
+            &["x/x/x"],
+            &["a/a", "a", "a-b/a.c"],
+        ];
+        for named in cases {
+            let named: Vec<Vec<u8>> = named.iter().map(|p| p.as_bytes().to_vec()).collect();
+            let mut w = Wanted::new(&named);
+            for p in &all {
+                assert_eq!(
+                    w.wants(p),
+                    wanted(&entry(p), &named),
+                    "{named:?}: {:?}",
+                    String::from_utf8_lossy(p)
+                );
+                let under = named
+                    .iter()
+                    .any(|r| p.starts_with(r) && matches!(p.get(r.len()), None | Some(b'/')));
+                assert_eq!(
+                    Wanted::covers(&w.roots, p),
+                    under,
+                    "{named:?}: covers {:?}",
+                    String::from_utf8_lossy(p)
+                );
+            }
+        }
     }
 
     /// Read in part, a tree (with a delta) keeps exactly the entries the
