@@ -76,13 +76,15 @@ use crate::log::{FileEntry, Op, PostEntry};
 use crate::pack;
 use crate::path::RelPath;
 use crate::store::Store;
-use crate::tree::{self, Entry, Excluded, Kind, Loaded, Tree, TreeWriter};
+use crate::tree::{self, Entry, Loaded, Tree, TreeWriter};
 use attribution::{Closing, Half};
 use diff::{Look, diff, diff_within, post_of};
+use new_tree::{New, NewTree, Patched};
 use scan::{Reading, Scan};
 
 pub(crate) mod attribution;
 mod diff;
+mod new_tree;
 mod read;
 mod scan;
 mod status;
@@ -120,144 +122,6 @@ type Outcome = (
     Option<(Recorded, Option<u64>)>,
     Vec<Window>,
 );
-
-/// The tree a half leaves (see [`crate::tree`]).
-enum NewTree {
-    /// Every entry: written whole.
-    Whole(Vec<Entry>),
-    /// The changes since the tree file, written as its delta; or, when
-    /// they are too many for one (`whole`), applied to the tree file and
-    /// written whole.
-    Delta {
-        whole: bool,
-        /// The tree file's identity.
-        base: (u64, u32),
-        changes: Vec<tree::Change>,
-        /// The number of entries and of unreadable ones.
-        count: u64,
-        unreadable: u64,
-    },
-}
-
-/// The new tree, as [`Store::record`] holds it.
-enum New {
-    /// The scan's entries (and the old tree, until it is diffed).
-    Whole {
-        old: Option<Tree>,
-        entries: Vec<Entry>,
-    },
-    /// The old tree with the scan's patch.
-    Patched(Patched),
-}
-
-impl New {
-    /// The entry at `path`, if any.
-    fn entry(&self, path: &[u8]) -> Option<&Entry> {
-        match self {
-            New::Whole { entries, .. } => diff::entry_at(entries, path),
-            New::Patched(p) => p.entry(path),
-        }
-    }
-
-    /// The tree to write (see [`Patched::into_new_tree`]).
-    fn into_new_tree(self, layers: Option<tree::Layers>) -> NewTree {
-        match self {
-            New::Whole { entries, .. } => NewTree::Whole(entries),
-            New::Patched(p) => p.into_new_tree(layers),
-        }
-    }
-}
-
-/// The new tree as a scan of the paths Watchman named found it: the old
-/// tree, its entries at `dropped` gone or replaced by `fresh` (see
-/// [`Scan::patch`]).
-struct Patched {
-    old: Tree,
-    dropped: Vec<usize>,
-    fresh: Vec<Entry>,
-    /// How much of the whole tree `old` is, when it was read in part.
-    partial: Option<tree::Partial>,
-}
-
-impl Patched {
-    /// The entry at `path`, if any.
-    fn entry(&self, path: &[u8]) -> Option<&Entry> {
-        if let Some(e) = diff::entry_at(&self.fresh, path) {
-            return Some(e);
-        }
-        let i = self
-            .old
-            .entries
-            .binary_search_by(|e| e.path.as_slice().cmp(path))
-            .ok()?;
-        self.dropped
-            .binary_search(&i)
-            .is_err()
-            .then(|| &self.old.entries[i])
-    }
-
-    /// The tree to write: a delta when the tree file's (in `layers`) and
-    /// this one's changes fit in one (see [`tree::Layers`]), else whole.
-    fn into_new_tree(self, layers: Option<tree::Layers>) -> NewTree {
-        let Patched {
-            old,
-            dropped,
-            fresh,
-            partial,
-        } = self;
-        // The whole tree's counts, less the old entries dropped, plus the
-        // fresh ones.
-        let tot = tree::Totals::patched(
-            partial
-                .as_ref()
-                .map_or_else(|| tree::Totals::of(&old.entries), |p| p.totals),
-            dropped.iter().map(|&i| &old.entries[i]),
-            &fresh,
-        );
-        let count = tot.entries;
-        match layers {
-            // Read in part, the tree is always made of the tree file and
-            // the changes.
-            Some(l)
-                if partial.is_some()
-                    || tree::delta_fits(
-                        l.changes.len() + dropped.len() + fresh.len(),
-                        l.base_count,
-                    ) =>
-            {
-                let gone = dropped
-                    .iter()
-                    .map(|&i| old.entries[i].path.clone())
-                    .collect();
-                let changes = tree::compose(l.changes, gone, fresh);
-                NewTree::Delta {
-                    whole: !tree::delta_fits(changes.len(), l.base_count),
-                    base: l.base,
-                    changes,
-                    count,
-                    unreadable: tot.unreadable,
-                }
-            }
-            _ => {
-                let mut out = Vec::with_capacity(count as usize);
-                crate::sys::huge_pages(&mut out);
-                let mut dropped = dropped.into_iter().peekable();
-                let mut fresh = fresh.into_iter().peekable();
-                for (i, e) in old.entries.into_iter().enumerate() {
-                    if dropped.next_if_eq(&i).is_some() {
-                        continue;
-                    }
-                    while let Some(f) = fresh.next_if(|f| f.path < e.path) {
-                        out.push(f);
-                    }
-                    out.push(e);
-                }
-                out.extend(fresh);
-                NewTree::Whole(out)
-            }
-        }
-    }
-}
 
 /// A scan of at least this many entries lets go of the checkpoint blocks
 /// its lookups read (up to 6 MB) and of the memory its threads freed before
@@ -809,21 +673,9 @@ impl Store {
             &packs_fd,
             &mut warnings,
         )?;
-        let (tree_count, unreadable) = match (quick, &new_tree) {
-            (Some((n, counts)), _) => (n, counts.unreadable),
-            (None, NewTree::Whole(entries)) => (
-                entries.len() as u64,
-                entries
-                    .iter()
-                    .filter(|e| matches!(e.kind, Kind::Excluded(Excluded::Unreadable(_))))
-                    .count() as u64,
-            ),
-            (
-                None,
-                NewTree::Delta {
-                    count, unreadable, ..
-                },
-            ) => (*count, *unreadable),
+        let (tree_count, unreadable) = match quick {
+            Some((n, counts)) => (n, counts.unreadable),
+            None => new_tree.counts(),
         };
         let pending = !windows.is_empty();
         let mark = TreeMark {
@@ -842,49 +694,14 @@ impl Store {
                 turn,
             )?;
         } else {
-            stats.tree_bytes = match new_tree {
-                NewTree::Whole(entries) => {
-                    let new_tree = Tree {
-                        stamp_ns,
-                        log_seq: self.index.last_seq,
-                        turn: turn.clone(),
-                        pending,
-                        entries,
-                    };
-                    writer.commit(&store_fd, &self.place.store_path, &new_tree)?
-                }
-                NewTree::Delta {
-                    whole: true,
-                    changes,
-                    ..
-                } => {
-                    let new_tree = Tree {
-                        stamp_ns,
-                        log_seq: self.index.last_seq,
-                        turn: turn.clone(),
-                        pending,
-                        entries: tree::with_changes(&store_fd, &self.place.store_path, &changes)?,
-                    };
-                    writer.commit(&store_fd, &self.place.store_path, &new_tree)?
-                }
-                NewTree::Delta {
-                    base,
-                    changes,
-                    count,
-                    ..
-                } => {
-                    let delta = tree::Delta {
-                        base,
-                        stamp_ns,
-                        log_seq: self.index.last_seq,
-                        pending,
-                        turn: turn.clone(),
-                        count,
-                        changes,
-                    };
-                    writer.commit_delta(&store_fd, &self.place.store_path, &delta)?
-                }
+            let header = Tree {
+                stamp_ns,
+                log_seq: self.index.last_seq,
+                turn: turn.clone(),
+                pending,
+                entries: Vec::new(),
             };
+            stats.tree_bytes = new_tree.write(writer, &store_fd, &self.place.store_path, header)?;
         }
         // Every blob the tree in place names was looked up (see
         // `crate::tree`): the recheck, if one was asked for, is done.
