@@ -1152,3 +1152,36 @@ fn a_partial_read_that_misses_a_dropped_subtree_asks_for_the_whole_tree() -> Tes
     );
     Ok(())
 }
+
+/// A file in the part that shares its inode with another entry (a hard
+/// link) makes the tree read whole: the part may leave the other name out,
+/// and a change through one name is a change of both.
+#[test]
+fn a_partial_read_of_a_hard_linked_file_reads_the_whole_tree() -> TestResult {
+    let (dir, mut store) = project();
+    put(dir.path(), "src/deep/a.rs", b"a\n");
+    fs::hard_link(
+        dir.path().join("src/deep/a.rs"),
+        dir.path().join("docs/a-too.rs"),
+    )?;
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    std::thread::sleep(Duration::from_millis(20));
+    store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    let store_fd = crate::sys::dup(&store.place.dirs().store)?;
+    let path = store.place.store_path.clone();
+    let mut warnings = Vec::new();
+    let named = |p: &str| tree::Wanted::new(&[p.as_bytes().to_vec()]);
+    let (old, _, partial) =
+        store.load_old(&store_fd, Some(named("src/deep/a.rs")), &mut warnings)?;
+    assert!(partial.is_none(), "read whole");
+    let Loaded::Tree(whole) = tree::load(&store_fd, &path)? else {
+        return Err("the tree reads whole".into());
+    };
+    assert_eq!(old.ok_or("a tree")?.entries, whole.entries);
+    // A file without another name: read in part.
+    let (old, _, partial) = store.load_old(&store_fd, Some(named("src/lib.rs")), &mut warnings)?;
+    assert!(partial.is_some(), "read in part");
+    assert!(old.ok_or("a tree")?.entries.len() < whole.entries.len());
+    assert!(warnings.is_empty(), "{warnings:?}");
+    Ok(())
+}
