@@ -5,7 +5,7 @@
 use super::diff;
 use crate::error::Result;
 use crate::sys::OwnedFd;
-use crate::tree::{self, Entry, Excluded, Kind, Tree, TreeWriter};
+use crate::tree::{self, Entry, Tree, TreeWriter};
 use std::path::Path;
 
 /// The tree a half leaves (see [`crate::tree`]).
@@ -152,10 +152,7 @@ impl NewTree {
         match self {
             NewTree::Whole(entries) => (
                 entries.len() as u64,
-                entries
-                    .iter()
-                    .filter(|e| matches!(e.kind, Kind::Excluded(Excluded::Unreadable(_))))
-                    .count() as u64,
+                entries.iter().filter(|e| e.is_unreadable()).count() as u64,
             ),
             NewTree::Delta {
                 count, unreadable, ..

@@ -206,6 +206,9 @@ pub enum Excluded {
 }
 
 impl Excluded {
+    /// The code of [`Excluded::Unreadable`] in the tree file.
+    const UNREADABLE: u8 = 6;
+
     fn code(&self) -> (u8, String) {
         match self {
             Excluded::Default(p) => (1, p.clone()),
@@ -213,7 +216,7 @@ impl Excluded {
             Excluded::TooLarge(cap) => (3, cap.to_string()),
             Excluded::Special => (4, String::new()),
             Excluded::BadName(why) => (5, why.clone()),
-            Excluded::Unreadable(why) => (6, why.clone()),
+            Excluded::Unreadable(why) => (Excluded::UNREADABLE, why.clone()),
         }
     }
 
@@ -228,7 +231,7 @@ impl Excluded {
             ),
             4 => Excluded::Special,
             5 => Excluded::BadName(detail),
-            6 => Excluded::Unreadable(detail),
+            Excluded::UNREADABLE => Excluded::Unreadable(detail),
             c => return Err(format!("unknown exclusion code {c}")),
         })
     }
@@ -284,6 +287,21 @@ impl Entry {
     /// The path for display (bytes that are not UTF-8 as `\xNN`).
     pub fn path_lossy(&self) -> String {
         crate::path::escaped(&self.path)
+    }
+
+    /// Its kind as the tree file writes it (`KIND_*`).
+    fn kind_code(&self) -> u8 {
+        match &self.kind {
+            Kind::File { .. } => KIND_FILE,
+            Kind::Symlink { .. } => KIND_SYMLINK,
+            Kind::Dir => KIND_DIR,
+            Kind::Excluded(_) => KIND_EXCLUDED,
+        }
+    }
+
+    /// Whether it is a path that could not be read.
+    pub(crate) fn is_unreadable(&self) -> bool {
+        matches!(self.kind, Kind::Excluded(Excluded::Unreadable(_)))
     }
 }
 
@@ -377,13 +395,7 @@ pub fn encode_into(tree: &Tree, to: &mut impl Write) -> std::io::Result<u64> {
 /// Writes what an entry holds after its path: kind, stat and what its kind
 /// carries.
 fn put_body(out: &mut Vec<u8>, e: &Entry) {
-    let kind = match &e.kind {
-        Kind::File { .. } => KIND_FILE,
-        Kind::Symlink { .. } => KIND_SYMLINK,
-        Kind::Dir => KIND_DIR,
-        Kind::Excluded(_) => KIND_EXCLUDED,
-    };
-    out.push(kind);
+    out.push(e.kind_code());
     let s = &e.stat;
     out.extend_from_slice(&s.size.to_le_bytes());
     out.extend_from_slice(&s.mtime_ns.to_le_bytes());
@@ -554,14 +566,36 @@ pub(crate) fn decode_with(
     changes: &[Change],
     shadowed: &mut Vec<BlobId>,
 ) -> std::result::Result<(Tree, usize), String> {
+    decode_keeping(bytes, changes, shadowed, None)
+}
+
+/// Asked of every entry of the tree a decoder makes, once and in path
+/// order, with its path, kind (`KIND_*`), stat and whether it is
+/// unreadable: whether to keep it (decode it whole).
+pub(crate) type Keep<'k> = &'k mut dyn FnMut(&[u8], u8, &Stat, bool) -> bool;
+
+/// [`decode_with`], keeping only the entries `keep` says (every one
+/// without it). A path left out is checked for order only.
+pub(super) fn decode_keeping(
+    bytes: &[u8],
+    changes: &[Change],
+    shadowed: &mut Vec<BlobId>,
+    mut keep: Option<Keep<'_>>,
+) -> std::result::Result<(Tree, usize), String> {
     let mut r = Reader::framed(bytes, MAGIC, "a tree file", "tree format")?;
     let (stamp_ns, log_seq, pending, turn) = r.tree_header()?;
     let count = r.u32()? as usize;
-    // Every entry takes at least 41 bytes: a hostile count cannot make us
-    // allocate more than the file justifies.
-    let mut entries: Vec<Entry> =
-        Vec::with_capacity(count.min(r.left() / 41).saturating_add(changes.len()));
-    crate::sys::huge_pages(&mut entries);
+    let mut entries: Vec<Entry> = Vec::new();
+    if keep.is_none() {
+        // Every entry takes at least 41 bytes: a hostile count cannot make
+        // us allocate more than the file justifies.
+        entries.reserve(count.min(r.left() / 41).saturating_add(changes.len()));
+        crate::sys::huge_pages(&mut entries);
+    }
+    let wants = |e: &Entry, keep: &mut Option<Keep<'_>>| {
+        keep.as_mut()
+            .is_none_or(|k| k(&e.path, e.kind_code(), &e.stat, e.is_unreadable()))
+    };
     let mut changes = changes.iter().peekable();
     // The previous path of the file (the one the next shares a prefix
     // with), whether or not a change replaced its entry.
@@ -572,29 +606,63 @@ pub(crate) fn decode_with(
             return Err(format!("entry {i}: shares more than the previous path"));
         }
         let suffix = r.str16()?;
-        let mut path = Vec::with_capacity(shared + suffix.len());
-        path.extend_from_slice(&prev[..shared]);
-        path.extend_from_slice(suffix);
-        if path.as_slice() <= prev.as_slice() && i > 0 {
+        // The two paths share `shared` bytes: the new one comes after the
+        // previous one when its suffix comes after the rest of it.
+        if i > 0 && suffix <= &prev[shared..] {
             return Err(format!("entry {i}: paths are not sorted"));
         }
         prev.truncate(shared);
         prev.extend_from_slice(suffix);
-        let e = read_body(&mut r, i, path)?;
-        while let Some((_, new)) = changes.next_if(|(p, _)| *p < e.path) {
-            entries.extend(new.clone());
-        }
-        match changes.next_if(|(p, _)| *p == e.path) {
-            Some((_, new)) => {
-                if let Kind::File { blob } = e.kind {
-                    shadowed.push(blob);
-                }
-                entries.extend(new.clone());
+        while let Some((_, new)) = changes.next_if(|(p, _)| p.as_slice() < prev.as_slice()) {
+            if let Some(e) = new.as_ref().filter(|e| wants(e, &mut keep)) {
+                entries.push(e.clone());
             }
-            None => entries.push(e),
+        }
+        // The entry's kind and stat, and its payload passed over; read
+        // again whole when it is kept.
+        let start = r.pos;
+        let kind = r.u8()?;
+        let stat = Stat {
+            size: r.u64()?,
+            mtime_ns: r.i64()?,
+            ctime_ns: r.i64()?,
+            ino: r.u64()?,
+            mode: r.u32()?,
+        };
+        let (blob, unreadable) = match kind {
+            KIND_FILE => (Some(BlobId(r.arr()?)), false),
+            KIND_SYMLINK => (r.str16().map(|_| None)?, false),
+            KIND_DIR => (None, false),
+            KIND_EXCLUDED => {
+                let code = r.u8()?;
+                r.str16()?;
+                (None, code == Excluded::UNREADABLE)
+            }
+            k => return Err(format!("entry {i}: unknown kind {k}")),
+        };
+        if let Some((_, new)) = changes.next_if(|(p, _)| p.as_slice() == prev.as_slice()) {
+            shadowed.extend(blob);
+            if let Some(e) = new.as_ref().filter(|e| wants(e, &mut keep)) {
+                entries.push(e.clone());
+            }
+            continue;
+        }
+        if keep
+            .as_mut()
+            .is_none_or(|k| k(&prev, kind, &stat, unreadable))
+        {
+            let mut again = Reader {
+                buf: r.buf,
+                pos: start,
+            };
+            entries.push(read_body(&mut again, i, prev.clone())?);
         }
     }
-    entries.extend(changes.filter_map(|(_, new)| new.clone()));
+    for (_, new) in changes {
+        if let Some(e) = new.as_ref().filter(|e| wants(e, &mut keep)) {
+            entries.push(e.clone());
+        }
+    }
     if r.left() != 0 {
         return Err(format!("{} bytes after the last entry", r.left()));
     }

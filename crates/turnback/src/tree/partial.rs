@@ -6,8 +6,7 @@
 use std::path::Path;
 
 use super::{
-    Change, Entry, Excluded, KIND_DIR, KIND_EXCLUDED, KIND_FILE, KIND_SYMLINK, Layers, Loaded,
-    MAGIC, Reader, Tree, load_using, read_body,
+    Entry, KIND_DIR, KIND_FILE, KIND_SYMLINK, Layers, Loaded, Stat, decode_keeping, load_using,
 };
 use crate::error::Result;
 use crate::sys::OwnedFd;
@@ -72,14 +71,7 @@ impl Totals {
 
     /// Counts `e` in (`sign` 1) or out (`-1`).
     pub(crate) fn count(&mut self, e: &Entry, sign: i8) {
-        let code = match &e.kind {
-            super::Kind::File { .. } => KIND_FILE,
-            super::Kind::Symlink { .. } => KIND_SYMLINK,
-            super::Kind::Dir => KIND_DIR,
-            super::Kind::Excluded(_) => KIND_EXCLUDED,
-        };
-        let unreadable = matches!(e.kind, super::Kind::Excluded(Excluded::Unreadable(_)));
-        self.add(code, e.stat.size, unreadable, sign);
+        self.add(e.kind_code(), e.stat.size, e.is_unreadable(), sign);
     }
 
     fn add(&mut self, kind: u8, size: u64, unreadable: bool, sign: i8) {
@@ -219,142 +211,25 @@ pub(crate) fn load_partial(
     mut wanted: Wanted,
 ) -> Result<(Loaded, Option<(Layers, Partial)>)> {
     let mut partial = Partial::default();
-    let (loaded, layers) = load_using(store, store_path, |bytes, changes, _| {
-        let (t, count) = decode_partial(bytes, changes, &mut wanted, &mut partial)?;
+    let (loaded, layers) = load_using(store, store_path, |bytes, changes, shadowed| {
+        // Every entry is counted; only those wanted, and the unreadable
+        // ones (always looked at again), are kept.
+        let mut keep = |path: &[u8], kind: u8, stat: &Stat, unreadable: bool| {
+            partial.totals.add(kind, stat.size, unreadable, 1);
+            if kind == KIND_FILE {
+                partial.file_inodes.push(stat.ino);
+            }
+            let kept = wanted.wants(path) || unreadable;
+            if !kept && kind != KIND_DIR {
+                partial.outside_inodes.push(stat.ino);
+            }
+            kept
+        };
+        let (t, count) = decode_keeping(bytes, changes, shadowed, Some(&mut keep))?;
         Ok((t, count, partial.totals.entries))
     })?;
     partial.roots = wanted.roots;
     Ok((loaded, layers.map(|l| (l, partial))))
-}
-
-/// What [`super::decode_with`] reads, keeping only the entries `wanted`
-/// says and the unreadable ones; every entry, kept or not, is counted in
-/// `partial`. A path of an entry left out is checked for order only.
-fn decode_partial(
-    bytes: &[u8],
-    changes: &[Change],
-    wanted: &mut Wanted,
-    partial: &mut Partial,
-) -> std::result::Result<(Tree, usize), String> {
-    let mut r = Reader::framed(bytes, MAGIC, "a tree file", "tree format")?;
-    let (stamp_ns, log_seq, pending, turn) = r.tree_header()?;
-    let count = r.u32()? as usize;
-    partial.file_inodes.reserve(count.min(r.left() / 41));
-    partial.outside_inodes.reserve(count.min(r.left() / 41));
-    let mut entries: Vec<Entry> = Vec::new();
-    let mut changes = changes.iter().peekable();
-    let mut prev: Vec<u8> = Vec::new();
-    // A change's entry, kept or counted.
-    let put = |e: &Entry, wanted: &mut Wanted, entries: &mut Vec<Entry>, p: &mut Partial| {
-        note(p, e.kind_code(), &e.stat, e.is_unreadable());
-        if wanted.wants(&e.path) || e.is_unreadable() {
-            entries.push(e.clone());
-        } else if !matches!(e.kind, super::Kind::Dir) {
-            p.outside_inodes.push(e.stat.ino);
-        }
-    };
-    for i in 0..count {
-        let shared = r.u16()? as usize;
-        if shared > prev.len() {
-            return Err(format!("entry {i}: shares more than the previous path"));
-        }
-        let suffix = r.str16()?;
-        // The two paths share `shared` bytes: the new one comes after the
-        // previous one when its suffix comes after the rest of it.
-        if i > 0 && suffix <= &prev[shared..] {
-            return Err(format!("entry {i}: paths are not sorted"));
-        }
-        prev.truncate(shared);
-        prev.extend_from_slice(suffix);
-        while let Some((_, new)) = changes.next_if(|(p, _)| p.as_slice() < prev.as_slice()) {
-            if let Some(e) = new {
-                put(e, wanted, &mut entries, partial);
-            }
-        }
-        let replaced = changes.next_if(|(p, _)| p.as_slice() == prev.as_slice());
-        let start = r.pos;
-        let kind = r.u8()?;
-        let stat = super::Stat {
-            size: r.u64()?,
-            mtime_ns: r.i64()?,
-            ctime_ns: r.i64()?,
-            ino: r.u64()?,
-            mode: r.u32()?,
-        };
-        let unreadable = match kind {
-            KIND_FILE => {
-                r.take(32)?;
-                false
-            }
-            KIND_SYMLINK => {
-                r.str16()?;
-                false
-            }
-            KIND_DIR => false,
-            KIND_EXCLUDED => {
-                let code = r.u8()?;
-                r.str16()?;
-                code == 6
-            }
-            k => return Err(format!("entry {i}: unknown kind {k}")),
-        };
-        if let Some((_, new)) = replaced {
-            if let Some(e) = new {
-                put(e, wanted, &mut entries, partial);
-            }
-            continue;
-        }
-        note(partial, kind, &stat, unreadable);
-        if wanted.wants(&prev) || unreadable {
-            // Read again, whole and checked, as the full decoder reads it.
-            let mut again = Reader {
-                buf: r.buf,
-                pos: start,
-            };
-            entries.push(read_body(&mut again, i, prev.clone())?);
-        } else if kind != KIND_DIR {
-            partial.outside_inodes.push(stat.ino);
-        }
-    }
-    for (_, new) in changes {
-        if let Some(e) = new {
-            put(e, wanted, &mut entries, partial);
-        }
-    }
-    if r.left() != 0 {
-        return Err(format!("{} bytes after the last entry", r.left()));
-    }
-    let tree = Tree {
-        stamp_ns,
-        log_seq,
-        turn,
-        pending,
-        entries,
-    };
-    Ok((tree, count))
-}
-
-/// Counts an entry of the whole tree.
-fn note(p: &mut Partial, kind: u8, stat: &super::Stat, unreadable: bool) {
-    p.totals.add(kind, stat.size, unreadable, 1);
-    if kind == KIND_FILE {
-        p.file_inodes.push(stat.ino);
-    }
-}
-
-impl Entry {
-    fn kind_code(&self) -> u8 {
-        match &self.kind {
-            super::Kind::File { .. } => KIND_FILE,
-            super::Kind::Symlink { .. } => KIND_SYMLINK,
-            super::Kind::Dir => KIND_DIR,
-            super::Kind::Excluded(_) => KIND_EXCLUDED,
-        }
-    }
-
-    fn is_unreadable(&self) -> bool {
-        matches!(self.kind, super::Kind::Excluded(Excluded::Unreadable(_)))
-    }
 }
 
 #[cfg(test)]
@@ -363,7 +238,7 @@ mod tests {
     use crate::error::IoResultExt;
     use crate::fsx;
     use crate::id::{BlobId, TurnId};
-    use crate::tree::{Kind, Stat, TreeWriter};
+    use crate::tree::{Excluded, Kind, Stat, Tree, TreeWriter};
 
     /// A random tree: directories `a`..`c` two deep, files, symlinks,
     /// excluded and unreadable entries, ignore files, some files sharing
