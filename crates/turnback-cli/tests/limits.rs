@@ -1,5 +1,7 @@
 //! Resource limits: a batch capture of thousands of files must not need a
-//! descriptor per file (desktop sessions often allow only 1,024).
+//! descriptor per file, nor a snapshot a descriptor per subdirectory of a
+//! folder (desktop sessions often allow only 1,024 descriptors, macOS
+//! 256).
 //!
 //! Linux only: a descriptor limit (`ulimit -n`) and GNU `xargs -a`.
 #![cfg(target_os = "linux")]
@@ -11,6 +13,7 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 #[test]
 fn a_batch_of_3000_files_captures_and_rewinds_under_a_limit_of_128_descriptors() -> TestResult {
     let dir = tempfile::tempdir()?;
+    let data = tempfile::tempdir()?;
     let root = dir.path();
     let mut names = Vec::new();
     for d in 0..30 {
@@ -32,6 +35,8 @@ fn a_batch_of_3000_files_captures_and_rewinds_under_a_limit_of_128_descriptors()
         .arg("-c")
         .arg(&script)
         .current_dir(root)
+        .env("TURNBACK_DATA_DIR", data.path())
+        .env("HOME", data.path())
         .output()?;
     assert!(
         out.status.success(),
@@ -46,5 +51,69 @@ fn a_batch_of_3000_files_captures_and_rewinds_under_a_limit_of_128_descriptors()
         std::fs::read_to_string(root.join("pkg29/f99.txt"))?,
         "file 29/99\n"
     );
+    Ok(())
+}
+
+/// A folder with ten times more subdirectories than the process may hold
+/// descriptors (a `node_modules` of 600 packages under a limit of 64):
+/// both halves of a snapshot cover every one of them, record what a
+/// command did in them, and the rewind undoes it. A walk that opened every
+/// subdirectory before listing any ran out of descriptors and recorded
+/// most of them as unreadable, so the changes inside were not covered.
+#[test]
+fn a_folder_of_600_subdirectories_is_covered_under_a_limit_of_64_descriptors() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let data = tempfile::tempdir()?;
+    // The reports are kept outside the project, whose turn they are not.
+    let reports = tempfile::tempdir()?;
+    let root = dir.path();
+    for d in 0..600 {
+        std::fs::create_dir_all(root.join(format!("lib/m{d}")))?;
+        std::fs::write(root.join(format!("lib/m{d}/index.js")), format!("m{d}\n"))?;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("turnback");
+    let script = format!(
+        "ulimit -n 64 && '{bin}' --json snapshot --turn t1 > '{out}/before.json' && \
+         echo changed > lib/m599/index.js && rm lib/m0/index.js && echo new > lib/m300/new.js && \
+         '{bin}' --json snapshot --turn t1 --after > '{out}/after.json' && \
+         '{bin}' rewind t1 >/dev/null",
+        bin = bin.display(),
+        out = reports.path().display(),
+    );
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(root)
+        .env("TURNBACK_DATA_DIR", data.path())
+        .env("HOME", data.path())
+        .env("TURNBACK_FSMONITOR", "off")
+        .output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for half in ["before.json", "after.json"] {
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(reports.path().join(half))?)?;
+        let scan = &report["scan"];
+        assert_eq!(scan["excluded_count"], 0, "{half}: {report}");
+        assert_eq!(scan["dir_count"], 601, "{half}: {report}");
+    }
+    let after: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(reports.path().join("after.json"))?)?;
+    let recorded = after["recorded"].to_string();
+    for path in ["lib/m599/index.js", "lib/m0/index.js", "lib/m300/new.js"] {
+        assert!(recorded.contains(path), "{path} not recorded: {recorded}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(root.join("lib/m599/index.js"))?,
+        "m599\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("lib/m0/index.js"))?,
+        "m0\n"
+    );
+    assert!(!root.join("lib/m300/new.js").exists());
     Ok(())
 }

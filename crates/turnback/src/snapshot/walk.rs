@@ -1,13 +1,20 @@
 //! The walk of a snapshot: every path under the project root, in byte
 //! order, with its stat, before any file is read.
 //!
-//! Each directory is listed by one task on the rayon pool from a
-//! descriptor opened relative to its parent's (`openat` with `O_NOFOLLOW`),
-//! and each entry is `fstatat`ed relative to it: no path is resolved from
-//! the root again, and a directory swapped for a symlink during the walk is
-//! not followed. Each task sorts its own listing; the listings are put
-//! together depth first ([`assemble`]), which gives the paths in byte order
-//! without a sort of every path. A directory whose stat is the one the old
+//! Each directory is opened and listed by one task on the rayon pool, from
+//! its parent's descriptor (`openat` with `O_NOFOLLOW`), and each entry is
+//! `fstatat`ed relative to it: no path is resolved from the root again, and
+//! a directory swapped for a symlink during the walk is not followed. A
+//! task opens its own directory, so the descriptors open at once are
+//! bounded by the directories being listed and their parents, not by how
+//! many subdirectories one directory has: a folder of 5,000 packages walks
+//! under macOS's default limit of 256 descriptors, and a process that never
+//! grows its descriptor table never waits for the kernel to swap it (an RCU
+//! grace period per doubling, paid while every other thread waits).
+//!
+//! Each task sorts its own listing; the listings are put together depth
+//! first ([`assemble`]), which gives the paths in byte order without a
+//! sort of every path. A directory whose stat is the one the old
 //! tree holds for it (not racily clean) is not listed again: its names are
 //! the old tree's, and each is still looked at (as git's untracked cache
 //! does; see [`WalkCtx::same_names`]). An entry found exactly as the old
@@ -102,7 +109,7 @@ pub(super) fn walk(
     let poisoned = || io::Error::other("a walker thread panicked");
     let warnings = ctx.warnings.into_inner().map_err(|_| poisoned())?;
     let listings = ctx.out.into_inner().map_err(|_| poisoned())?;
-    let unlisted = ctx.unlisted.into_inner().map_err(|_| poisoned())?;
+    let unlisted: Unlisted = ctx.unlisted.into_inner().map_err(|_| poisoned())?;
     // Every item found as an old entry, each old entry once (a listing
     // holds each path once), and nothing else: the old tree's entries.
     if old.is_some() && unlisted.is_empty() {
@@ -142,6 +149,20 @@ pub(super) enum FoundKind {
     Excluded(Excluded),
 }
 
+/// A covered directory a listing (or a look) found, to be opened and
+/// listed by a task of its own: its path, device and stat as found.
+pub(super) struct Subdir {
+    path: Vec<u8>,
+    dev: u64,
+    stat: Stat,
+}
+
+/// How a directory to list is opened: never through a symlink.
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
 /// The walk: each directory is listed by one task on the rayon pool, from
 /// a descriptor opened relative to its parent's (`openat` with
 /// `O_NOFOLLOW`), and each entry is `fstatat`ed relative to it, so no path
@@ -155,8 +176,9 @@ struct WalkCtx<'a> {
     progress: &'a dyn Progress,
     /// Per listed directory (by path): its entries and subtrees, in order.
     out: Mutex<Vec<(Vec<u8>, Vec<Item<'a>>)>>,
-    /// Directories that could not be listed (entirely or to the end).
-    unlisted: Mutex<Vec<Found>>,
+    /// Directories that could not be opened or listed (entirely or to the
+    /// end), or were gone when their task opened them.
+    unlisted: Mutex<Unlisted>,
     /// The store's directory, when it lies inside the project (a data
     /// directory under the root): never walked.
     store_inside: Option<Vec<u8>>,
@@ -177,8 +199,10 @@ struct WalkCtx<'a> {
 
 /// One item of a directory's listing, in the order of full paths.
 enum Item<'a> {
-    /// An entry of the directory.
-    Found(Found),
+    /// An entry of the directory (boxed: most entries are found as old,
+    /// and an item is then the size of a pointer or two, not of a
+    /// `Found`).
+    Found(Box<Found>),
     /// An entry of the directory found exactly as the old tree has it.
     Same(&'a Entry),
     /// The entries below the subdirectory at this path, listed by its own
@@ -188,6 +212,15 @@ enum Item<'a> {
 }
 
 impl Item<'_> {
+    /// What was found at an entry (not at a subtree).
+    fn into_found(self) -> Option<Found> {
+        match self {
+            Item::Found(f) => Some(*f),
+            Item::Same(e) => Some(found_of(e)),
+            Item::Subtree(_) => None,
+        }
+    }
+
     fn path(&self) -> &[u8] {
         match self {
             Item::Found(f) => &f.path,
@@ -218,22 +251,25 @@ fn item_order(a: &Item, b: &Item, skip: usize) -> std::cmp::Ordering {
     })
 }
 
+/// The directories a walk found but could not list, by path: what
+/// replaces each one's entry in its parent's listing, an unreadable entry,
+/// or nothing when it was gone by the time its task opened it.
+type Unlisted = HashMap<Vec<u8>, Option<Found>>;
+
 /// Puts the walk's listings together depth first, which gives the found
 /// paths in byte order without sorting them all; a directory that could
 /// not be listed replaces its entry in its parent.
-fn assemble(listings: Vec<(Vec<u8>, Vec<Item<'_>>)>, unlisted: Vec<Found>) -> Vec<Found> {
+fn assemble(listings: Vec<(Vec<u8>, Vec<Item<'_>>)>, mut unlisted: Unlisted) -> Vec<Found> {
     let total = listings.iter().map(|(_, items)| items.len()).sum();
     let mut by_dir = listings;
     by_dir.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let mut unlisted: HashMap<Vec<u8>, Found> =
-        unlisted.into_iter().map(|f| (f.path.clone(), f)).collect();
     let mut out = Vec::with_capacity(total);
     crate::sys::huge_pages(&mut out);
     assemble_below(&mut by_dir, &mut unlisted, &[], &mut out);
     // Every unlisted directory was listed by its parent, so none is left;
     // were one left, it is kept, in order, rather than lost.
     if !unlisted.is_empty() {
-        out.extend(unlisted.into_values());
+        out.extend(unlisted.into_values().flatten());
         out.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     }
     out
@@ -243,7 +279,7 @@ fn assemble(listings: Vec<(Vec<u8>, Vec<Item<'_>>)>, unlisted: Vec<Found>) -> Ve
 /// directory `start` (the listings sorted by directory path).
 fn assemble_below(
     by_dir: &mut [(Vec<u8>, Vec<Item<'_>>)],
-    unlisted: &mut HashMap<Vec<u8>, Found>,
+    unlisted: &mut Unlisted,
     start: &[u8],
     out: &mut Vec<Found>,
 ) {
@@ -259,11 +295,15 @@ fn assemble_below(
             None => {
                 stack.pop();
             }
-            Some(Item::Found(f)) if unlisted.is_empty() => out.push(f),
-            Some(Item::Found(f)) => out.push(unlisted.remove(&f.path).unwrap_or(f)),
-            Some(Item::Same(e)) => {
-                out.push(unlisted.remove(&e.path).unwrap_or_else(|| found_of(e)))
-            }
+            Some(Item::Found(f)) if unlisted.is_empty() => out.push(*f),
+            Some(Item::Found(f)) => match unlisted.remove(&f.path) {
+                None => out.push(*f),
+                Some(instead) => out.extend(instead),
+            },
+            Some(Item::Same(e)) => match unlisted.remove(&e.path) {
+                None => out.push(found_of(e)),
+                Some(instead) => out.extend(instead),
+            },
             Some(Item::Subtree(p)) => stack.push(take(&p).into_iter()),
         }
     }
@@ -297,7 +337,7 @@ impl<'a> WalkCtx<'a> {
             seen: AtomicU64::new(0),
             progress,
             out: Mutex::new(Vec::new()),
-            unlisted: Mutex::new(Vec::new()),
+            unlisted: Mutex::new(HashMap::new()),
             store_inside,
             old: &[],
             stamp_ns: i64::MIN,
@@ -365,24 +405,34 @@ impl<'a> WalkCtx<'a> {
         let old = self.old_below(rel);
         // Every path below `rel` starts with `rel/`.
         let skip = rel.len() + 1;
-        let mut names = crate::sys::Names::default();
-        let mut entries = Vec::new();
-        let mut i = 0;
-        while let Some(e) = old.get(i) {
-            let name = &e.path[skip..];
-            match name.iter().position(|&b| b == b'/') {
-                None => {
-                    names.push_bytes(name);
-                    entries.push(e);
-                    i += 1;
-                }
-                Some(slash) => {
-                    // Below the entry `name[..slash]`, which came before.
-                    let below = &e.path[..skip + slash + 1];
-                    i += old[i..].partition_point(|e| e.path.starts_with(below));
+        let each = |f: &mut dyn FnMut(&'a Entry)| {
+            let mut i = 0;
+            while let Some(e) = old.get(i) {
+                match e.path[skip..].iter().position(|&b| b == b'/') {
+                    None => {
+                        f(e);
+                        i += 1;
+                    }
+                    Some(slash) => {
+                        // Below the entry `name[..slash]`, which came before.
+                        let below = &e.path[..skip + slash + 1];
+                        i += old[i..].partition_point(|e| e.path.starts_with(below));
+                    }
                 }
             }
-        }
+        };
+        // Counted first, to size both once (see `walk_dir`).
+        let (mut count, mut bytes) = (0, 0);
+        each(&mut |e| {
+            count += 1;
+            bytes += e.path.len() - skip + 1;
+        });
+        let mut names = crate::sys::Names::with_capacity(count, bytes);
+        let mut entries = Vec::with_capacity(count);
+        each(&mut |e| {
+            names.push_bytes(&e.path[skip..]);
+            entries.push(e);
+        });
         (names, entries)
     }
 
@@ -405,9 +455,9 @@ impl<'a> WalkCtx<'a> {
         ignores: Arc<Ignores>,
         scope: &rayon::Scope<'s>,
     ) -> io::Result<()> {
-        let mut local: Vec<Found> = Vec::new();
-        let mut same: Vec<&'a Entry> = Vec::new();
-        let mut subtrees: Vec<Vec<u8>> = Vec::new();
+        // Shared with the tasks of its subdirectories, which open them
+        // from it: it is closed when the last of them has.
+        let dir = Arc::new(dir);
         // The names first: an ignore file among them applies to them all.
         // Listed, each name's old entry is looked up (when there is an old
         // tree); not listed, the old names come with theirs.
@@ -415,7 +465,7 @@ impl<'a> WalkCtx<'a> {
             let (names, olds) = self.old_names(&rel);
             (names, None, Some(olds))
         } else {
-            let (names, failed) = crate::sys::list_names(&dir);
+            let (names, failed) = crate::sys::list_names(&*dir);
             (names, failed, None)
         };
         let below = match olds {
@@ -423,7 +473,11 @@ impl<'a> WalkCtx<'a> {
             None => self.old_below(&rel),
         };
         let names = buf.names();
-        let dir = crate::sys::AsFd::as_fd(&dir);
+        // Sized once: a vector that grows takes `realloc`, which contends
+        // for the allocator's lock with the other walking threads.
+        let mut items: Vec<Item<'a>> = Vec::with_capacity(names.len());
+        let parent = &dir;
+        let dir = crate::sys::AsFd::as_fd(&**parent);
         let ignores =
             if !rel.is_empty() && names.iter().any(|n| n.to_bytes() == IGNORE_FILE.as_bytes()) {
                 self.nested_ignores(dir, &rel, ignores)
@@ -464,23 +518,14 @@ impl<'a> WalkCtx<'a> {
                     .ok()
                     .map(|i| &below[i]),
             };
-            let seen = (&mut local, &mut same);
-            if let Some((fd, path, dev, stat)) = self.visit(dir, name, &path, &ignores, was, seen) {
-                subtrees.push(path.clone());
+            if let Some(sub) = self.visit(dir, name, &path, &ignores, was, &mut items) {
+                items.push(Item::Subtree(sub.path.clone()));
+                let (parent, name) = (Arc::clone(parent), name.to_owned());
                 let ignores = Arc::clone(&ignores);
-                // The directory opened is the one looked at (not one put in
-                // its place in between), and has the old tree's stat.
-                let same = self.old_dev == Some(dev)
-                    && self.same_names(&path, &stat)
-                    && crate::sys::fs::fstat(&fd).is_ok_and(|st| Stat::of_raw(&st) == stat);
                 scope.spawn(move |s| {
-                    if let Err(e) = self.walk_dir(fd, path.clone(), same, ignores, s) {
-                        self.push_unlisted(Found {
-                            path,
-                            stat: Stat::default(),
-                            kind: unreadable(e),
-                        });
-                    }
+                    let opened = crate::sys::fs::openat(&*parent, &name, DIR_FLAGS, Mode::empty());
+                    drop(parent);
+                    self.walk_subdir(opened, sub, ignores, s);
                 });
             }
         }
@@ -488,19 +533,17 @@ impl<'a> WalkCtx<'a> {
             if rel.is_empty() {
                 return Err(e.into());
             }
-            self.push_unlisted(Found {
-                path: rel.clone(),
-                stat: Stat::default(),
-                kind: unreadable(e),
-            });
+            self.push_unlisted(
+                rel.clone(),
+                Some(Found {
+                    path: rel.clone(),
+                    stat: Stat::default(),
+                    kind: unreadable(e),
+                }),
+            );
         }
-        self.counted((local.len() + same.len()) as u64);
-        let mut items: Vec<Item<'a>> = local
-            .into_iter()
-            .map(Item::Found)
-            .chain(same.into_iter().map(Item::Same))
-            .chain(subtrees.into_iter().map(Item::Subtree))
-            .collect();
+        let entries = items.iter().filter(|i| !matches!(i, Item::Subtree(_)));
+        self.counted(entries.count() as u64);
         let skip = if rel.is_empty() { 0 } else { rel.len() + 1 };
         items.sort_unstable_by(|a, b| item_order(a, b, skip));
         // A name the listing returned twice (changed while listed) once.
@@ -538,17 +581,52 @@ impl<'a> WalkCtx<'a> {
         }
     }
 
-    fn push_unlisted(&self, found: Found) {
+    fn push_unlisted(&self, path: Vec<u8>, instead: Option<Found>) {
         if let Ok(mut out) = self.unlisted.lock() {
-            out.push(found);
+            out.insert(path, instead);
+        }
+    }
+
+    /// Lists the covered directory `sub`, `opened` by its own task (from
+    /// its parent's descriptor, or from the root for one Watchman named):
+    /// one gone by then is left out, one that cannot be opened or listed
+    /// is unreadable, in place of its entry in its parent's listing.
+    fn walk_subdir<'s>(
+        &'s self,
+        opened: Result<OwnedFd, crate::sys::Errno>,
+        sub: Subdir,
+        ignores: Arc<Ignores>,
+        scope: &rayon::Scope<'s>,
+    ) {
+        let Subdir { path, dev, stat } = sub;
+        let fd = match opened {
+            Ok(fd) => fd,
+            Err(crate::sys::Errno::NOENT) => return self.push_unlisted(path, None),
+            Err(e) => {
+                let kind = unreadable(e);
+                return self.push_unlisted(path.clone(), Some(Found { path, stat, kind }));
+            }
+        };
+        // The directory opened is the one looked at (not one put in its
+        // place in between), and has the old tree's stat.
+        let same = self.old_dev == Some(dev)
+            && self.same_names(&path, &stat)
+            && crate::sys::fs::fstat(&fd).is_ok_and(|st| Stat::of_raw(&st) == stat);
+        if let Err(e) = self.walk_dir(fd, path.clone(), same, ignores, scope) {
+            let found = Found {
+                path: path.clone(),
+                stat: Stat::default(),
+                kind: unreadable(e),
+            };
+            self.push_unlisted(path, Some(found));
         }
     }
 
     /// Classifies one entry of `dir`, whose old entry is `was`: what is
-    /// found is pushed to the first of `seen`, or the old entry to the
-    /// second when it is found as that entry (see [`WalkCtx::as_old`]).
-    /// For a covered directory, returns it opened, to be walked, with its
-    /// device and stat.
+    /// found is pushed to `seen`, as the old entry when it is found as that
+    /// entry (see [`WalkCtx::as_old`]).
+    /// For a covered directory, returns it, to be opened and walked (see
+    /// [`WalkCtx::walk_subdir`]).
     fn visit(
         &self,
         dir: crate::sys::BorrowedFd<'_>,
@@ -556,19 +634,18 @@ impl<'a> WalkCtx<'a> {
         path: &[u8],
         ignores: &Ignores,
         was: Option<&'a Entry>,
-        seen: (&mut Vec<Found>, &mut Vec<&'a Entry>),
-    ) -> Option<(OwnedFd, Vec<u8>, u64, Stat)> {
-        let (local, same) = seen;
+        seen: &mut Vec<Item<'a>>,
+    ) -> Option<Subdir> {
         use crate::sys::fs::{AtFlags, FileType};
         let st = match crate::sys::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => st,
             Err(crate::sys::Errno::NOENT) => return None, // gone since it was listed
             Err(e) => {
-                local.push(Found {
+                seen.push(Item::Found(Box::new(Found {
                     path: path.to_vec(),
                     stat: Stat::default(),
                     kind: unreadable(e),
-                });
+                })));
                 return None;
             }
         };
@@ -584,12 +661,12 @@ impl<'a> WalkCtx<'a> {
             _ => Stat::of_raw(&st),
         };
         let mut push = |kind| match was {
-            Some(e) if self.as_old(e, &stat, &kind) => same.push(e),
-            _ => local.push(Found {
+            Some(e) if self.as_old(e, &stat, &kind) => seen.push(Item::Same(e)),
+            _ => seen.push(Item::Found(Box::new(Found {
                 path: path.to_vec(),
                 stat,
                 kind,
-            }),
+            }))),
         };
         if let Some(why) = excluded {
             push(FoundKind::Excluded(why));
@@ -611,15 +688,12 @@ impl<'a> WalkCtx<'a> {
                 Err(e) => unreadable(e),
             },
             FileType::Directory => {
-                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-                match crate::sys::fs::openat(dir, name, flags, Mode::empty()) {
-                    Ok(fd) => {
-                        push(FoundKind::Dir);
-                        return Some((fd, path.to_vec(), crate::sys::dev(&st), stat));
-                    }
-                    Err(crate::sys::Errno::NOENT) => return None,
-                    Err(e) => unreadable(e),
-                }
+                push(FoundKind::Dir);
+                return Some(Subdir {
+                    path: path.to_vec(),
+                    dev: crate::sys::dev(&st),
+                    stat,
+                });
             }
             _ => FoundKind::Excluded(Excluded::Special),
         };
@@ -750,20 +824,15 @@ pub(super) fn walk_changed(
         to_walk,
         ..
     } = looker;
-    let starts: Vec<Vec<u8>> = to_walk.iter().map(|(_, p, _)| p.clone()).collect();
+    let starts: Vec<Vec<u8>> = to_walk.iter().map(|(sub, _)| sub.path.clone()).collect();
     // No thread pool for nothing to walk.
     if !to_walk.is_empty() {
         rayon::scope(|s| {
-            for (fd, path, ig) in to_walk {
+            for (sub, ig) in to_walk {
                 let ctx = &ctx;
                 s.spawn(move |s| {
-                    if let Err(e) = ctx.walk_dir(fd, path.clone(), false, ig, s) {
-                        ctx.push_unlisted(Found {
-                            path,
-                            stat: Stat::default(),
-                            kind: unreadable(e),
-                        });
-                    }
+                    let opened = open_below(root_fd, &sub.path);
+                    ctx.walk_subdir(opened, sub, ig, s);
                 });
             }
         });
@@ -772,13 +841,7 @@ pub(super) fn walk_changed(
     let warnings = ctx.warnings.into_inner().map_err(|_| poisoned())?;
     let mut by_dir = ctx.out.into_inner().map_err(|_| poisoned())?;
     by_dir.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let mut unlisted: HashMap<Vec<u8>, Found> = ctx
-        .unlisted
-        .into_inner()
-        .map_err(|_| poisoned())?
-        .into_iter()
-        .map(|f| (f.path.clone(), f))
-        .collect();
+    let mut unlisted = ctx.unlisted.into_inner().map_err(|_| poisoned())?;
     let mut fresh: Vec<Found> = Vec::new();
     // What was found below a directory walked whole (or gone) afterwards
     // is the walk's to say.
@@ -794,9 +857,12 @@ pub(super) fn walk_changed(
         assemble_below(&mut by_dir, &mut unlisted, start, &mut fresh);
     }
     // A directory to walk whole that could not be listed replaces its own
-    // entry, as in its parent's listing.
-    for (path, f) in unlisted {
-        founds.insert(path, f);
+    // entry, as in its parent's listing; one gone by then is left out.
+    for (path, instead) in unlisted {
+        match instead {
+            Some(f) => founds.insert(path, f),
+            None => founds.remove(&path),
+        };
     }
     fresh.extend(founds.into_values());
     fresh.sort_unstable_by(|a, b| a.path.cmp(&b.path));
@@ -886,6 +952,26 @@ pub(super) fn walk_changed(
         "the changed walk's paths are sorted and unique"
     );
     Ok(Ok((Patch { dropped, fresh }, warnings)))
+}
+
+/// Whether the plain path `p` is the directory `d` or lies below it.
+fn within(p: &[u8], d: &[u8]) -> bool {
+    p.starts_with(d) && matches!(p.get(d.len()), None | Some(b'/'))
+}
+
+/// Opens the directory at the plain path `rel` below `root`, a component
+/// at a time, following no symlink.
+fn open_below(root: &OwnedFd, rel: &[u8]) -> Result<OwnedFd, crate::sys::Errno> {
+    let mut comps = rel.split(|&b| b == b'/');
+    let first = comps.next().unwrap_or_default();
+    let open = |dir: crate::sys::BorrowedFd<'_>, name: &[u8]| {
+        crate::sys::fs::openat(dir, crate::sys::os_str(name), DIR_FLAGS, Mode::empty())
+    };
+    let mut fd = open(crate::sys::AsFd::as_fd(root), first)?;
+    for name in comps {
+        fd = open(crate::sys::AsFd::as_fd(&fd), name)?;
+    }
+    Ok(fd)
 }
 
 /// What the walk found at an old tree entry that nothing changed.
@@ -1027,8 +1113,8 @@ struct Looker<'c, 'a> {
     looked: std::collections::BTreeSet<Vec<u8>>,
     /// Paths whose old subtree is dropped.
     cut: std::collections::BTreeSet<Vec<u8>>,
-    /// Directories to walk whole.
-    to_walk: Vec<(OwnedFd, Vec<u8>, Arc<Ignores>)>,
+    /// Directories to walk whole, each opened from the root by its task.
+    to_walk: Vec<(Subdir, Arc<Ignores>)>,
 }
 
 impl Looker<'_, '_> {
@@ -1058,11 +1144,10 @@ impl Looker<'_, '_> {
                 None => (&rel[..0], rel),
             };
             let (pfd, pig) = self.open_dir(parent)?;
-            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             let opened = crate::sys::fs::openat(
                 crate::sys::AsFd::as_fd(&*pfd),
                 crate::sys::os_str(name),
-                flags,
+                DIR_FLAGS,
                 Mode::empty(),
             );
             let entry = match opened {
@@ -1100,6 +1185,12 @@ impl Looker<'_, '_> {
         let Ok(cname) = std::ffi::CString::new(name) else {
             return Ok(None);
         };
+        // Only the directories leading to `parent` stay open. The paths come
+        // sorted, so one left behind is seldom asked for again (and is
+        // opened again then), and changes in many directories hold as many
+        // descriptors as one path has components.
+        self.dirs
+            .retain(|d, open| open.is_none() || d.is_empty() || within(parent, d));
         let (pfd, ig) = match self.open_dir(parent) {
             Ok(opened) => opened,
             Err(q) => {
@@ -1110,21 +1201,21 @@ impl Looker<'_, '_> {
                 return Ok((!self.looked.contains(&q)).then_some(q));
             }
         };
-        let mut local = Vec::new();
-        // Its ctx has no old tree: what is found is always pushed to `local`.
+        let mut seen = Vec::new();
+        // Its ctx has no old tree: what is found is always an `Item::Found`.
         let dir = self.ctx.visit(
             crate::sys::AsFd::as_fd(&*pfd),
             &cname,
             p,
             &ig,
             None,
-            (&mut local, &mut Vec::new()),
+            &mut seen,
         );
         self.looked.insert(p.to_vec());
         let same_dir = |old: Option<&Entry>, f: &Found| {
             old.is_some_and(|o| matches!(o.kind, Kind::Dir) && o.stat.ino == f.stat.ino)
         };
-        match local.pop() {
+        match seen.pop().and_then(Item::into_found) {
             None => {
                 // Gone: its old subtree goes with it.
                 self.founds.remove(p);
@@ -1134,8 +1225,8 @@ impl Looker<'_, '_> {
                 let keep_children = dir.is_some() && same_dir(self.old_entry(p), &f);
                 if !keep_children {
                     self.cut.insert(p.to_vec());
-                    if let Some((fd, path, _, _)) = dir {
-                        self.to_walk.push((fd, path, ig));
+                    if let Some(sub) = dir {
+                        self.to_walk.push((sub, ig));
                     }
                 }
                 self.founds.insert(p.to_vec(), f);

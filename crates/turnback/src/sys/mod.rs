@@ -102,6 +102,14 @@ pub(crate) struct Names {
 }
 
 impl Names {
+    /// Room for `count` names of `bytes` bytes in all, NULs included.
+    pub(crate) fn with_capacity(count: usize, bytes: usize) -> Names {
+        Names {
+            bytes: Vec::with_capacity(bytes),
+            ends: Vec::with_capacity(count),
+        }
+    }
+
     /// Adds `name`.
     pub(crate) fn push(&mut self, name: &std::ffi::CStr) {
         self.bytes.extend_from_slice(name.to_bytes_with_nul());
@@ -118,15 +126,13 @@ impl Names {
 
     /// The names, in listing order.
     pub(crate) fn names(&self) -> Vec<&std::ffi::CStr> {
-        self.ends
-            .iter()
-            .scan(0, |start, &end| {
-                let name = &self.bytes[*start..end];
-                *start = end;
-                Some(name)
-            })
-            .filter_map(|n| std::ffi::CStr::from_bytes_with_nul(n).ok())
-            .collect()
+        let mut out = Vec::with_capacity(self.ends.len());
+        let mut start = 0;
+        for &end in &self.ends {
+            out.extend(std::ffi::CStr::from_bytes_with_nul(&self.bytes[start..end]).ok());
+            start = end;
+        }
+        out
     }
 }
 

@@ -375,6 +375,10 @@ macro_rules! flags {
             pub(crate) const fn contains(self, other: $name) -> bool {
                 self.0 & other.0 == other.0
             }
+            /// Every flag of both (`|`, in a `const`).
+            pub(crate) const fn union(self, other: $name) -> $name {
+                $name(self.0 | other.0)
+            }
         }
         impl std::ops::BitOr for $name {
             type Output = $name;
