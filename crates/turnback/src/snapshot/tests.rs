@@ -991,6 +991,17 @@ fn a_walk_with_the_old_tree_finds_what_a_walk_without_it_finds() -> TestResult {
         let root = dir.path();
         put(root, "node_modules/x/y.js", b"1");
         put(root, "node_modules/.package-lock.json", b"{}");
+        // Names that sort between a directory and what lies below it
+        // (`a` < `a-b` < `a.c` < `a/x` < `a0`).
+        for p in [
+            "lib/a/x.rs",
+            "lib/a/x/y.rs",
+            "lib/a-b.rs",
+            "lib/a.c/d.rs",
+            "lib/a0/z.rs",
+        ] {
+            put(root, p, b"//\n");
+        }
         store.snapshot(&t("t1"), None, false, &NoProgress)?;
         std::thread::sleep(Duration::from_millis(20));
         // Settles every racily clean entry.

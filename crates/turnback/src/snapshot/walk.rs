@@ -17,7 +17,9 @@
 //! sort of every path. A directory whose stat is the one the old
 //! tree holds for it (not racily clean) is not listed again: its names are
 //! the old tree's, and each is still looked at (as git's untracked cache
-//! does; see [`WalkCtx::same_names`]). An entry found exactly as the old
+//! does; see [`WalkCtx::same_names`]). Each task is handed its directory's
+//! old entry and the old entries below it by its parent, so no task
+//! searches the whole old tree. An entry found exactly as the old
 //! tree has it is not copied (see [`WalkCtx::as_old`]), and a walk that
 //! finds every old entry so and nothing else says so ([`Listing::AsOld`]):
 //! the common snapshot half, before or after a command that changed
@@ -98,7 +100,10 @@ pub(super) fn walk(
             ctx.old_dev = Some(crate::sys::dev(&st));
         }
     }
-    match rayon::scope(|s| ctx.walk_dir(root_fd, Vec::new(), false, Arc::new(ignores), s)) {
+    let all = ctx.old;
+    let walked =
+        rayon::scope(|s| ctx.walk_dir(root_fd, Vec::new(), false, all, Arc::new(ignores), s));
+    match walked {
         Ok(()) => {}
         // The project folder itself was deleted (`cd .. && rm -rf
         // proj`): it holds nothing now, and every file it held is a
@@ -155,6 +160,22 @@ pub(super) struct Subdir {
     path: Vec<u8>,
     dev: u64,
     stat: Stat,
+}
+
+/// A directory's entry in the old tree, if it has one, and the old entries
+/// below it (all of them for the root), which its parent found for it.
+#[derive(Clone, Copy, Default)]
+struct OldDir<'a> {
+    entry: Option<&'a Entry>,
+    below: &'a [Entry],
+}
+
+/// What [`WalkCtx::old_names`] steps over in the old entries below a
+/// directory: a name's entry, or the run of entries below the name at a
+/// path.
+enum Step<'a, 'p> {
+    Name(&'a Entry),
+    Below(&'p [u8], &'a [Entry]),
 }
 
 /// How a directory to list is opened: never through a symlink.
@@ -346,19 +367,15 @@ impl<'a> WalkCtx<'a> {
         }
     }
 
-    /// Whether the directory at `path`, whose stat is now `stat`, holds the
-    /// names the old tree lists in it: its entry there is a directory with
-    /// the same stat, not racily clean. Creating, removing or renaming an
+    /// Whether the directory whose old entry is `e` and whose stat is now
+    /// `stat` holds the names the old tree lists in it: `e` is a directory
+    /// with the same stat, not racily clean. Creating, removing or renaming an
     /// entry sets a directory's mtime and ctime to the file system's clock,
     /// which the old tree's stamp was read from before that directory was
     /// looked at, so such a change since gives it another stat. This is
     /// git's untracked cache: the listing (`getdents`, on ext4 a hash tree
     /// read) is skipped, every entry is still looked at.
-    fn same_names(&self, path: &[u8], stat: &Stat) -> bool {
-        let Ok(k) = self.old.binary_search_by(|e| e.path.as_slice().cmp(path)) else {
-            return false;
-        };
-        let e = &self.old[k];
+    fn same_names(&self, e: &Entry, stat: &Stat) -> bool {
         matches!(e.kind, Kind::Dir) && e.stat == *stat && !e.stat.racy(self.stamp_ns)
     }
 
@@ -379,59 +396,62 @@ impl<'a> WalkCtx<'a> {
             }
     }
 
-    /// The old tree's entries below the directory at `rel` (all of them
-    /// for the root): where a listed directory looks up each entry's old
-    /// one, and where [`WalkCtx::old_names`] finds its names.
-    fn old_below(&self, rel: &[u8]) -> &'a [Entry] {
-        let old = self.old;
-        if rel.is_empty() {
-            return old;
-        }
-        // Paths below `rel` sort from `rel/` to just before `rel0` ('0'
-        // follows '/').
-        let mut key = rel.to_vec();
-        key.push(b'/');
-        let lo = old.partition_point(|e| e.path.as_slice() < key.as_slice());
-        key.pop();
-        key.push(b'0');
-        let hi = lo + old[lo..].partition_point(|e| e.path.as_slice() < key.as_slice());
-        &old[lo..hi]
-    }
-
     /// The names the old tree lists directly in the directory at `rel`
-    /// (not the root), in byte order, and their entries; the entries below
-    /// a subdirectory are stepped over by a binary search.
-    fn old_names(&self, rel: &[u8]) -> (crate::sys::Names, Vec<&'a Entry>) {
-        let old = self.old_below(rel);
+    /// (empty for the root), whose old entries below it are `below`, in byte
+    /// order; each with its entry and the entries below that. What lies
+    /// below a subdirectory follows the names that sort between it and its
+    /// `/` (`a` < `a-b` < `a.c` < `a/x`), and is stepped over by a binary
+    /// search.
+    fn old_names(rel: &[u8], below: &'a [Entry]) -> (crate::sys::Names, Vec<OldDir<'a>>) {
         // Every path below `rel` starts with `rel/`.
-        let skip = rel.len() + 1;
-        let each = |f: &mut dyn FnMut(&'a Entry)| {
+        let skip = if rel.is_empty() { 0 } else { rel.len() + 1 };
+        let each = |f: &mut dyn FnMut(Step<'a, '_>)| {
             let mut i = 0;
-            while let Some(e) = old.get(i) {
+            while let Some(e) = below.get(i) {
                 match e.path[skip..].iter().position(|&b| b == b'/') {
                     None => {
-                        f(e);
+                        f(Step::Name(e));
                         i += 1;
                     }
                     Some(slash) => {
                         // Below the entry `name[..slash]`, which came before.
-                        let below = &e.path[..skip + slash + 1];
-                        i += old[i..].partition_point(|e| e.path.starts_with(below));
+                        let prefix = &e.path[..skip + slash + 1];
+                        let n = below[i..].partition_point(|e| e.path.starts_with(prefix));
+                        f(Step::Below(&prefix[..prefix.len() - 1], &below[i..i + n]));
+                        i += n;
                     }
                 }
             }
         };
         // Counted first, to size both once (see `walk_dir`).
         let (mut count, mut bytes) = (0, 0);
-        each(&mut |e| {
-            count += 1;
-            bytes += e.path.len() - skip + 1;
+        each(&mut |x| {
+            if let Step::Name(e) = x {
+                count += 1;
+                bytes += e.path.len() - skip + 1;
+            }
         });
         let mut names = crate::sys::Names::with_capacity(count, bytes);
-        let mut entries = Vec::with_capacity(count);
-        each(&mut |e| {
-            names.push_bytes(&e.path[skip..]);
-            entries.push(e);
+        let mut entries: Vec<OldDir<'a>> = Vec::with_capacity(count);
+        each(&mut |x| match x {
+            Step::Name(e) => {
+                names.push_bytes(&e.path[skip..]);
+                entries.push(OldDir {
+                    entry: Some(e),
+                    below: &[],
+                });
+            }
+            // Its directory is among the last names: only names that sort
+            // between it and its `/` follow it.
+            Step::Below(dir, run) => {
+                let owner = entries
+                    .iter_mut()
+                    .rev()
+                    .find(|o| o.entry.is_some_and(|e| e.path == dir));
+                if let Some(o) = owner {
+                    o.below = run;
+                }
+            }
         });
         (names, entries)
     }
@@ -452,6 +472,7 @@ impl<'a> WalkCtx<'a> {
         dir: OwnedFd,
         rel: Vec<u8>,
         same_names: bool,
+        below: &'a [Entry],
         ignores: Arc<Ignores>,
         scope: &rayon::Scope<'s>,
     ) -> io::Result<()> {
@@ -462,15 +483,11 @@ impl<'a> WalkCtx<'a> {
         // Listed, each name's old entry is looked up (when there is an old
         // tree); not listed, the old names come with theirs.
         let (buf, failed, olds) = if same_names {
-            let (names, olds) = self.old_names(&rel);
+            let (names, olds) = Self::old_names(&rel, below);
             (names, None, Some(olds))
         } else {
             let (names, failed) = crate::sys::list_names(&*dir);
             (names, failed, None)
-        };
-        let below = match olds {
-            Some(_) => &[][..],
-            None => self.old_below(&rel),
         };
         let names = buf.names();
         // Sized once: a vector that grows takes `realloc`, which contends
@@ -511,21 +528,36 @@ impl<'a> WalkCtx<'a> {
             if self.store_inside.as_deref() == Some(path.as_slice()) {
                 continue;
             }
-            let was = match &olds {
-                Some(olds) => olds.get(k).copied(),
-                None => below
-                    .binary_search_by(|e| e.path.as_slice().cmp(&path))
-                    .ok()
-                    .map(|i| &below[i]),
+            // Listed, a name's old entry is searched for among the old
+            // entries below this directory.
+            let (old, at) = match &olds {
+                Some(olds) => (olds.get(k).copied().unwrap_or_default(), None),
+                None => match below.binary_search_by(|e| e.path.as_slice().cmp(&path)) {
+                    Ok(i) => (
+                        OldDir {
+                            entry: Some(&below[i]),
+                            below: &[],
+                        },
+                        Some(i),
+                    ),
+                    Err(_) => (OldDir::default(), None),
+                },
             };
-            if let Some(sub) = self.visit(dir, name, &path, &ignores, was, &mut items) {
+            if let Some(sub) = self.visit(dir, name, &path, &ignores, old.entry, &mut items) {
                 items.push(Item::Subtree(sub.path.clone()));
+                let old = match at {
+                    Some(i) => OldDir {
+                        below: below_entry(below, i),
+                        ..old
+                    },
+                    None => old,
+                };
                 let (parent, name) = (Arc::clone(parent), name.to_owned());
                 let ignores = Arc::clone(&ignores);
                 scope.spawn(move |s| {
                     let opened = crate::sys::fs::openat(&*parent, &name, DIR_FLAGS, Mode::empty());
                     drop(parent);
-                    self.walk_subdir(opened, sub, ignores, s);
+                    self.walk_subdir(opened, sub, old, ignores, s);
                 });
             }
         }
@@ -595,6 +627,7 @@ impl<'a> WalkCtx<'a> {
         &'s self,
         opened: Result<OwnedFd, crate::sys::Errno>,
         sub: Subdir,
+        old: OldDir<'a>,
         ignores: Arc<Ignores>,
         scope: &rayon::Scope<'s>,
     ) {
@@ -610,9 +643,9 @@ impl<'a> WalkCtx<'a> {
         // The directory opened is the one looked at (not one put in its
         // place in between), and has the old tree's stat.
         let same = self.old_dev == Some(dev)
-            && self.same_names(&path, &stat)
+            && old.entry.is_some_and(|e| self.same_names(e, &stat))
             && crate::sys::fs::fstat(&fd).is_ok_and(|st| Stat::of_raw(&st) == stat);
-        if let Err(e) = self.walk_dir(fd, path.clone(), same, ignores, scope) {
+        if let Err(e) = self.walk_dir(fd, path.clone(), same, old.below, ignores, scope) {
             let found = Found {
                 path: path.clone(),
                 stat: Stat::default(),
@@ -832,7 +865,7 @@ pub(super) fn walk_changed(
                 let ctx = &ctx;
                 s.spawn(move |s| {
                     let opened = open_below(root_fd, &sub.path);
-                    ctx.walk_subdir(opened, sub, ig, s);
+                    ctx.walk_subdir(opened, sub, OldDir::default(), ig, s);
                 });
             }
         });
@@ -952,6 +985,20 @@ pub(super) fn walk_changed(
         "the changed walk's paths are sorted and unique"
     );
     Ok(Ok((Patch { dropped, fresh }, warnings)))
+}
+
+/// The entries of `old` (sorted) below its entry at `i`: from its path
+/// and `/` to just before its path and `0` (`0` follows `/`), after the
+/// entries that sort between (`a` < `a-b` < `a/x` < `a0`).
+fn below_entry(old: &[Entry], i: usize) -> &[Entry] {
+    let rest = &old[i + 1..];
+    let mut key = old[i].path.clone();
+    key.push(b'/');
+    let lo = rest.partition_point(|e| e.path.as_slice() < key.as_slice());
+    key.pop();
+    key.push(b'0');
+    let hi = lo + rest[lo..].partition_point(|e| e.path.as_slice() < key.as_slice());
+    &rest[lo..hi]
 }
 
 /// Whether the plain path `p` is the directory `d` or lies below it.
@@ -1257,7 +1304,9 @@ mod tests {
 
     /// The names of a directory from the old tree: its own entries only,
     /// in byte order, whatever lies below its subdirectories (`a-b` and
-    /// `a.c` sort between `a` and what lies below it, `a/`).
+    /// `a.c` sort between `a` and what lies below it, `a/`), each with what
+    /// lies below it, as its parent hands it to its task; and the same
+    /// runs from a listed parent (`below_entry`).
     #[test]
     fn old_names_are_a_directorys_own_entries_in_order() {
         let file = || Kind::File {
@@ -1281,37 +1330,73 @@ mod tests {
         let mut ctx = WalkCtx::new(root, u64::MAX, &super::super::NoProgress, None);
         ctx.old = &old;
         ctx.stamp_ns = 100;
+        // What lies below `rel`, found as the walk finds it: from the
+        // root down, each directory's run handed over by its parent.
+        let below = |rel: &str| -> &[Entry] {
+            let mut run = &old[..];
+            let mut at = String::new();
+            for comp in rel.split('/').filter(|c| !c.is_empty()) {
+                let (_, olds) = WalkCtx::old_names(at.as_bytes(), run);
+                at = if at.is_empty() {
+                    comp.to_owned()
+                } else {
+                    format!("{at}/{comp}")
+                };
+                let o = olds
+                    .iter()
+                    .find(|o| o.entry.is_some_and(|e| e.path == at.as_bytes()))
+                    .expect("a name of its parent");
+                // Listed, the parent finds the same run by searching.
+                let i = run
+                    .binary_search_by(|e| e.path.as_slice().cmp(at.as_bytes()))
+                    .expect("in the run");
+                assert_eq!(below_entry(run, i), o.below, "{at}");
+                run = o.below;
+            }
+            // Exactly the entries below `rel`.
+            let all: Vec<&Entry> = old
+                .iter()
+                .filter(|e| rel.is_empty() || e.path.starts_with(format!("{rel}/").as_bytes()))
+                .collect();
+            assert!(all.iter().copied().eq(run.iter()), "{rel}");
+            run
+        };
         let names = |rel: &str| -> Vec<String> {
-            let (names, entries) = ctx.old_names(rel.as_bytes());
+            let (names, entries) = WalkCtx::old_names(rel.as_bytes(), below(rel));
             let names: Vec<String> = names
                 .names()
                 .iter()
                 .map(|n| n.to_string_lossy().into_owned())
                 .collect();
             // Each name comes with its own entry.
-            let full = |n: &String| format!("{rel}/{n}").into_bytes();
-            assert!(names.iter().zip(&entries).all(|(n, e)| e.path == full(n)));
+            let full = |n: &String| match rel {
+                "" => n.clone().into_bytes(),
+                _ => format!("{rel}/{n}").into_bytes(),
+            };
+            assert!(
+                names
+                    .iter()
+                    .zip(&entries)
+                    .all(|(n, o)| o.entry.is_some_and(|e| e.path == full(n)))
+            );
             assert_eq!(names.len(), entries.len());
             names
         };
+        assert_eq!(names(""), ["d", "d0", "e"]);
         assert_eq!(names("d"), ["a", "a-b", "a.c", "a0", "b"]);
         assert_eq!(names("d/a"), ["x", "z"]);
         assert_eq!(names("d/a/x"), ["y"]);
         assert_eq!(names("d/b"), ["c"]);
         assert!(names("d/b/c").is_empty());
         // The same stat, not racy: the same names. Another stat, a racily
-        // clean one, an entry that is not a directory, or none: listed.
-        assert!(ctx.same_names(b"d/a", &old[1].stat));
+        // clean one, an entry that is not a directory: listed.
+        assert!(ctx.same_names(&old[1], &old[1].stat));
         let touched = Stat {
             mtime_ns: 2,
             ..old[1].stat
         };
-        assert!(!ctx.same_names(b"d/a", &touched));
-        assert!(!ctx.same_names(b"e", &old[11].stat), "racily clean");
-        assert!(!ctx.same_names(b"d0", &old[10].stat), "not a directory");
-        assert!(
-            !ctx.same_names(b"d/new", &old[1].stat),
-            "not in the old tree"
-        );
+        assert!(!ctx.same_names(&old[1], &touched));
+        assert!(!ctx.same_names(&old[11], &old[11].stat), "racily clean");
+        assert!(!ctx.same_names(&old[10], &old[10].stat), "not a directory");
     }
 }
