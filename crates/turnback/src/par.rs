@@ -30,6 +30,11 @@ pub(crate) fn map_indexed<T: Sync, R: Send>(
     }
 }
 
+/// Drops `value` on the pool, not on this thread.
+pub(crate) fn drop_later<T: Send + 'static>(value: T) {
+    rayon::spawn(move || drop(value));
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -147,6 +147,14 @@ impl Patched {
 }
 
 impl NewTree {
+    /// How many entries it holds in memory (a delta's changes only).
+    pub(super) fn held(&self) -> usize {
+        match self {
+            NewTree::Whole(entries) => entries.len(),
+            NewTree::Delta { changes, .. } => changes.len(),
+        }
+    }
+
     /// The number of entries and of unreadable ones.
     pub(super) fn counts(&self) -> (u64, u64) {
         match self {

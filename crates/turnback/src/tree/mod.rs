@@ -420,15 +420,21 @@ fn read_body(r: &mut Reader<'_>, i: usize, path: Vec<u8>) -> std::result::Result
     if path.is_empty() {
         return Err(format!("entry {i}: empty path"));
     }
-    let kind = r.u8()?;
-    let stat = Stat {
-        size: r.u64()?,
-        mtime_ns: r.i64()?,
-        ctime_ns: r.i64()?,
-        ino: r.u64()?,
-        mode: r.u32()?,
+    // The kind and the stat: 37 bytes, read at once.
+    let head: [u8; 37] = r.arr()?;
+    let field = |at: usize| -> [u8; 8] {
+        let mut b = [0; 8];
+        b.copy_from_slice(&head[at..at + 8]);
+        b
     };
-    let kind = match kind {
+    let stat = Stat {
+        size: u64::from_le_bytes(field(1)),
+        mtime_ns: i64::from_le_bytes(field(9)),
+        ctime_ns: i64::from_le_bytes(field(17)),
+        ino: u64::from_le_bytes(field(25)),
+        mode: u32::from_le_bytes([head[33], head[34], head[35], head[36]]),
+    };
+    let kind = match head[0] {
         KIND_FILE => Kind::File {
             blob: BlobId(r.arr()?),
         },
@@ -487,6 +493,24 @@ impl<'a> Reader<'a> {
         }
         Ok(Reader {
             buf: body,
+            pos: magic.len(),
+        })
+    }
+
+    /// [`Reader::framed`] without the checksum, which the caller verifies
+    /// apart.
+    fn unchecked(
+        bytes: &'a [u8],
+        magic: &[u8; 8],
+        what: &str,
+        format: &str,
+    ) -> std::result::Result<Reader<'a>, String> {
+        if bytes.len() < magic.len() + 4 || bytes[..8] != magic[..] {
+            // The checked reader says what is wrong.
+            return Reader::framed(bytes, magic, what, format);
+        }
+        Ok(Reader {
+            buf: &bytes[..bytes.len() - 4],
             pos: magic.len(),
         })
     }
@@ -580,9 +604,32 @@ pub(super) fn decode_keeping(
     bytes: &[u8],
     changes: &[Change],
     shadowed: &mut Vec<BlobId>,
+    keep: Option<Keep<'_>>,
+) -> std::result::Result<(Tree, usize), String> {
+    let what = ("a tree file", "tree format");
+    // A large tree read whole: its checksum is worked out on another core
+    // while its entries are decoded (a damaged file's entries are then
+    // dropped, its checksum's verdict given).
+    if keep.is_none() && bytes.len() >= 1 << 20 && rayon::current_num_threads() > 1 {
+        let r = Reader::unchecked(bytes, MAGIC, what.0, what.1)?;
+        let (checked, decoded) = rayon::join(
+            || Reader::framed(bytes, MAGIC, what.0, what.1).map(|_| ()),
+            || decode_entries(r, changes, shadowed, None),
+        );
+        checked?;
+        return decoded;
+    }
+    let r = Reader::framed(bytes, MAGIC, what.0, what.1)?;
+    decode_entries(r, changes, shadowed, keep)
+}
+
+/// [`decode_keeping`] of a tree file's fields, `r` just past its magic.
+fn decode_entries(
+    mut r: Reader<'_>,
+    changes: &[Change],
+    shadowed: &mut Vec<BlobId>,
     mut keep: Option<Keep<'_>>,
 ) -> std::result::Result<(Tree, usize), String> {
-    let mut r = Reader::framed(bytes, MAGIC, "a tree file", "tree format")?;
     let (stamp_ns, log_seq, pending, turn) = r.tree_header()?;
     let count = r.u32()? as usize;
     let mut entries: Vec<Entry> = Vec::new();
@@ -617,6 +664,19 @@ pub(super) fn decode_keeping(
             if let Some(e) = new.as_ref().filter(|e| wants(e, &mut keep)) {
                 entries.push(e.clone());
             }
+        }
+        // Every entry kept: each is read once, whole.
+        if keep.is_none() {
+            let e = read_body(&mut r, i, prev.clone())?;
+            if let Some((_, new)) = changes.next_if(|(p, _)| p.as_slice() == prev.as_slice()) {
+                if let Kind::File { blob } = e.kind {
+                    shadowed.push(blob);
+                }
+                entries.extend(new.iter().cloned());
+            } else {
+                entries.push(e);
+            }
+            continue;
         }
         // The entry's kind and stat, and its payload passed over; read
         // again whole when it is kept.
@@ -1242,6 +1302,44 @@ mod tests {
                 },
             ],
         }
+    }
+
+    /// A tree file large enough that its checksum is worked out beside
+    /// its decoding (1 MiB and more): read whole it is the tree written,
+    /// and damaged anywhere, or cut short, it is damage, never entries.
+    #[test]
+    fn a_large_tree_file_is_read_whole_and_its_damage_found() {
+        let mut t = sample();
+        t.entries = (0..16_000u64)
+            .map(|i| Entry {
+                path: format!("d{:03}/f{i:05}.txt", i / 100).into_bytes(),
+                stat: Stat {
+                    size: i,
+                    mtime_ns: i as i64,
+                    ctime_ns: i as i64,
+                    ino: i,
+                    mode: 0o100644,
+                },
+                kind: Kind::File {
+                    blob: BlobId([i as u8; 32]),
+                },
+            })
+            .collect();
+        let bytes = encode(&t);
+        assert!(bytes.len() >= 1 << 20, "{} bytes", bytes.len());
+        assert!(decode(&bytes) == Ok(t.clone()), "read whole");
+        for at in [8, 100, bytes.len() / 2, bytes.len() - 5, bytes.len() - 1] {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x10;
+            let got = decode(&damaged);
+            assert!(
+                got.as_ref().is_err_and(|e| e.contains("checksum mismatch")),
+                "byte {at}: {:?}",
+                got.map(|t| t.entries.len())
+            );
+        }
+        let cut = decode(&bytes[..bytes.len() - 1000]);
+        assert!(cut.is_err(), "cut short");
     }
 
     #[test]
