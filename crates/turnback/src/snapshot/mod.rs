@@ -673,10 +673,13 @@ impl Store {
             &packs_fd,
             &mut warnings,
         )?;
-        let (tree_count, unreadable) = match quick {
+        // The tree's counts go with Watchman's clock only: not counted
+        // again without it.
+        let keeps_state = next.is_some() || stored.is_some();
+        let tree_counts = keeps_state.then(|| match quick {
             Some((n, counts)) => (n, counts.unreadable),
             None => new_tree.counts(),
-        };
+        });
         let pending = !windows.is_empty();
         let mark = TreeMark {
             stamp_ns: old_stamp.filter(|_| unchanged).unwrap_or(stamp_ns),
@@ -718,7 +721,7 @@ impl Store {
         // The clock goes with the tree just written (see
         // `crate::fsmonitor::state`); nothing is written without Watchman.
         let reason = full_walk.clone().unwrap_or_default();
-        if next.is_some() || stored.is_some() {
+        if let Some((tree_count, unreadable)) = tree_counts {
             let state = fsmonitor::State {
                 tree: (mark.stamp_ns, tree_count),
                 counts: fsmonitor::state::Counts {
