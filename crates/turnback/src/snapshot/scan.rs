@@ -164,10 +164,17 @@ impl Store {
             ),
             // Exactly the old tree: storing, its entries are taken as they
             // are by the caller, which owns them (see `Scan::as_old`).
-            (Listing::AsOld, Some(t)) if mode == Reading::Store => {
+            (Listing::AsOld(tot), Some(_)) if mode == Reading::Store => {
                 return Ok(Scan {
                     entries: Vec::new(),
-                    stats: Self::counted(&t.entries, ScanStats::default()),
+                    stats: ScanStats {
+                        files: tot.files,
+                        bytes: tot.bytes,
+                        dirs: tot.dirs,
+                        symlinks: tot.symlinks,
+                        excluded: tot.excluded,
+                        ..ScanStats::default()
+                    },
                     pack: None,
                     warnings,
                     dev,
@@ -179,7 +186,7 @@ impl Store {
                     needs_whole: false,
                 });
             }
-            (Listing::AsOld, _) => (
+            (Listing::AsOld(_), _) => (
                 old.map_or_else(Vec::new, |t| t.entries.iter().map(walk::found_of).collect()),
                 false,
                 None,

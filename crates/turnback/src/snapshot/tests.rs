@@ -1037,8 +1037,9 @@ fn a_walk_with_the_old_tree_finds_what_a_walk_without_it_finds() -> TestResult {
             files_as_old: true,
         }))?;
         match with {
-            walk::Listing::AsOld => {
+            walk::Listing::AsOld(totals) => {
                 assert_eq!(*what, "nothing", "only an unchanged tree is the old one");
+                assert_eq!(totals, tree::Totals::of(&old.entries), "counted as found");
                 let old_found: Vec<walk::Found> = old.entries.iter().map(walk::found_of).collect();
                 assert_eq!(old_found, without, "{what}");
                 // Every directory listed (a tree a Watchman half wrote):
@@ -1048,7 +1049,10 @@ fn a_walk_with_the_old_tree_finds_what_a_walk_without_it_finds() -> TestResult {
                     listed_whole: false,
                     files_as_old: true,
                 }))?;
-                assert!(matches!(listed, walk::Listing::AsOld), "listed whole");
+                assert!(
+                    matches!(listed, walk::Listing::AsOld(t) if t == tree::Totals::of(&old.entries)),
+                    "listed whole"
+                );
             }
             walk::Listing::Found(found) => {
                 assert_ne!(*what, "nothing", "an unchanged tree is the old one");

@@ -7,10 +7,11 @@
 //! a directory swapped for a symlink during the walk is not followed. A
 //! task opens its own directory, so the descriptors open at once are
 //! bounded by the directories being listed and their parents, not by how
-//! many subdirectories one directory has: a folder of 5,000 packages walks
-//! under macOS's default limit of 256 descriptors, and a process that never
-//! grows its descriptor table never waits for the kernel to swap it (an RCU
-//! grace period per doubling, paid while every other thread waits).
+//! many subdirectories one directory has (a folder of 600 packages walks
+//! under a limit of 64 descriptors, `tests/limits.rs`; macOS's default is
+//! 256). A process whose descriptor table stays small also never waits for
+//! the kernel to grow it (an RCU grace period per doubling, which the
+//! other walking thread spent idle).
 //!
 //! Each task sorts its own listing; the listings are put together depth
 //! first ([`assemble`]), which gives the paths in byte order without a
@@ -43,15 +44,16 @@ use crate::sys::fs::{Mode, OFlags};
 use super::Progress;
 use crate::exclude::{IGNORE_FILE, Ignores, nested_matcher};
 use crate::path::STORE_DIR;
-use crate::tree::{Entry, Excluded, Kind, Stat, Tree};
+use crate::tree::{Entry, Excluded, Kind, Stat, Totals, Tree};
 
 /// What a walk with the old tree found.
 pub(super) enum Listing {
     /// Every path, in byte order.
     Found(Vec<Found>),
     /// Exactly the old tree's entries, each with the stat it has there
-    /// (a file not racily clean), and nothing else.
-    AsOld,
+    /// (a file not racily clean), and nothing else; with their counts,
+    /// taken by the walking threads as they found them.
+    AsOld(Totals),
     /// The old tree with a patch (only the paths Watchman named were
     /// looked at; see [`walk_changed`]).
     Patch(Patch),
@@ -117,18 +119,9 @@ pub(super) fn walk(
     let unlisted: Unlisted = ctx.unlisted.into_inner().map_err(|_| poisoned())?;
     // Every item found as an old entry, each old entry once (a listing
     // holds each path once), and nothing else: the old tree's entries.
-    if old.is_some() && unlisted.is_empty() {
-        let (mut same, mut other) = (0, 0);
-        for item in listings.iter().flat_map(|(_, items)| items) {
-            match item {
-                Item::Same(_) => same += 1,
-                Item::Found(_) => other += 1,
-                Item::Subtree(_) => {}
-            }
-        }
-        if other == 0 && same == ctx.old.len() {
-            return Ok((Listing::AsOld, warnings));
-        }
+    let tally = ctx.tally.into_inner().map_err(|_| poisoned())?;
+    if old.is_some() && unlisted.is_empty() && tally.found == 0 && tally.same == ctx.old.len() {
+        return Ok((Listing::AsOld(tally.totals), warnings));
     }
     let found = assemble(listings, unlisted);
     debug_assert!(
@@ -197,6 +190,8 @@ struct WalkCtx<'a> {
     progress: &'a dyn Progress,
     /// Per listed directory (by path): its entries and subtrees, in order.
     out: Mutex<Vec<(Vec<u8>, Vec<Item<'a>>)>>,
+    /// What the listings hold, counted.
+    tally: Mutex<Tally>,
     /// Directories that could not be opened or listed (entirely or to the
     /// end), or were gone when their task opened them.
     unlisted: Mutex<Unlisted>,
@@ -216,6 +211,23 @@ struct WalkCtx<'a> {
     /// [`crate::sys::dir_times_follow_entries`]): a directory on another
     /// (a mount inside the project) is always listed.
     old_dev: Option<u64>,
+}
+
+/// The items of the listings: how many were found as their old entries
+/// (and those entries' counts), how many otherwise.
+#[derive(Default)]
+struct Tally {
+    same: usize,
+    found: usize,
+    totals: Totals,
+}
+
+impl Tally {
+    fn add(&mut self, other: &Tally) {
+        self.same += other.same;
+        self.found += other.found;
+        self.totals.add(&other.totals);
+    }
 }
 
 /// One item of a directory's listing, in the order of full paths.
@@ -358,6 +370,7 @@ impl<'a> WalkCtx<'a> {
             seen: AtomicU64::new(0),
             progress,
             out: Mutex::new(Vec::new()),
+            tally: Mutex::new(Tally::default()),
             unlisted: Mutex::new(HashMap::new()),
             store_inside,
             old: &[],
@@ -574,12 +587,33 @@ impl<'a> WalkCtx<'a> {
                 }),
             );
         }
-        let entries = items.iter().filter(|i| !matches!(i, Item::Subtree(_)));
-        self.counted(entries.count() as u64);
         let skip = if rel.is_empty() { 0 } else { rel.len() + 1 };
-        items.sort_unstable_by(|a, b| item_order(a, b, skip));
-        // A name the listing returned twice (changed while listed) once.
-        items.dedup_by(|a, b| item_order(a, b, skip).is_eq());
+        // The old names come in order, a listing seldom does.
+        if !items
+            .windows(2)
+            .all(|w| item_order(&w[0], &w[1], skip).is_lt())
+        {
+            items.sort_unstable_by(|a, b| item_order(a, b, skip));
+            // A name the listing returned twice (changed while listed) once.
+            items.dedup_by(|a, b| item_order(a, b, skip).is_eq());
+        }
+        // Counted here, while the entries are at hand, on every core.
+        let mut tally = Tally::default();
+        for item in &items {
+            match item {
+                Item::Same(e) => {
+                    tally.same += 1;
+                    tally.totals.count(e, 1);
+                }
+                Item::Found(_) => tally.found += 1,
+                Item::Subtree(_) => {}
+            }
+        }
+        self.counted((tally.same + tally.found) as u64);
+        self.tally
+            .lock()
+            .map_err(|_| io::Error::other("a walker thread panicked"))?
+            .add(&tally);
         self.out
             .lock()
             .map_err(|_| io::Error::other("a walker thread panicked"))?

@@ -69,12 +69,23 @@ impl Totals {
         self
     }
 
-    /// Counts `e` in (`sign` 1) or out (`-1`).
-    pub(crate) fn count(&mut self, e: &Entry, sign: i8) {
-        self.add(e.kind_code(), e.stat.size, e.is_unreadable(), sign);
+    /// `other`'s counts added to these.
+    pub(crate) fn add(&mut self, other: &Totals) {
+        self.entries = self.entries.saturating_add(other.entries);
+        self.files = self.files.saturating_add(other.files);
+        self.bytes = self.bytes.saturating_add(other.bytes);
+        self.dirs = self.dirs.saturating_add(other.dirs);
+        self.symlinks = self.symlinks.saturating_add(other.symlinks);
+        self.excluded = self.excluded.saturating_add(other.excluded);
+        self.unreadable = self.unreadable.saturating_add(other.unreadable);
     }
 
-    fn add(&mut self, kind: u8, size: u64, unreadable: bool, sign: i8) {
+    /// Counts `e` in (`sign` 1) or out (`-1`).
+    pub(crate) fn count(&mut self, e: &Entry, sign: i8) {
+        self.add_entry(e.kind_code(), e.stat.size, e.is_unreadable(), sign);
+    }
+
+    fn add_entry(&mut self, kind: u8, size: u64, unreadable: bool, sign: i8) {
         let step = |n: &mut u64, by: u64| {
             *n = if sign < 0 {
                 n.saturating_sub(by)
@@ -215,7 +226,7 @@ pub(crate) fn load_partial(
         // Every entry is counted; only those wanted, and the unreadable
         // ones (always looked at again), are kept.
         let mut keep = |path: &[u8], kind: u8, stat: &Stat, unreadable: bool| {
-            partial.totals.add(kind, stat.size, unreadable, 1);
+            partial.totals.add_entry(kind, stat.size, unreadable, 1);
             if kind == KIND_FILE {
                 partial.file_inodes.push(stat.ino);
             }
