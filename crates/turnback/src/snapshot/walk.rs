@@ -953,7 +953,8 @@ pub(super) fn walk_changed(
         drop[lo..hi].iter_mut().for_each(|d| *d = true);
     }
     // Another name of a file found now (a hard link the command made,
-    // or wrote through), which Watchman did not name and nothing looked
+    // or wrote through), or of a file the tree had at a path that changed
+    // (removed, replaced), which Watchman did not name and nothing looked
     // at: its ctime changed too, which the scan sees. Rare, and not worth
     // a guess: the whole tree is scanned for this snapshot.
     // Sorted, searched only within their range: a pass over many inodes
@@ -962,6 +963,12 @@ pub(super) fn walk_changed(
         .iter()
         .filter(|f| matches!(f.kind, FoundKind::File | FoundKind::Excluded(_)) && f.stat.ino != 0)
         .map(|f| f.stat.ino)
+        .chain(
+            old.iter()
+                .zip(&drop)
+                .filter(|(e, d)| **d && may_be_linked(e))
+                .map(|(e, _)| e.stat.ino),
+        )
         .collect();
     inodes.sort_unstable();
     // Read in part (see `crate::tree::partial`): the entries left out
@@ -1033,6 +1040,14 @@ fn below_entry(old: &[Entry], i: usize) -> &[Entry] {
     key.push(b'0');
     let hi = lo + rest[lo..].partition_point(|e| e.path.as_slice() < key.as_slice());
     &rest[lo..hi]
+}
+
+/// Whether the tree's entry `e` may be one of several names of its inode
+/// (a hard link): anything but a directory, when its inode is known.
+fn may_be_linked(e: &Entry) -> bool {
+    e.stat.ino != 0
+        && !matches!(e.kind, Kind::Dir)
+        && crate::sys::file_type(e.stat.mode) != crate::sys::fs::FileType::Directory
 }
 
 /// Whether the plain path `p` is the directory `d` or lies below it.
@@ -1154,23 +1169,23 @@ pub(super) fn dirty_paths(
             end += 1;
         }
     }
-    // A file written through one of its names changes every name of it
-    // (hard links), and Watchman names only the one written: the other
-    // names the tree holds with that inode are looked at too.
+    // A file written through one of its names, or one of whose names is
+    // removed or replaced, changes every name of it (hard links: the
+    // bytes, or the link count and so the ctime), and Watchman names only
+    // the one changed: the other names the tree holds with that inode are
+    // looked at too, covered or excluded.
     let inodes: HashSet<u64> = dirty
         .iter()
-        .filter_map(|p| match find(p) {
-            Some(Kind::File { .. }) => old
-                .binary_search_by(|e| e.path.as_slice().cmp(p))
+        .filter_map(|p| {
+            old.binary_search_by(|e| e.path.as_slice().cmp(p))
                 .ok()
-                .map(|i| old[i].stat.ino),
-            _ => None,
+                .map(|i| &old[i])
         })
+        .filter(|e| may_be_linked(e))
+        .map(|e| e.stat.ino)
         .collect();
     for e in old {
-        let linked = !inodes.is_empty()
-            && matches!(e.kind, Kind::File { .. })
-            && inodes.contains(&e.stat.ino);
+        let linked = !inodes.is_empty() && may_be_linked(e) && inodes.contains(&e.stat.ino);
         if linked || matches!(e.kind, Kind::Excluded(Excluded::Unreadable(_))) {
             dirty.insert(e.path.clone());
         }
