@@ -596,7 +596,7 @@ pub(crate) fn decode_with(
 /// Asked of every entry of the tree a decoder makes, once and in path
 /// order, with its path, kind (`KIND_*`), stat and whether it is
 /// unreadable: whether to keep it (decode it whole).
-pub(crate) type Keep<'k> = &'k mut dyn FnMut(&[u8], u8, &Stat, bool) -> bool;
+pub(crate) type Keep<'k> = &'k mut (dyn FnMut(&[u8], u8, &Stat, bool) -> bool + Send);
 
 /// [`decode_with`], keeping only the entries `keep` says (every one
 /// without it). A path left out is checked for order only.
@@ -607,14 +607,14 @@ pub(super) fn decode_keeping(
     keep: Option<Keep<'_>>,
 ) -> std::result::Result<(Tree, usize), String> {
     let what = ("a tree file", "tree format");
-    // A large tree read whole: its checksum is worked out on another core
-    // while its entries are decoded (a damaged file's entries are then
-    // dropped, its checksum's verdict given).
-    if keep.is_none() && bytes.len() >= 1 << 20 && rayon::current_num_threads() > 1 {
+    // A large tree: its checksum is worked out on another core while its
+    // entries are decoded, or passed over (a damaged file's entries are
+    // then dropped, its checksum's verdict given).
+    if bytes.len() >= 1 << 20 && rayon::current_num_threads() > 1 {
         let r = Reader::unchecked(bytes, MAGIC, what.0, what.1)?;
         let (checked, decoded) = rayon::join(
             || Reader::framed(bytes, MAGIC, what.0, what.1).map(|_| ()),
-            || decode_entries(r, changes, shadowed, None),
+            || decode_entries(r, changes, shadowed, keep),
         );
         checked?;
         return decoded;
