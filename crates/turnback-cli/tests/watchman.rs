@@ -767,6 +767,37 @@ fn removing_one_name_of_a_hard_link_records_the_other_names_change() -> Res<()> 
     Ok(())
 }
 
+/// A covered file with a second name inside an excluded directory
+/// (`node_modules`), written in place through that name with its size and
+/// mtime kept: Watchman names the excluded path only, and the tree holds
+/// nothing inside `node_modules` to tell the inode. The half scans the
+/// whole tree, which sees the covered name's ctime and records its change,
+/// as the random test's seed 1796613426952650317 showed the scan does.
+#[test]
+fn a_write_through_a_hard_link_inside_an_excluded_directory_is_recorded() -> Res<()> {
+    let server = Server::start()?;
+    let tmp = tempfile::tempdir()?;
+    let w = started(tmp.path(), &server)?;
+    w.exec(
+        "t1",
+        "printf 'kept\\n' > kept.txt && mkdir -p node_modules/pkg && ln kept.txt node_modules/pkg/f.txt",
+    )?;
+    let r = w.exec(
+        "t2",
+        "t=$(stat -c %y node_modules/pkg/f.txt) && printf 'K' | dd of=node_modules/pkg/f.txt bs=1 count=1 conv=notrunc 2>/dev/null && touch -d \"$t\" node_modules/pkg/f.txt",
+    )?;
+    let (src, why) = source(&r["after"]);
+    assert_eq!(src, "scan", "{r}");
+    assert!(why.contains("hard link"), "{why}");
+    assert_eq!(
+        r["after"]["recorded"]["changes"]["modified"],
+        serde_json::json!(["kept.txt"]),
+        "{r}"
+    );
+    assert_eq!(std::fs::read(w.root.join("kept.txt"))?, b"Kept\n");
+    Ok(())
+}
+
 #[test]
 fn the_setting_comes_from_config_toml_and_the_environment_overrides_it() -> Res<()> {
     let server = Server::start()?;

@@ -852,10 +852,21 @@ pub(super) fn walk_changed(
     changed: Vec<Vec<u8>>,
     outside: Option<&crate::tree::Partial>,
 ) -> io::Result<Result<Walked, String>> {
+    let in_excluded: Vec<Vec<u8>> = changed
+        .iter()
+        .filter(|p| inside_excluded(old, p))
+        .cloned()
+        .collect();
     let dirty = match dirty_paths(old, changed, store_inside.as_deref()) {
         Ok(d) => d,
         Err(why) => return Ok(Err(why)),
     };
+    if let Some(p) = linked_from_excluded(root_fd, old, outside, &in_excluded) {
+        return Ok(Err(format!(
+            "{} is another name of a file the tree covers (a hard link), inside an excluded directory",
+            crate::path::escaped(&p)
+        )));
+    }
     let ctx = WalkCtx::new(root, cap, progress, store_inside);
     let root_dir = Some((Arc::new(crate::sys::dup(root_fd)?), Arc::new(ignores)));
     let mut looker = Looker {
@@ -1040,6 +1051,61 @@ fn below_entry(old: &[Entry], i: usize) -> &[Entry] {
     key.push(b'0');
     let hi = lo + rest[lo..].partition_point(|e| e.path.as_slice() < key.as_slice());
     &rest[lo..hi]
+}
+
+/// Whether the plain path `p` lies below a directory the tree holds as
+/// excluded (whose own entries it does not hold).
+fn inside_excluded(old: &[Entry], p: &[u8]) -> bool {
+    p.iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'/')
+        .any(|(k, _)| {
+            old.binary_search_by(|e| e.path.as_slice().cmp(&p[..k]))
+                .is_ok_and(|i| matches!(old[i].kind, Kind::Excluded(_)))
+        })
+}
+
+/// Of `paths` (Watchman's, inside excluded directories), the first that is
+/// now a file with another name the tree covers: written through the
+/// excluded name, the covered one changed too (its bytes and its ctime),
+/// and the tree, which holds no entry inside an excluded directory, does
+/// not know that inode. Only files with more than one name are asked
+/// about (a `node_modules` of pnpm's links into its store outside the
+/// project has many, none of them covered).
+fn linked_from_excluded(
+    root_fd: &OwnedFd,
+    old: &[Entry],
+    outside: Option<&crate::tree::Partial>,
+    paths: &[Vec<u8>],
+) -> Option<Vec<u8>> {
+    use crate::sys::fs::{AtFlags, FileType};
+    let linked: Vec<(&Vec<u8>, u64)> = paths
+        .iter()
+        .filter_map(|p| {
+            let st =
+                crate::sys::fs::statat(root_fd, crate::sys::os_str(p), AtFlags::SYMLINK_NOFOLLOW)
+                    .ok()?;
+            (crate::sys::file_type(crate::sys::mode(&st)) == FileType::RegularFile
+                && crate::sys::nlink(&st) > 1)
+                .then(|| (p, Stat::of_raw(&st).ino))
+        })
+        .collect();
+    if linked.is_empty() {
+        return None;
+    }
+    let mut covered: Vec<u64> = match outside {
+        Some(o) => o.file_inodes.clone(),
+        None => old
+            .iter()
+            .filter(|e| matches!(e.kind, Kind::File { .. }))
+            .map(|e| e.stat.ino)
+            .collect(),
+    };
+    covered.sort_unstable();
+    linked
+        .into_iter()
+        .find(|(_, ino)| covered.binary_search(ino).is_ok())
+        .map(|(p, _)| p.clone())
 }
 
 /// Whether the tree's entry `e` may be one of several names of its inode
