@@ -10,6 +10,30 @@ use std::process::Command;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
+/// Runs the shell `script` in `root`, with `data` as turnback's data
+/// directory and home, and `env` on top; it must succeed.
+fn run_limited(
+    root: &std::path::Path,
+    data: &std::path::Path,
+    script: &str,
+    env: &[(&str, &str)],
+) -> TestResult {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(root)
+        .env("TURNBACK_DATA_DIR", data)
+        .env("HOME", data)
+        .envs(env.iter().copied())
+        .output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
 #[test]
 fn a_batch_of_3000_files_captures_and_rewinds_under_a_limit_of_128_descriptors() -> TestResult {
     let dir = tempfile::tempdir()?;
@@ -31,18 +55,7 @@ fn a_batch_of_3000_files_captures_and_rewinds_under_a_limit_of_128_descriptors()
          for f in pkg0/f0.txt pkg29/f99.txt; do echo changed > $f; done && '{bin}' rewind t1 >/dev/null",
         bin = bin.display()
     );
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(&script)
-        .current_dir(root)
-        .env("TURNBACK_DATA_DIR", data.path())
-        .env("HOME", data.path())
-        .output()?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_limited(root, data.path(), &script, &[])?;
     assert_eq!(
         std::fs::read_to_string(root.join("pkg0/f0.txt"))?,
         "file 0/0\n"
@@ -80,19 +93,7 @@ fn a_folder_of_600_subdirectories_is_covered_under_a_limit_of_64_descriptors() -
         bin = bin.display(),
         out = reports.path().display(),
     );
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(&script)
-        .current_dir(root)
-        .env("TURNBACK_DATA_DIR", data.path())
-        .env("HOME", data.path())
-        .env("TURNBACK_FSMONITOR", "off")
-        .output()?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_limited(root, data.path(), &script, &[("TURNBACK_FSMONITOR", "off")])?;
     for half in ["before.json", "after.json"] {
         let report: serde_json::Value =
             serde_json::from_slice(&std::fs::read(reports.path().join(half))?)?;

@@ -420,21 +420,8 @@ fn read_body(r: &mut Reader<'_>, i: usize, path: Vec<u8>) -> std::result::Result
     if path.is_empty() {
         return Err(format!("entry {i}: empty path"));
     }
-    // The kind and the stat: 37 bytes, read at once.
-    let head: [u8; 37] = r.arr()?;
-    let field = |at: usize| -> [u8; 8] {
-        let mut b = [0; 8];
-        b.copy_from_slice(&head[at..at + 8]);
-        b
-    };
-    let stat = Stat {
-        size: u64::from_le_bytes(field(1)),
-        mtime_ns: i64::from_le_bytes(field(9)),
-        ctime_ns: i64::from_le_bytes(field(17)),
-        ino: u64::from_le_bytes(field(25)),
-        mode: u32::from_le_bytes([head[33], head[34], head[35], head[36]]),
-    };
-    let kind = match head[0] {
+    let (kind, stat) = read_kind_stat(r)?;
+    let kind = match kind {
         KIND_FILE => Kind::File {
             blob: BlobId(r.arr()?),
         },
@@ -451,6 +438,24 @@ fn read_body(r: &mut Reader<'_>, i: usize, path: Vec<u8>) -> std::result::Result
         return Err(format!("entry {i}: a covered path the store cannot hold"));
     }
     Ok(Entry { path, stat, kind })
+}
+
+/// An entry's kind and stat: 37 bytes, read at once.
+fn read_kind_stat(r: &mut Reader<'_>) -> std::result::Result<(u8, Stat), String> {
+    let head: [u8; 37] = r.arr()?;
+    let field = |at: usize| -> [u8; 8] {
+        let mut b = [0; 8];
+        b.copy_from_slice(&head[at..at + 8]);
+        b
+    };
+    let stat = Stat {
+        size: u64::from_le_bytes(field(1)),
+        mtime_ns: i64::from_le_bytes(field(9)),
+        ctime_ns: i64::from_le_bytes(field(17)),
+        ino: u64::from_le_bytes(field(25)),
+        mode: u32::from_le_bytes([head[33], head[34], head[35], head[36]]),
+    };
+    Ok((head[0], stat))
 }
 
 /// A reader of the fields of a framed store file (this tree file, the
@@ -681,14 +686,7 @@ fn decode_entries(
         // The entry's kind and stat, and its payload passed over; read
         // again whole when it is kept.
         let start = r.pos;
-        let kind = r.u8()?;
-        let stat = Stat {
-            size: r.u64()?,
-            mtime_ns: r.i64()?,
-            ctime_ns: r.i64()?,
-            ino: r.u64()?,
-            mode: r.u32()?,
-        };
+        let (kind, stat) = read_kind_stat(&mut r)?;
         let (blob, unreadable) = match kind {
             KIND_FILE => (Some(BlobId(r.arr()?)), false),
             KIND_SYMLINK => (r.str16().map(|_| None)?, false),
