@@ -6,7 +6,7 @@
 //! Format (all integers little-endian):
 //!
 //! ```text
-//! magic    "TBTREE1\n"          8 bytes; the digit is the format version
+//! magic    "TBTREE2\n"          8 bytes; the digit is the format version
 //! stamp    i64                  scan stamp, ns since the epoch, file-system clock
 //! log_seq  u64                  last log sequence number when the tree was written
 //! pending  u8                   1: a command window is open (a before half whose
@@ -20,8 +20,19 @@
 //!   file:     blob [u8; 32]          SHA-256 of the bytes read
 //!   symlink:  u16 len + target bytes (UTF-8)
 //!   excluded: reason u8 + u16 len + detail bytes (UTF-8)
+//! starts   n × (index u32, offset u64)   the entries a decoder can begin
+//!                               at: every [`STRIDE`]th (the first excepted),
+//!                               each sharing nothing with the path before
+//!                               it, and where it begins in the file
+//! n        u32                  number of starts
 //! crc      u32                  CRC-32 (IEEE) of every byte before it
 //! ```
+//!
+//! The starts let a large tree be decoded on every core, each run of
+//! entries into its own part of the entries' memory (as git's index entry
+//! offset table does). Every decoder checks them: each start where the
+//! previous run ends, sharing nothing, the runs in order across their
+//! ends. Version 1 (`TBTREE1`, no starts, no `n`) is still read, one run.
 //!
 //! Paths are relative to the root, `/`-separated, raw bytes, not
 //! necessarily UTF-8 (an excluded entry may have a name the store cannot
@@ -128,7 +139,16 @@ use crate::path::RelPath;
 pub const TREE_FILE: &str = "tree";
 
 /// The first bytes of a tree file.
-pub const MAGIC: &[u8; 8] = b"TBTREE1\n";
+pub const MAGIC: &[u8; 8] = b"TBTREE2\n";
+
+/// The first bytes of a tree file of the format before starts (see the
+/// module doc), still read.
+const MAGIC_1: &[u8; 8] = b"TBTREE1\n";
+
+/// Every this many entries, the tree file names a start (see the module
+/// doc): some 25 runs for 100,000 entries, enough for the pool to share
+/// them out evenly.
+const STRIDE: usize = 4096;
 
 /// The file whose times a scan sets to read the file system's clock.
 pub const STAMP_FILE: &str = "tree-stamp";
@@ -355,11 +375,12 @@ pub fn encode(tree: &Tree) -> Vec<u8> {
 pub fn encode_into(tree: &Tree, to: &mut impl Write) -> std::io::Result<u64> {
     const PIECE: usize = 64 << 10;
     let mut crc = crc32fast::Hasher::new();
+    // Bytes written before those in `out`.
     let mut len = 0u64;
     let mut out = Vec::with_capacity(PIECE + 512);
-    let mut put = |out: &mut Vec<u8>| -> std::io::Result<()> {
+    let mut put = |out: &mut Vec<u8>, len: &mut u64| -> std::io::Result<()> {
         crc.update(out);
-        len += out.len() as u64;
+        *len += out.len() as u64;
         to.write_all(out)?;
         out.clear();
         Ok(())
@@ -371,22 +392,35 @@ pub fn encode_into(tree: &Tree, to: &mut impl Write) -> std::io::Result<u64> {
     put_str16(&mut out, tree.turn.as_str().as_bytes());
     out.extend_from_slice(&(tree.entries.len() as u32).to_le_bytes());
     let mut prev: &[u8] = &[];
-    for e in &tree.entries {
-        let shared = prev
-            .iter()
-            .zip(&e.path)
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(u16::MAX as usize);
+    let mut starts: Vec<Start> = Vec::new();
+    for (i, e) in tree.entries.iter().enumerate() {
+        let shared = if i > 0 && i % STRIDE == 0 {
+            starts.push(Start {
+                index: i,
+                offset: len + out.len() as u64,
+            });
+            0
+        } else {
+            prev.iter()
+                .zip(&e.path)
+                .take_while(|(a, b)| a == b)
+                .count()
+                .min(u16::MAX as usize)
+        };
         out.extend_from_slice(&(shared as u16).to_le_bytes());
         put_str16(&mut out, &e.path[shared..]);
         put_body(&mut out, e);
         prev = &e.path;
         if out.len() >= PIECE {
-            put(&mut out)?;
+            put(&mut out, &mut len)?;
         }
     }
-    put(&mut out)?;
+    for s in &starts {
+        out.extend_from_slice(&(s.index as u32).to_le_bytes());
+        out.extend_from_slice(&s.offset.to_le_bytes());
+    }
+    out.extend_from_slice(&(starts.len() as u32).to_le_bytes());
+    put(&mut out, &mut len)?;
     let crc = crc.finalize();
     to.write_all(&crc.to_le_bytes())?;
     Ok(len + 4)
@@ -611,32 +645,135 @@ pub(super) fn decode_keeping(
     shadowed: &mut Vec<BlobId>,
     keep: Option<Keep<'_>>,
 ) -> std::result::Result<(Tree, usize), String> {
-    let what = ("a tree file", "tree format");
     // A large tree: its checksum is worked out on another core while its
     // entries are decoded, or passed over (a damaged file's entries are
     // then dropped, its checksum's verdict given).
     if bytes.len() >= 1 << 20 && rayon::current_num_threads() > 1 {
-        let r = Reader::unchecked(bytes, MAGIC, what.0, what.1)?;
+        let r = match tree_reader(bytes, false) {
+            Ok(r) => r,
+            // The checksum speaks first.
+            Err(e) => return tree_reader(bytes, true).and(Err(e)),
+        };
         let (checked, decoded) = rayon::join(
-            || Reader::framed(bytes, MAGIC, what.0, what.1).map(|_| ()),
+            || tree_reader(bytes, true).map(|_| ()),
             || decode_entries(r, changes, shadowed, keep),
         );
         checked?;
         return decoded;
     }
-    let r = Reader::framed(bytes, MAGIC, what.0, what.1)?;
-    decode_entries(r, changes, shadowed, keep)
+    decode_entries(tree_reader(bytes, true)?, changes, shadowed, keep)
 }
 
-/// [`decode_keeping`] of a tree file's fields, `r` just past its magic.
+/// Where a decoder can begin: the entry `index` shares nothing with the
+/// path before it and begins at byte `offset` of the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Start {
+    index: usize,
+    offset: u64,
+}
+
+/// A tree file's fields after its magic up to its last entry, and its
+/// starts (none in version 1); its checksum verified when `checked`.
+fn tree_reader(
+    bytes: &[u8],
+    checked: bool,
+) -> std::result::Result<(Reader<'_>, Vec<Start>), String> {
+    let (what, format) = ("a tree file", "tree format");
+    let magic = if bytes.starts_with(MAGIC_1) {
+        MAGIC_1
+    } else {
+        MAGIC
+    };
+    let mut r = if checked {
+        Reader::framed(bytes, magic, what, format)?
+    } else {
+        Reader::unchecked(bytes, magic, what, format)?
+    };
+    if magic == MAGIC_1 {
+        return Ok((r, Vec::new()));
+    }
+    // The starts, then their number, end the fields.
+    let end = r.buf.len();
+    let n = end
+        .checked_sub(4)
+        .filter(|&at| at >= r.pos)
+        .map(|at| u32::from_le_bytes([r.buf[at], r.buf[at + 1], r.buf[at + 2], r.buf[at + 3]]))
+        .ok_or("truncated before its starts")? as usize;
+    let table = n
+        .checked_mul(12)
+        .and_then(|t| (end - 4).checked_sub(t))
+        .filter(|&at| at >= r.pos)
+        .ok_or("its table of starts is longer than the file")?;
+    let mut t = Reader {
+        buf: &r.buf[..end - 4],
+        pos: table,
+    };
+    let mut starts = Vec::with_capacity(n);
+    for _ in 0..n {
+        let index = t.u32()? as usize;
+        let offset = t.u64()?;
+        starts.push(Start { index, offset });
+    }
+    r.buf = &r.buf[..table];
+    Ok((r, starts))
+}
+
+/// Whether the path made of the previous one's first bytes and `suffix`
+/// comes after it, `rest` being the previous path past those bytes (a
+/// byte compared in place, the two slices only when it is the same).
+fn comes_after(suffix: &[u8], rest: &[u8]) -> bool {
+    match (suffix.first(), rest.first()) {
+        (Some(a), Some(b)) if a != b => a > b,
+        _ => suffix > rest,
+    }
+}
+
+/// Reads the path of entry `i` into `prev`, which holds the path before it
+/// (empty for the first of a run: a path sharing bytes with nothing is
+/// refused); checks it comes after that one unless it is the `first`.
+fn next_path(
+    r: &mut Reader<'_>,
+    i: usize,
+    prev: &mut Vec<u8>,
+    first: bool,
+) -> std::result::Result<(), String> {
+    let shared = r.u16()? as usize;
+    if shared > prev.len() {
+        return Err(format!("entry {i}: shares more than the previous path"));
+    }
+    let suffix = r.str16()?;
+    // The two paths share `shared` bytes: the new one comes after the
+    // previous one when its suffix comes after the rest of it.
+    if !first && !comes_after(suffix, &prev[shared..]) {
+        return Err(format!("entry {i}: paths are not sorted"));
+    }
+    prev.truncate(shared);
+    prev.extend_from_slice(suffix);
+    Ok(())
+}
+
+/// [`decode_keeping`] of a tree file's fields, `r` just past its magic and
+/// ending at its last entry, `starts` its starts.
 fn decode_entries(
-    mut r: Reader<'_>,
+    (mut r, starts): (Reader<'_>, Vec<Start>),
     changes: &[Change],
     shadowed: &mut Vec<BlobId>,
     mut keep: Option<Keep<'_>>,
 ) -> std::result::Result<(Tree, usize), String> {
     let (stamp_ns, log_seq, pending, turn) = r.tree_header()?;
     let count = r.u32()? as usize;
+    let tree = |entries| Tree {
+        stamp_ns,
+        log_seq,
+        turn,
+        pending,
+        entries,
+    };
+    // Every entry kept, none changed: each run of entries on a core.
+    if keep.is_none() && changes.is_empty() && !starts.is_empty() {
+        let entries = decode_runs(&r, count, &starts)?;
+        return Ok((tree(entries), count));
+    }
     let mut entries: Vec<Entry> = Vec::new();
     if keep.is_none() {
         // Every entry takes at least 41 bytes: a hostile count cannot make
@@ -649,22 +786,24 @@ fn decode_entries(
             .is_none_or(|k| k(&e.path, e.kind_code(), &e.stat, e.is_unreadable()))
     };
     let mut changes = changes.iter().peekable();
+    let mut starts = starts.into_iter().peekable();
     // The previous path of the file (the one the next shares a prefix
     // with), whether or not a change replaced its entry.
     let mut prev: Vec<u8> = Vec::new();
     for i in 0..count {
-        let shared = r.u16()? as usize;
-        if shared > prev.len() {
-            return Err(format!("entry {i}: shares more than the previous path"));
+        if let Some(s) = starts.next_if(|s| s.index == i) {
+            if i == 0 || r.pos as u64 != s.offset {
+                return Err(format!("entry {i}: not where its start says"));
+            }
+            let mut first = Vec::new();
+            next_path(&mut r, i, &mut first, true)?;
+            if !comes_after(&first, &prev) {
+                return Err(format!("entry {i}: paths are not sorted"));
+            }
+            prev = first;
+        } else {
+            next_path(&mut r, i, &mut prev, i == 0)?;
         }
-        let suffix = r.str16()?;
-        // The two paths share `shared` bytes: the new one comes after the
-        // previous one when its suffix comes after the rest of it.
-        if i > 0 && suffix <= &prev[shared..] {
-            return Err(format!("entry {i}: paths are not sorted"));
-        }
-        prev.truncate(shared);
-        prev.extend_from_slice(suffix);
         while let Some((_, new)) = changes.next_if(|(p, _)| p.as_slice() < prev.as_slice()) {
             if let Some(e) = new.as_ref().filter(|e| wants(e, &mut keep)) {
                 entries.push(e.clone());
@@ -716,6 +855,9 @@ fn decode_entries(
             entries.push(read_body(&mut again, i, prev.clone())?);
         }
     }
+    if let Some(s) = starts.next() {
+        return Err(format!("a start names entry {} of {count}", s.index));
+    }
     for (_, new) in changes {
         if let Some(e) = new.as_ref().filter(|e| wants(e, &mut keep)) {
             entries.push(e.clone());
@@ -724,14 +866,86 @@ fn decode_entries(
     if r.left() != 0 {
         return Err(format!("{} bytes after the last entry", r.left()));
     }
-    let tree = Tree {
-        stamp_ns,
-        log_seq,
-        turn,
-        pending,
-        entries,
+    Ok((tree(entries), count))
+}
+
+/// The `count` entries after `r`'s position, each run between two starts
+/// decoded on the pool into its own part of the entries.
+fn decode_runs(
+    r: &Reader<'_>,
+    count: usize,
+    starts: &[Start],
+) -> std::result::Result<Vec<Entry>, String> {
+    use rayon::prelude::*;
+    let first = Start {
+        index: 0,
+        offset: r.pos as u64,
     };
-    Ok((tree, count))
+    let end = Start {
+        index: count,
+        offset: r.buf.len() as u64,
+    };
+    let bounds: Vec<Start> = std::iter::once(first)
+        .chain(starts.iter().copied())
+        .chain(std::iter::once(end))
+        .collect();
+    if let Some(w) = bounds
+        .windows(2)
+        .find(|w| w[0].index >= w[1].index || w[0].offset >= w[1].offset)
+    {
+        return Err(format!(
+            "a start names entry {} at byte {}, out of order",
+            w[1].index, w[1].offset
+        ));
+    }
+    // Every entry takes at least 41 bytes (as in `decode_entries`).
+    if count > r.left() / 41 {
+        return Err(format!("{count} entries do not fit in {} bytes", r.left()));
+    }
+    let mut entries: Vec<Entry> = Vec::with_capacity(count);
+    crate::sys::huge_pages(&mut entries);
+    // Placeholders first, written on every core: the memory's first touch
+    // is shared out too.
+    entries.par_extend((0..count).into_par_iter().map(|_| Entry {
+        path: Vec::new(),
+        stat: Stat::default(),
+        kind: Kind::Dir,
+    }));
+    let mut runs = Vec::with_capacity(bounds.len() - 1);
+    let mut rest = entries.as_mut_slice();
+    for w in bounds.windows(2) {
+        let (run, tail) = rest.split_at_mut(w[1].index - w[0].index);
+        runs.push((run, w[0], w[1].offset));
+        rest = tail;
+    }
+    runs.into_par_iter().try_for_each(|(run, from, to)| {
+        // Offsets were checked against the fields' length above.
+        let mut r = Reader {
+            buf: &r.buf[..to as usize],
+            pos: from.offset as usize,
+        };
+        let mut prev = Vec::new();
+        for (k, slot) in run.iter_mut().enumerate() {
+            let i = from.index + k;
+            next_path(&mut r, i, &mut prev, k == 0)?;
+            *slot = read_body(&mut r, i, prev.clone())?;
+        }
+        match r.left() {
+            0 => Ok(()),
+            n => Err(format!(
+                "entry {}: {n} bytes before the next start",
+                from.index
+            )),
+        }
+    })?;
+    // Each run's first path comes after the last of the run before it.
+    if let Some(s) = starts
+        .iter()
+        .find(|s| entries[s.index - 1].path >= entries[s.index].path)
+    {
+        return Err(format!("entry {}: paths are not sorted", s.index));
+    }
+    Ok(entries)
 }
 
 /// Reads the tree of the store whose directory is `store`: the tree file
@@ -918,7 +1132,7 @@ fn current(store: &OwnedFd, store_path: &Path) -> Result<Option<(Tree, u64, File
     let Some((file, len, header, path)) = read_header(store, store_path, 8)? else {
         return Ok(None);
     };
-    if &header[..8] != MAGIC {
+    if &header[..8] != MAGIC && &header[..8] != MAGIC_1 {
         return Ok(None);
     }
     let turn_len = usize::from(u16::from_le_bytes([header[25], header[26]]));
@@ -1305,10 +1519,10 @@ mod tests {
     /// A tree file large enough that its checksum is worked out beside
     /// its decoding (1 MiB and more): read whole it is the tree written,
     /// and damaged anywhere, or cut short, it is damage, never entries.
-    #[test]
-    fn a_large_tree_file_is_read_whole_and_its_damage_found() {
+    /// The sample's header over `n` files in folders of 100.
+    fn files_tree(n: u64) -> Tree {
         let mut t = sample();
-        t.entries = (0..16_000u64)
+        t.entries = (0..n)
             .map(|i| Entry {
                 path: format!("d{:03}/f{i:05}.txt", i / 100).into_bytes(),
                 stat: Stat {
@@ -1323,6 +1537,172 @@ mod tests {
                 },
             })
             .collect();
+        t
+    }
+
+    /// `bytes` with its checksum made right again.
+    fn with_crc(mut bytes: Vec<u8>) -> Vec<u8> {
+        let at = bytes.len() - 4;
+        let crc = crc32fast::hash(&bytes[..at]);
+        bytes[at..].copy_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    /// A tree file's starts: (where its table begins, the starts).
+    fn starts_of(bytes: &[u8]) -> (usize, Vec<(u32, u64)>) {
+        let end = bytes.len() - 8;
+        let n = u32::from_le_bytes(bytes[end..end + 4].try_into().expect("4 bytes")) as usize;
+        let at = end - 12 * n;
+        let starts = bytes[at..end]
+            .chunks(12)
+            .map(|c| {
+                let index = u32::from_le_bytes(c[..4].try_into().expect("4 bytes"));
+                (
+                    index,
+                    u64::from_le_bytes(c[4..].try_into().expect("8 bytes")),
+                )
+            })
+            .collect();
+        (at, starts)
+    }
+
+    /// `bytes` with its starts replaced by `starts` (the checksum made
+    /// right).
+    fn with_starts(bytes: &[u8], starts: &[(u32, u64)]) -> Vec<u8> {
+        let (at, _) = starts_of(bytes);
+        let mut out = bytes[..at].to_vec();
+        for (index, offset) in starts {
+            out.extend_from_slice(&index.to_le_bytes());
+            out.extend_from_slice(&offset.to_le_bytes());
+        }
+        out.extend_from_slice(&(starts.len() as u32).to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
+        with_crc(out)
+    }
+
+    /// `decode`, but by the one-run decoder (every entry asked about).
+    fn decode_one_run(bytes: &[u8]) -> std::result::Result<Tree, String> {
+        let mut all = |_: &[u8], _: u8, _: &Stat, _: bool| true;
+        decode_keeping(bytes, &[], &mut Vec::new(), Some(&mut all)).map(|(t, _)| t)
+    }
+
+    /// A tree of several runs reads back the same whichever decoder reads
+    /// it: its runs on the pool, one run keeping every entry or some, one
+    /// run applying a delta's changes, and as version 1 (no starts).
+    #[test]
+    fn a_tree_of_many_runs_reads_back_by_every_decoder() {
+        let t = files_tree(3 * STRIDE as u64 + 17);
+        let bytes = encode(&t);
+        let (table, starts) = starts_of(&bytes);
+        let want: Vec<(u32, u64)> = (1..=3).map(|k| (k * STRIDE as u32, 0)).collect();
+        assert_eq!(
+            starts.iter().map(|s| (s.0, 0)).collect::<Vec<_>>(),
+            want,
+            "a start every {STRIDE} entries"
+        );
+        assert!(decode(&bytes) == Ok(t.clone()), "runs on the pool");
+        assert!(decode_one_run(&bytes) == Ok(t.clone()), "one run");
+        let mut some = |p: &[u8], _: u8, _: &Stat, _: bool| p.starts_with(b"d041/");
+        let (kept, count) =
+            decode_keeping(&bytes, &[], &mut Vec::new(), Some(&mut some)).expect("kept some");
+        assert_eq!(count, t.entries.len());
+        let d041: Vec<Entry> = t
+            .entries
+            .iter()
+            .filter(|e| e.path.starts_with(b"d041/"))
+            .cloned()
+            .collect();
+        assert!(d041.len() == 100 && kept.entries == d041);
+        // A delta's changes: one entry replaced, one gone, one put in.
+        let mut changed = t.clone();
+        let gone = changed.entries.remove(STRIDE);
+        changed.entries[7].stat.size = 99;
+        let fresh = Entry {
+            path: b"d040/g".to_vec(),
+            ..changed.entries[0].clone()
+        };
+        let changes: Vec<Change> = vec![
+            (
+                changed.entries[7].path.clone(),
+                Some(changed.entries[7].clone()),
+            ),
+            (fresh.path.clone(), Some(fresh.clone())),
+            (gone.path.clone(), None),
+        ];
+        let mut changes = changes;
+        changes.sort_by(|a, b| a.0.cmp(&b.0));
+        let (got, _) = decode_with(&bytes, &changes, &mut Vec::new()).expect("with changes");
+        changed.entries.push(fresh);
+        changed.entries.sort_by(|a, b| a.path.cmp(&b.path));
+        assert!(got == changed, "with a delta's changes");
+        // Version 1: the same entries, neither starts nor their number.
+        let mut v1 = bytes[..table].to_vec();
+        v1[6] = b'1';
+        v1.extend_from_slice(&[0; 4]);
+        assert!(decode(&with_crc(v1)) == Ok(t), "version 1");
+    }
+
+    /// Starts that do not name where runs begin are damage to both
+    /// decoders, the checksum right or not.
+    #[test]
+    fn starts_out_of_place_are_damage_to_every_decoder() {
+        let t = files_tree(3 * STRIDE as u64 + 17);
+        let bytes = encode(&t);
+        let (_, starts) = starts_of(&bytes);
+        let moved = |k: usize, by: (i64, i64)| {
+            let mut s = starts.clone();
+            s[k] = (
+                (i64::from(s[k].0) + by.0) as u32,
+                (s[k].1 as i64 + by.1) as u64,
+            );
+            s
+        };
+        let count = t.entries.len() as u32;
+        let cases: Vec<(&str, Vec<(u32, u64)>)> = vec![
+            ("an offset one byte late", moved(1, (0, 1))),
+            ("an offset one byte early", moved(0, (0, -1))),
+            ("the entry after the start", moved(2, (1, 0))),
+            ("two starts swapped", vec![starts[1], starts[0], starts[2]]),
+            ("a start named twice", vec![starts[0], starts[0], starts[1]]),
+            (
+                "a start at the first entry",
+                vec![(0, starts[0].1), starts[1]],
+            ),
+            (
+                "a start past the last entry",
+                vec![starts[0], (count, starts[2].1)],
+            ),
+        ];
+        for (what, s) in cases {
+            let bad = with_starts(&bytes, &s);
+            assert!(decode(&bad).is_err(), "{what}: runs on the pool");
+            assert!(decode_one_run(&bad).is_err(), "{what}: one run");
+        }
+        // Fewer starts than written is not damage: a run is longer.
+        let fewer = with_starts(&bytes, &starts[..1]);
+        assert!(decode(&fewer) == Ok(t.clone()), "fewer starts, on the pool");
+        assert!(
+            decode_one_run(&fewer) == Ok(t.clone()),
+            "fewer starts, one run"
+        );
+        // A count of starts past the table reads into the entries.
+        let mut longer = bytes.clone();
+        let at = longer.len() - 8;
+        longer[at] += 1;
+        let longer = with_crc(longer);
+        assert!(decode(&longer).is_err() && decode_one_run(&longer).is_err());
+        // Runs each in order but not across a start.
+        let mut unsorted = t.clone();
+        unsorted.entries.swap(STRIDE - 1, STRIDE);
+        let bad = encode(&unsorted);
+        for got in [decode(&bad), decode_one_run(&bad)] {
+            assert!(got.is_err_and(|e| e.contains("not sorted")));
+        }
+    }
+
+    #[test]
+    fn a_large_tree_file_is_read_whole_and_its_damage_found() {
+        let t = files_tree(16_000);
         let bytes = encode(&t);
         assert!(bytes.len() >= 1 << 20, "{} bytes", bytes.len());
         assert!(decode(&bytes) == Ok(t.clone()), "read whole");
@@ -1358,7 +1738,7 @@ mod tests {
         assert_eq!(
             hex,
             concat!(
-                "544254524545310a", // magic
+                "544254524545320a", // magic
                 "00cac471fe9c9717", // stamp
                 "0700000000000000", // log_seq
                 "01",
@@ -1386,6 +1766,7 @@ mod tests {
                 "a4810000",
                 "0500",
                 "7372632f61",
+                "00000000", // no starts
                 "CRC"
             )
             .replace(
