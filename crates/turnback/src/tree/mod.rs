@@ -28,11 +28,13 @@
 //! crc      u32                  CRC-32 (IEEE) of every byte before it
 //! ```
 //!
-//! The starts let a large tree be decoded on every core, each run of
-//! entries into its own part of the entries' memory (as git's index entry
-//! offset table does). Every decoder checks them: each start where the
+//! The starts let a large tree be decoded on every core (as git's index
+//! entry offset table does): read whole, each run into its own part of the
+//! entries' memory; read in part or with a delta's changes, each run with
+//! its share of the changes into its own list, the lists then joined. Every decoder checks them: each start where the
 //! previous run ends, sharing nothing, the runs in order across their
-//! ends. Version 1 (`TBTREE1`, no starts, no `n`) is still read, one run.
+//! ends. Version 1 (`TBTREE1`, no starts, no `n`) is still read, as one
+//! run.
 //!
 //! Paths are relative to the root, `/`-separated, raw bytes, not
 //! necessarily UTF-8 (an excluded entry may have a name the store cannot
@@ -629,22 +631,41 @@ pub(crate) fn decode_with(
     changes: &[Change],
     shadowed: &mut Vec<BlobId>,
 ) -> std::result::Result<(Tree, usize), String> {
-    decode_keeping(bytes, changes, shadowed, None)
+    decode_keeping(bytes, changes, shadowed, None::<fn() -> KeepAll>).map(|(t, n, _)| (t, n))
 }
 
-/// Asked of every entry of the tree a decoder makes, once and in path
-/// order, with its path, kind (`KIND_*`), stat and whether it is
-/// unreadable: whether to keep it (decode it whole).
-pub(crate) type Keep<'k> = &'k mut (dyn FnMut(&[u8], u8, &Stat, bool) -> bool + Send);
+/// Asked of every entry of a run of the tree a decoder makes (the tree
+/// file's and a delta's), once and in path order, with its path, kind
+/// (`KIND_*`), stat and whether it is unreadable: whether to keep it
+/// (decode it whole).
+pub(crate) trait Keep: Send {
+    fn keep(&mut self, path: &[u8], kind: u8, stat: &Stat, unreadable: bool) -> bool;
+}
 
-/// [`decode_with`], keeping only the entries `keep` says (every one
-/// without it). A path left out is checked for order only.
-pub(super) fn decode_keeping(
+impl<F: FnMut(&[u8], u8, &Stat, bool) -> bool + Send> Keep for F {
+    fn keep(&mut self, path: &[u8], kind: u8, stat: &Stat, unreadable: bool) -> bool {
+        self(path, kind, stat, unreadable)
+    }
+}
+
+/// Keeps every entry (the decoder then asks nothing).
+pub(crate) struct KeepAll;
+
+impl Keep for KeepAll {
+    fn keep(&mut self, _: &[u8], _: u8, _: &Stat, _: bool) -> bool {
+        true
+    }
+}
+
+/// [`decode_with`], keeping only the entries a `K` says, a fresh one for
+/// each run of entries (`fresh` makes them; every entry without it).
+/// Also returns each run's `K`, in path order.
+pub(super) fn decode_keeping<K: Keep, F: Fn() -> K + Sync + Send>(
     bytes: &[u8],
     changes: &[Change],
     shadowed: &mut Vec<BlobId>,
-    keep: Option<Keep<'_>>,
-) -> std::result::Result<(Tree, usize), String> {
+    fresh: Option<F>,
+) -> std::result::Result<(Tree, usize, Vec<K>), String> {
     // A large tree: its checksum is worked out on another core while its
     // entries are decoded, or passed over (a damaged file's entries are
     // then dropped, its checksum's verdict given).
@@ -656,12 +677,12 @@ pub(super) fn decode_keeping(
         };
         let (checked, decoded) = rayon::join(
             || tree_reader(bytes, true).map(|_| ()),
-            || decode_entries(r, changes, shadowed, keep),
+            || decode_entries(r, changes, shadowed, fresh),
         );
         checked?;
         return decoded;
     }
-    decode_entries(tree_reader(bytes, true)?, changes, shadowed, keep)
+    decode_entries(tree_reader(bytes, true)?, changes, shadowed, fresh)
 }
 
 /// Where a decoder can begin: the entry `index` shares nothing with the
@@ -670,6 +691,13 @@ pub(super) fn decode_keeping(
 struct Start {
     index: usize,
     offset: u64,
+}
+
+/// The entries from one start (or the first) to the next (or the end).
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    from: Start,
+    to: Start,
 }
 
 /// A tree file's fields after its magic up to its last entry, and its
@@ -718,6 +746,46 @@ fn tree_reader(
     Ok((r, starts))
 }
 
+/// The runs of the `count` entries after `r`'s position, between its
+/// `starts`, once they are checked to lie in order inside the entries.
+fn runs_of(
+    r: &Reader<'_>,
+    count: usize,
+    starts: &[Start],
+) -> std::result::Result<Vec<Run>, String> {
+    // Every entry takes at least 41 bytes: a hostile count cannot make us
+    // allocate more than the file justifies.
+    if count > r.left() / 41 {
+        return Err(format!("{count} entries do not fit in {} bytes", r.left()));
+    }
+    let first = Start {
+        index: 0,
+        offset: r.pos as u64,
+    };
+    let end = Start {
+        index: count,
+        offset: r.buf.len() as u64,
+    };
+    let mut runs = Vec::with_capacity(starts.len() + 1);
+    let mut from = first;
+    for &s in starts {
+        if s.index <= from.index
+            || s.index >= count
+            || s.offset <= from.offset
+            || s.offset >= end.offset
+        {
+            return Err(format!(
+                "a start names entry {} at byte {}, out of place",
+                s.index, s.offset
+            ));
+        }
+        runs.push(Run { from, to: s });
+        from = s;
+    }
+    runs.push(Run { from, to: end });
+    Ok(runs)
+}
+
 /// Whether the path made of the previous one's first bytes and `suffix`
 /// comes after it, `rest` being the previous path past those bytes (a
 /// byte compared in place, the two slices only when it is the same).
@@ -754,56 +822,199 @@ fn next_path(
 
 /// [`decode_keeping`] of a tree file's fields, `r` just past its magic and
 /// ending at its last entry, `starts` its starts.
-fn decode_entries(
+fn decode_entries<K: Keep, F: Fn() -> K + Sync + Send>(
     (mut r, starts): (Reader<'_>, Vec<Start>),
     changes: &[Change],
     shadowed: &mut Vec<BlobId>,
-    mut keep: Option<Keep<'_>>,
-) -> std::result::Result<(Tree, usize), String> {
+    fresh: Option<F>,
+) -> std::result::Result<(Tree, usize, Vec<K>), String> {
     let (stamp_ns, log_seq, pending, turn) = r.tree_header()?;
     let count = r.u32()? as usize;
-    let tree = |entries| Tree {
+    let runs = runs_of(&r, count, &starts)?;
+    let (entries, kept) = if fresh.is_none() && changes.is_empty() {
+        (decode_in_place(r.buf, count, &runs)?, Vec::new())
+    } else {
+        decode_parts(r.buf, &runs, changes, shadowed, fresh)?
+    };
+    let tree = Tree {
         stamp_ns,
         log_seq,
         turn,
         pending,
         entries,
     };
-    // Every entry kept, none changed: each run of entries on a core.
-    if keep.is_none() && changes.is_empty() && !starts.is_empty() {
-        let entries = decode_runs(&r, count, &starts)?;
-        return Ok((tree(entries), count));
+    Ok((tree, count, kept))
+}
+
+/// Every entry of the `runs` of `buf` (`count` of them), each run decoded
+/// on the pool into its own part of the entries.
+fn decode_in_place(
+    buf: &[u8],
+    count: usize,
+    runs: &[Run],
+) -> std::result::Result<Vec<Entry>, String> {
+    use rayon::prelude::*;
+    let mut entries: Vec<Entry> = Vec::with_capacity(count);
+    crate::sys::huge_pages(&mut entries);
+    // Placeholders first, written on every core: the memory's first touch
+    // is shared out too.
+    entries.par_extend((0..count).into_par_iter().map(|_| Entry {
+        path: Vec::new(),
+        stat: Stat::default(),
+        kind: Kind::Dir,
+    }));
+    let mut parts = Vec::with_capacity(runs.len());
+    let mut rest = entries.as_mut_slice();
+    for run in runs {
+        let (part, tail) = rest.split_at_mut(run.to.index - run.from.index);
+        parts.push((part, run));
+        rest = tail;
+    }
+    parts.into_par_iter().try_for_each(|(part, run)| {
+        let mut r = run.reader(buf);
+        let mut prev = Vec::new();
+        for (k, slot) in part.iter_mut().enumerate() {
+            let i = run.from.index + k;
+            next_path(&mut r, i, &mut prev, k == 0)?;
+            *slot = read_body(&mut r, i, prev.clone())?;
+        }
+        run.ended(&r)
+    })?;
+    // Each run's first path comes after the last of the run before it.
+    if let Some(run) = runs[1..]
+        .iter()
+        .find(|run| entries[run.from.index - 1].path >= entries[run.from.index].path)
+    {
+        return Err(format!("entry {}: paths are not sorted", run.from.index));
+    }
+    Ok(entries)
+}
+
+impl Run {
+    /// A reader of `buf` from the run's first entry to its end.
+    fn reader<'a>(&self, buf: &'a [u8]) -> Reader<'a> {
+        // `runs_of` checked the offsets lie in order inside `buf`.
+        Reader {
+            buf: &buf[..self.to.offset as usize],
+            pos: self.from.offset as usize,
+        }
+    }
+
+    /// Whether `r` read the run to its end, not short of it.
+    fn ended(&self, r: &Reader<'_>) -> std::result::Result<(), String> {
+        match r.left() {
+            0 => Ok(()),
+            n => Err(format!(
+                "{n} bytes after entry {} where entry {} should begin",
+                self.to.index.saturating_sub(1),
+                self.to.index
+            )),
+        }
+    }
+
+    /// The path of its first entry, which shares nothing.
+    fn first_path<'a>(&self, buf: &'a [u8]) -> std::result::Result<&'a [u8], String> {
+        let mut r = self.reader(buf);
+        if r.u16()? != 0 {
+            return Err(format!("entry {}: a start shares a path", self.from.index));
+        }
+        r.str16()
+    }
+}
+
+/// What a run of the tree read in parts gives.
+struct Part<K> {
+    entries: Vec<Entry>,
+    shadowed: Vec<BlobId>,
+    keep: Option<K>,
+    /// The path of its last entry in the file.
+    last: Vec<u8>,
+}
+
+/// The entries of the `runs` of `buf` with `changes` applied, keeping
+/// those a fresh `K` of each run says (every one without `fresh`): each
+/// run decoded on the pool with its share of the changes (from its first
+/// path to the next run's), the parts joined in order.
+fn decode_parts<K: Keep, F: Fn() -> K + Sync + Send>(
+    buf: &[u8],
+    runs: &[Run],
+    changes: &[Change],
+    shadowed: &mut Vec<BlobId>,
+    fresh: Option<F>,
+) -> std::result::Result<(Vec<Entry>, Vec<K>), String> {
+    use rayon::prelude::*;
+    let firsts = runs[1..]
+        .iter()
+        .map(|run| run.first_path(buf))
+        .collect::<std::result::Result<Vec<&[u8]>, String>>()?;
+    if let Some(k) = (1..firsts.len()).find(|&k| firsts[k - 1] >= firsts[k]) {
+        return Err(format!(
+            "entry {}: paths are not sorted",
+            runs[k + 1].from.index
+        ));
+    }
+    let mut cuts = vec![0];
+    cuts.extend(
+        firsts
+            .iter()
+            .map(|f| changes.partition_point(|(p, _)| p.as_slice() < *f)),
+    );
+    cuts.push(changes.len());
+    let work: Vec<(&Run, &[Change])> = runs
+        .iter()
+        .zip(cuts.windows(2))
+        .map(|(run, c)| (run, &changes[c[0]..c[1]]))
+        .collect();
+    let parts = work
+        .into_par_iter()
+        .map(|(run, changes)| decode_run(buf, run, changes, fresh.as_ref().map(|f| f())))
+        .collect::<std::result::Result<Vec<Part<K>>, String>>()?;
+    if let Some(k) = (1..parts.len()).find(|&k| parts[k - 1].last.as_slice() >= firsts[k - 1]) {
+        return Err(format!(
+            "entry {}: paths are not sorted",
+            runs[k].from.index
+        ));
     }
     let mut entries: Vec<Entry> = Vec::new();
+    let mut kept = Vec::with_capacity(parts.len());
+    for part in parts {
+        if entries.is_empty() {
+            entries = part.entries;
+        } else {
+            entries.extend(part.entries);
+        }
+        shadowed.extend(part.shadowed);
+        kept.extend(part.keep);
+    }
+    Ok((entries, kept))
+}
+
+/// The entries of `run` of `buf` with `changes` (those from its first path
+/// to the next run's) applied, keeping those `keep` says (every one
+/// without it).
+fn decode_run<K: Keep>(
+    buf: &[u8],
+    run: &Run,
+    changes: &[Change],
+    mut keep: Option<K>,
+) -> std::result::Result<Part<K>, String> {
+    let mut r = run.reader(buf);
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut shadowed = Vec::new();
     if keep.is_none() {
-        // Every entry takes at least 41 bytes: a hostile count cannot make
-        // us allocate more than the file justifies.
-        entries.reserve(count.min(r.left() / 41).saturating_add(changes.len()));
+        entries.reserve((run.to.index - run.from.index).saturating_add(changes.len()));
         crate::sys::huge_pages(&mut entries);
     }
-    let wants = |e: &Entry, keep: &mut Option<Keep<'_>>| {
+    let wants = |e: &Entry, keep: &mut Option<K>| {
         keep.as_mut()
-            .is_none_or(|k| k(&e.path, e.kind_code(), &e.stat, e.is_unreadable()))
+            .is_none_or(|k| k.keep(&e.path, e.kind_code(), &e.stat, e.is_unreadable()))
     };
     let mut changes = changes.iter().peekable();
-    let mut starts = starts.into_iter().peekable();
     // The previous path of the file (the one the next shares a prefix
     // with), whether or not a change replaced its entry.
     let mut prev: Vec<u8> = Vec::new();
-    for i in 0..count {
-        if let Some(s) = starts.next_if(|s| s.index == i) {
-            if i == 0 || r.pos as u64 != s.offset {
-                return Err(format!("entry {i}: not where its start says"));
-            }
-            let mut first = Vec::new();
-            next_path(&mut r, i, &mut first, true)?;
-            if !comes_after(&first, &prev) {
-                return Err(format!("entry {i}: paths are not sorted"));
-            }
-            prev = first;
-        } else {
-            next_path(&mut r, i, &mut prev, i == 0)?;
-        }
+    for i in run.from.index..run.to.index {
+        next_path(&mut r, i, &mut prev, i == run.from.index)?;
         while let Some((_, new)) = changes.next_if(|(p, _)| p.as_slice() < prev.as_slice()) {
             if let Some(e) = new.as_ref().filter(|e| wants(e, &mut keep)) {
                 entries.push(e.clone());
@@ -846,7 +1057,7 @@ fn decode_entries(
         }
         if keep
             .as_mut()
-            .is_none_or(|k| k(&prev, kind, &stat, unreadable))
+            .is_none_or(|k| k.keep(&prev, kind, &stat, unreadable))
         {
             let mut again = Reader {
                 buf: r.buf,
@@ -855,97 +1066,18 @@ fn decode_entries(
             entries.push(read_body(&mut again, i, prev.clone())?);
         }
     }
-    if let Some(s) = starts.next() {
-        return Err(format!("a start names entry {} of {count}", s.index));
-    }
     for (_, new) in changes {
         if let Some(e) = new.as_ref().filter(|e| wants(e, &mut keep)) {
             entries.push(e.clone());
         }
     }
-    if r.left() != 0 {
-        return Err(format!("{} bytes after the last entry", r.left()));
-    }
-    Ok((tree(entries), count))
-}
-
-/// The `count` entries after `r`'s position, each run between two starts
-/// decoded on the pool into its own part of the entries.
-fn decode_runs(
-    r: &Reader<'_>,
-    count: usize,
-    starts: &[Start],
-) -> std::result::Result<Vec<Entry>, String> {
-    use rayon::prelude::*;
-    let first = Start {
-        index: 0,
-        offset: r.pos as u64,
-    };
-    let end = Start {
-        index: count,
-        offset: r.buf.len() as u64,
-    };
-    let bounds: Vec<Start> = std::iter::once(first)
-        .chain(starts.iter().copied())
-        .chain(std::iter::once(end))
-        .collect();
-    if let Some(w) = bounds
-        .windows(2)
-        .find(|w| w[0].index >= w[1].index || w[0].offset >= w[1].offset)
-    {
-        return Err(format!(
-            "a start names entry {} at byte {}, out of order",
-            w[1].index, w[1].offset
-        ));
-    }
-    // Every entry takes at least 41 bytes (as in `decode_entries`).
-    if count > r.left() / 41 {
-        return Err(format!("{count} entries do not fit in {} bytes", r.left()));
-    }
-    let mut entries: Vec<Entry> = Vec::with_capacity(count);
-    crate::sys::huge_pages(&mut entries);
-    // Placeholders first, written on every core: the memory's first touch
-    // is shared out too.
-    entries.par_extend((0..count).into_par_iter().map(|_| Entry {
-        path: Vec::new(),
-        stat: Stat::default(),
-        kind: Kind::Dir,
-    }));
-    let mut runs = Vec::with_capacity(bounds.len() - 1);
-    let mut rest = entries.as_mut_slice();
-    for w in bounds.windows(2) {
-        let (run, tail) = rest.split_at_mut(w[1].index - w[0].index);
-        runs.push((run, w[0], w[1].offset));
-        rest = tail;
-    }
-    runs.into_par_iter().try_for_each(|(run, from, to)| {
-        // Offsets were checked against the fields' length above.
-        let mut r = Reader {
-            buf: &r.buf[..to as usize],
-            pos: from.offset as usize,
-        };
-        let mut prev = Vec::new();
-        for (k, slot) in run.iter_mut().enumerate() {
-            let i = from.index + k;
-            next_path(&mut r, i, &mut prev, k == 0)?;
-            *slot = read_body(&mut r, i, prev.clone())?;
-        }
-        match r.left() {
-            0 => Ok(()),
-            n => Err(format!(
-                "entry {}: {n} bytes before the next start",
-                from.index
-            )),
-        }
-    })?;
-    // Each run's first path comes after the last of the run before it.
-    if let Some(s) = starts
-        .iter()
-        .find(|s| entries[s.index - 1].path >= entries[s.index].path)
-    {
-        return Err(format!("entry {}: paths are not sorted", s.index));
-    }
-    Ok(entries)
+    run.ended(&r)?;
+    Ok(Part {
+        entries,
+        shadowed,
+        keep,
+        last: prev,
+    })
 }
 
 /// Reads the tree of the store whose directory is `store`: the tree file
@@ -1580,15 +1712,27 @@ mod tests {
         with_crc(out)
     }
 
-    /// `decode`, but by the one-run decoder (every entry asked about).
-    fn decode_one_run(bytes: &[u8]) -> std::result::Result<Tree, String> {
-        let mut all = |_: &[u8], _: u8, _: &Stat, _: bool| true;
-        decode_keeping(bytes, &[], &mut Vec::new(), Some(&mut all)).map(|(t, _)| t)
+    /// `decode`, but by the decoder of parts (every entry asked about).
+    fn decode_by_parts(bytes: &[u8]) -> std::result::Result<Tree, String> {
+        decode_keeping(bytes, &[], &mut Vec::new(), Some(|| KeepAll)).map(|(t, _, _)| t)
+    }
+
+    /// Keeps the entries of `d041/`, counting those it is asked about.
+    struct Folder41 {
+        asked: usize,
+    }
+
+    impl Keep for Folder41 {
+        fn keep(&mut self, path: &[u8], _: u8, _: &Stat, _: bool) -> bool {
+            self.asked += 1;
+            path.starts_with(b"d041/")
+        }
     }
 
     /// A tree of several runs reads back the same whichever decoder reads
-    /// it: its runs on the pool, one run keeping every entry or some, one
-    /// run applying a delta's changes, and as version 1 (no starts).
+    /// it: its runs on the pool in place, or in parts keeping every entry
+    /// or some, or applying a delta's changes; and as version 1 (no
+    /// starts).
     #[test]
     fn a_tree_of_many_runs_reads_back_by_every_decoder() {
         let t = files_tree(3 * STRIDE as u64 + 17);
@@ -1601,11 +1745,14 @@ mod tests {
             "a start every {STRIDE} entries"
         );
         assert!(decode(&bytes) == Ok(t.clone()), "runs on the pool");
-        assert!(decode_one_run(&bytes) == Ok(t.clone()), "one run");
-        let mut some = |p: &[u8], _: u8, _: &Stat, _: bool| p.starts_with(b"d041/");
-        let (kept, count) =
-            decode_keeping(&bytes, &[], &mut Vec::new(), Some(&mut some)).expect("kept some");
+        assert!(decode_by_parts(&bytes) == Ok(t.clone()), "in parts");
+        let fresh = || Folder41 { asked: 0 };
+        let (kept, count, runs) =
+            decode_keeping(&bytes, &[], &mut Vec::new(), Some(fresh)).expect("kept some");
         assert_eq!(count, t.entries.len());
+        assert_eq!(runs.len(), 4, "a keeper a run");
+        let asked: usize = runs.iter().map(|k| k.asked).sum();
+        assert_eq!(asked, count, "each entry asked about once");
         let d041: Vec<Entry> = t
             .entries
             .iter()
@@ -1613,28 +1760,51 @@ mod tests {
             .cloned()
             .collect();
         assert!(d041.len() == 100 && kept.entries == d041);
-        // A delta's changes: one entry replaced, one gone, one put in.
+        // A delta's changes: an entry replaced, the first of a run gone,
+        // entries put in before the first, at the end of a run, after the
+        // first of the next and after the last.
         let mut changed = t.clone();
         let gone = changed.entries.remove(STRIDE);
         changed.entries[7].stat.size = 99;
-        let fresh = Entry {
-            path: b"d040/g".to_vec(),
-            ..changed.entries[0].clone()
+        let put_in = |path: &[u8]| Entry {
+            path: path.to_vec(),
+            ..t.entries[0].clone()
         };
-        let changes: Vec<Change> = vec![
+        let fresh = [
+            put_in(b"a"),
+            put_in(b"d040/f04095a"),
+            put_in(b"d040/f04096a"),
+            put_in(b"z"),
+        ];
+        let mut changes: Vec<Change> = vec![
             (
                 changed.entries[7].path.clone(),
                 Some(changed.entries[7].clone()),
             ),
-            (fresh.path.clone(), Some(fresh.clone())),
             (gone.path.clone(), None),
         ];
-        let mut changes = changes;
+        changes.extend(fresh.iter().map(|e| (e.path.clone(), Some(e.clone()))));
         changes.sort_by(|a, b| a.0.cmp(&b.0));
-        let (got, _) = decode_with(&bytes, &changes, &mut Vec::new()).expect("with changes");
-        changed.entries.push(fresh);
+        changed.entries.extend(fresh);
         changed.entries.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut shadowed = Vec::new();
+        let (got, _) = decode_with(&bytes, &changes, &mut shadowed).expect("with changes");
         assert!(got == changed, "with a delta's changes");
+        let want = [t.entries[7].kind.clone(), gone.kind];
+        let shadowed: Vec<Kind> = shadowed
+            .into_iter()
+            .map(|blob| Kind::File { blob })
+            .collect();
+        assert_eq!(
+            shadowed, want,
+            "the blobs the changes replaced, in path order"
+        );
+        let (got, _, _) = decode_keeping(&bytes, &changes, &mut Vec::new(), Some(|| KeepAll))
+            .expect("with changes, every entry asked about");
+        assert!(
+            got == changed,
+            "with a delta's changes, every entry asked about"
+        );
         // Version 1: the same entries, neither starts nor their number.
         let mut v1 = bytes[..table].to_vec();
         v1[6] = b'1';
@@ -1676,26 +1846,26 @@ mod tests {
         for (what, s) in cases {
             let bad = with_starts(&bytes, &s);
             assert!(decode(&bad).is_err(), "{what}: runs on the pool");
-            assert!(decode_one_run(&bad).is_err(), "{what}: one run");
+            assert!(decode_by_parts(&bad).is_err(), "{what}: in parts");
         }
         // Fewer starts than written is not damage: a run is longer.
         let fewer = with_starts(&bytes, &starts[..1]);
         assert!(decode(&fewer) == Ok(t.clone()), "fewer starts, on the pool");
         assert!(
-            decode_one_run(&fewer) == Ok(t.clone()),
-            "fewer starts, one run"
+            decode_by_parts(&fewer) == Ok(t.clone()),
+            "fewer starts, in parts"
         );
         // A count of starts past the table reads into the entries.
         let mut longer = bytes.clone();
         let at = longer.len() - 8;
         longer[at] += 1;
         let longer = with_crc(longer);
-        assert!(decode(&longer).is_err() && decode_one_run(&longer).is_err());
+        assert!(decode(&longer).is_err() && decode_by_parts(&longer).is_err());
         // Runs each in order but not across a start.
         let mut unsorted = t.clone();
         unsorted.entries.swap(STRIDE - 1, STRIDE);
         let bad = encode(&unsorted);
-        for got in [decode(&bad), decode_one_run(&bad)] {
+        for got in [decode(&bad), decode_by_parts(&bad)] {
             assert!(got.is_err_and(|e| e.contains("not sorted")));
         }
     }

@@ -6,7 +6,8 @@
 use std::path::Path;
 
 use super::{
-    Entry, KIND_DIR, KIND_FILE, KIND_SYMLINK, Layers, Loaded, Stat, decode_keeping, load_using,
+    Entry, KIND_DIR, KIND_FILE, KIND_SYMLINK, Keep, Layers, Loaded, Stat, decode_keeping,
+    load_using,
 };
 use crate::error::Result;
 use crate::sys::OwnedFd;
@@ -120,6 +121,11 @@ pub(crate) struct Wanted {
     /// `root0` (exclusive), `0` being the byte after `/`.
     ranges: Vec<(Vec<u8>, Vec<u8>)>,
     roots: Vec<Vec<u8>>,
+}
+
+/// Where a run of paths asked in ascending order is in a [`Wanted`].
+struct Cursor<'w> {
+    wanted: &'w Wanted,
     at_exact: usize,
     at_range: usize,
 }
@@ -167,34 +173,16 @@ impl Wanted {
             exact,
             ranges,
             roots: kept,
-            at_exact: 0,
-            at_range: 0,
         }
     }
 
-    /// Whether the entry at `path` is wanted; paths are asked in
-    /// ascending order.
-    fn wants(&mut self, path: &[u8]) -> bool {
-        while self
-            .exact
-            .get(self.at_exact)
-            .is_some_and(|e| e.as_slice() < path)
-        {
-            self.at_exact += 1;
+    /// A cursor for paths asked from the start.
+    fn cursor(&self) -> Cursor<'_> {
+        Cursor {
+            wanted: self,
+            at_exact: 0,
+            at_range: 0,
         }
-        if self.exact.get(self.at_exact).is_some_and(|e| e == path) {
-            return true;
-        }
-        while self
-            .ranges
-            .get(self.at_range)
-            .is_some_and(|(_, hi)| hi.as_slice() <= path)
-        {
-            self.at_range += 1;
-        }
-        self.ranges
-            .get(self.at_range)
-            .is_some_and(|(lo, _)| lo.as_slice() <= path)
     }
 
     /// Whether the old subtree of `path` was read whole (it is a root or
@@ -202,6 +190,34 @@ impl Wanted {
     pub(crate) fn covers(roots: &[Vec<u8>], path: &[u8]) -> bool {
         let is_root = |p: &[u8]| roots.binary_search_by(|r| r.as_slice().cmp(p)).is_ok();
         is_root(path) || ancestors(path).any(is_root)
+    }
+}
+
+impl Cursor<'_> {
+    /// Whether the entry at `path` is wanted; paths are asked in
+    /// ascending order.
+    fn wants(&mut self, path: &[u8]) -> bool {
+        let w = self.wanted;
+        while w
+            .exact
+            .get(self.at_exact)
+            .is_some_and(|e| e.as_slice() < path)
+        {
+            self.at_exact += 1;
+        }
+        if w.exact.get(self.at_exact).is_some_and(|e| e == path) {
+            return true;
+        }
+        while w
+            .ranges
+            .get(self.at_range)
+            .is_some_and(|(_, hi)| hi.as_slice() <= path)
+        {
+            self.at_range += 1;
+        }
+        w.ranges
+            .get(self.at_range)
+            .is_some_and(|(lo, _)| lo.as_slice() <= path)
     }
 }
 
@@ -219,28 +235,56 @@ fn ancestors(path: &[u8]) -> impl Iterator<Item = &[u8]> {
 pub(crate) fn load_partial(
     store: &OwnedFd,
     store_path: &Path,
-    mut wanted: Wanted,
+    wanted: Wanted,
 ) -> Result<(Loaded, Option<(Layers, Partial)>)> {
     let mut partial = Partial::default();
     let (loaded, layers) = load_using(store, store_path, |bytes, changes, shadowed| {
-        // Every entry is counted; only those wanted, and the unreadable
-        // ones (always looked at again), are kept.
-        let mut keep = |path: &[u8], kind: u8, stat: &Stat, unreadable: bool| {
-            partial.totals.add_entry(kind, stat.size, unreadable, 1);
-            if kind == KIND_FILE {
-                partial.file_inodes.push(stat.ino);
-            }
-            let kept = wanted.wants(path) || unreadable;
-            if !kept && kind != KIND_DIR {
-                partial.outside_inodes.push(stat.ino);
-            }
-            kept
-        };
-        let (t, count) = decode_keeping(bytes, changes, shadowed, Some(&mut keep))?;
+        let fresh = || RunKeep::new(&wanted);
+        let (t, count, runs) = decode_keeping(bytes, changes, shadowed, Some(fresh))?;
+        for run in runs {
+            partial.totals.add(&run.totals);
+            partial.file_inodes.extend(run.file_inodes);
+            partial.outside_inodes.extend(run.outside_inodes);
+        }
         Ok((t, count, partial.totals.entries))
     })?;
     partial.roots = wanted.roots;
     Ok((loaded, layers.map(|l| (l, partial))))
+}
+
+/// What a partial read keeps of one run of the tree's entries: every
+/// entry is counted; only those wanted, and the unreadable ones (always
+/// looked at again), are kept.
+struct RunKeep<'w> {
+    wanted: Cursor<'w>,
+    totals: Totals,
+    file_inodes: Vec<u64>,
+    outside_inodes: Vec<u64>,
+}
+
+impl<'w> RunKeep<'w> {
+    fn new(wanted: &'w Wanted) -> RunKeep<'w> {
+        RunKeep {
+            wanted: wanted.cursor(),
+            totals: Totals::default(),
+            file_inodes: Vec::new(),
+            outside_inodes: Vec::new(),
+        }
+    }
+}
+
+impl Keep for RunKeep<'_> {
+    fn keep(&mut self, path: &[u8], kind: u8, stat: &Stat, unreadable: bool) -> bool {
+        self.totals.add_entry(kind, stat.size, unreadable, 1);
+        if kind == KIND_FILE {
+            self.file_inodes.push(stat.ino);
+        }
+        let kept = self.wanted.wants(path) || unreadable;
+        if !kept && kind != KIND_DIR {
+            self.outside_inodes.push(stat.ino);
+        }
+        kept
+    }
 }
 
 #[cfg(test)]
@@ -359,7 +403,8 @@ mod tests {
         ];
         for named in cases {
             let named: Vec<Vec<u8>> = named.iter().map(|p| p.as_bytes().to_vec()).collect();
-            let mut w = Wanted::new(&named);
+            let w = Wanted::new(&named);
+            let mut w = w.cursor();
             for p in &all {
                 assert_eq!(
                     w.wants(p),
@@ -371,7 +416,7 @@ mod tests {
                     .iter()
                     .any(|r| p.starts_with(r) && matches!(p.get(r.len()), None | Some(b'/')));
                 assert_eq!(
-                    Wanted::covers(&w.roots, p),
+                    Wanted::covers(&w.wanted.roots, p),
                     under,
                     "{named:?}: covers {:?}",
                     String::from_utf8_lossy(p)
@@ -388,7 +433,27 @@ mod tests {
         for round in 0..40 {
             let dir = tempfile::tempdir().expect("tempdir");
             let store = fsx::open_dir_path(dir.path()).ctx("open", dir.path())?;
-            let base = random_tree(&mut seed);
+            let mut base = random_tree(&mut seed);
+            // Every other round, enough entries for the tree file to hold
+            // several runs (see `STRIDE`), and a named path among them.
+            let padded = round % 2 == 1;
+            if padded {
+                let pad = |i: u64| Entry {
+                    path: format!("a-b/p{i:05}").into_bytes(),
+                    stat: Stat {
+                        size: i % 1000,
+                        ino: 100 + i,
+                        mode: 0o100644,
+                        ..Stat::default()
+                    },
+                    kind: Kind::File {
+                        blob: BlobId([i as u8; 32]),
+                    },
+                };
+                base.retain(|e| !e.path.starts_with(b"a-b/p"));
+                base.extend((0..9_000).map(pad));
+                base.sort_by(|a, b| a.path.cmp(&b.path));
+            }
             let tree = Tree {
                 stamp_ns: 1,
                 log_seq: 1,
@@ -425,7 +490,7 @@ mod tests {
             };
             TreeWriter::begin(&store, dir.path())?.commit_delta(&store, dir.path(), &delta)?;
             let all: Vec<Vec<u8>> = whole.entries.iter().map(|e| e.path.clone()).collect();
-            let changed: Vec<Vec<u8>> = (0..3)
+            let mut changed: Vec<Vec<u8>> = (0..3)
                 .map(
                     |k| match all.get((seed as usize + k * 7) % all.len().max(1)) {
                         Some(p) if k != 2 => p.clone(),
@@ -433,6 +498,9 @@ mod tests {
                     },
                 )
                 .collect();
+            if padded {
+                changed.push(b"a-b/p04097".to_vec());
+            }
             let (loaded, Some((_, partial))) =
                 load_partial(&store, dir.path(), Wanted::new(&changed))?
             else {
