@@ -69,22 +69,65 @@ pub(crate) fn shared_inodes_of(
     asked: impl Iterator<Item = u64>,
     inodes: impl Iterator<Item = u64>,
 ) -> SharedInodes {
-    let mut asked: Vec<u64> = asked.collect();
-    asked.sort_unstable();
-    asked.dedup();
-    let mut seen = vec![0u8; asked.len()];
+    let asked = FewInodes::new(asked.collect());
+    let mut seen = vec![0u8; asked.sorted.len()];
     for ino in inodes {
-        if let Ok(k) = asked.binary_search(&ino) {
+        if let Some(k) = asked.position(ino) {
             seen[k] = seen[k].saturating_add(1);
         }
     }
     SharedInodes(
         asked
+            .sorted
             .into_iter()
             .zip(seen)
             .filter_map(|(ino, n)| (n >= 2).then_some(ino))
             .collect(),
     )
+}
+
+/// A few inodes, asked about once for each of the many inodes of a tree:
+/// sorted, with a filter of their low bits, so that most inodes not among
+/// them are turned away without a search.
+pub(crate) struct FewInodes {
+    sorted: Vec<u64>,
+    /// Bit `ino % 4096` of each inode held.
+    low_bits: Box<[u64; 64]>,
+}
+
+impl FewInodes {
+    pub(crate) fn new(mut inodes: Vec<u64>) -> FewInodes {
+        inodes.sort_unstable();
+        inodes.dedup();
+        let mut low_bits = Box::new([0u64; 64]);
+        for ino in &inodes {
+            let bit = (ino % 4096) as usize;
+            low_bits[bit / 64] |= 1 << (bit % 64);
+        }
+        FewInodes {
+            sorted: inodes,
+            low_bits,
+        }
+    }
+
+    /// Where `ino` is among them (sorted), if it is.
+    pub(crate) fn position(&self, ino: u64) -> Option<usize> {
+        let bit = (ino % 4096) as usize;
+        if self.low_bits[bit / 64] & (1 << (bit % 64)) == 0 {
+            return None;
+        }
+        self.sorted.binary_search(&ino).ok()
+    }
+
+    /// Whether `ino` is among them.
+    pub(crate) fn contains(&self, ino: u64) -> bool {
+        self.position(ino).is_some()
+    }
+
+    /// Whether there are none.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.sorted.is_empty()
+    }
 }
 
 /// The inodes [`shared_inodes`] found more than once, sorted.
@@ -534,6 +577,46 @@ mod tests {
         assert!(shared.contains(&3) && shared.contains(&7));
         assert!(![1, 9, 4].iter().any(|i| shared.contains(i)));
         assert!(!shared_inodes(std::iter::empty()).contains(&0));
+    }
+
+    /// A few inodes answer as a plain set does, also for inodes that share
+    /// their low bits with one held, and the shared ones among them are
+    /// those `shared_inodes` finds.
+    #[test]
+    fn a_few_inodes_answer_as_a_set_and_find_the_shared_ones() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let held: Vec<u64> = (0..300).map(|_| next() % 1_000_000).collect();
+        let few = FewInodes::new(held.clone());
+        let set: HashSet<u64> = held.iter().copied().collect();
+        let near = held
+            .iter()
+            .flat_map(|&i| [i + 4096, i.saturating_sub(4096), i + 1]);
+        let random: Vec<u64> = (0..20_000).map(|_| next() % 1_000_000).collect();
+        for ino in near
+            .chain(random.iter().copied())
+            .chain(held.iter().copied())
+        {
+            assert_eq!(few.contains(ino), set.contains(&ino), "inode {ino}");
+        }
+        assert!(!few.is_empty() && FewInodes::new(Vec::new()).is_empty());
+        let tree: Vec<u64> = random
+            .iter()
+            .chain(&held[..50])
+            .chain(&held[..20])
+            .copied()
+            .collect();
+        let asked = held[..100].iter().chain(&random[..10]).copied();
+        let of = shared_inodes_of(asked.clone(), tree.iter().copied());
+        let all = shared_inodes(tree.iter().copied());
+        for ino in asked {
+            assert_eq!(of.contains(&ino), all.contains(&ino), "inode {ino}");
+        }
     }
 
     fn restore(path: &str, blob: u8, mode: u32, link: Option<u64>) -> Step {

@@ -968,9 +968,8 @@ pub(super) fn walk_changed(
     // (removed, replaced), which Watchman did not name and nothing looked
     // at: its ctime changed too, which the scan sees. Rare, and not worth
     // a guess: the whole tree is scanned for this snapshot.
-    // Sorted, searched only within their range: a pass over many inodes
-    // costs a comparison or two for each.
-    let mut inodes: Vec<u64> = fresh
+    // A pass over many inodes turns most away by their low bits.
+    let inodes: Vec<u64> = fresh
         .iter()
         .filter(|f| matches!(f.kind, FoundKind::File | FoundKind::Excluded(_)) && f.stat.ino != 0)
         .map(|f| f.stat.ino)
@@ -981,20 +980,13 @@ pub(super) fn walk_changed(
                 .map(|(e, _)| e.stat.ino),
         )
         .collect();
-    inodes.sort_unstable();
+    let inodes = crate::links::FewInodes::new(inodes);
     // Read in part (see `crate::tree::partial`): the entries left out
     // that share an inode with a file found now, and the old subtrees of
     // directories dropped that were not read, are not here; the tree is
     // then read whole.
-    let (lo_ino, hi_ino) = (
-        inodes.first().copied().unwrap_or(1),
-        inodes.last().copied().unwrap_or(0),
-    );
     if let Some(o) = outside {
-        if o.outside_inodes
-            .iter()
-            .any(|&ino| ino >= lo_ino && ino <= hi_ino && inodes.binary_search(&ino).is_ok())
-        {
+        if o.outside_inodes.iter().any(|&ino| inodes.contains(ino)) {
             return Ok(Err(
                 "a changed file has another name the tree read in part left out".into(),
             ));
@@ -1013,13 +1005,7 @@ pub(super) fn walk_changed(
     }
     if !inodes.is_empty()
         && let Some(e) = old.iter().zip(&drop).find_map(|(e, d)| {
-            let ino = e.stat.ino;
-            (ino >= lo_ino
-                && ino <= hi_ino
-                && !*d
-                && !matches!(e.kind, Kind::Dir)
-                && inodes.binary_search(&ino).is_ok())
-            .then_some(e)
+            (!*d && !matches!(e.kind, Kind::Dir) && inodes.contains(e.stat.ino)).then_some(e)
         })
     {
         return Ok(Err(format!(
