@@ -558,6 +558,35 @@ fn watchman_is_used_and_status_says_so() -> Res<()> {
         r["after"]["scan"]["file_count"],
         r["before"]["scan"]["file_count"]
     );
+    // The state its before half found stands for both halves: not written
+    // again, its older clock kept; a change after them is still seen.
+    let state = |w: &World| -> Res<Vec<u8>> {
+        let stores = std::fs::read_dir(w.data.join("stores"))?;
+        let paths: Vec<PathBuf> = stores
+            .map(|e| e.map(|e| e.path().join("fsmonitor")))
+            .collect::<std::io::Result<_>>()?;
+        match paths.as_slice() {
+            [one] => Ok(std::fs::read(one)?),
+            many => Err(format!("one store expected, found {many:?}").into()),
+        }
+    };
+    let kept = state(&w)?;
+    let r = w.exec("t3", "true")?;
+    assert_eq!(source(&r["after"]).0, "watchman");
+    assert!(
+        state(&w)? == kept,
+        "a pair that changed nothing wrote the state"
+    );
+    let after = create_under_exec(&w, "t4", "b.txt")?;
+    assert_eq!(source(&after), ("watchman".into(), String::new()));
+    assert_eq!(
+        after["recorded"]["changes"]["created"],
+        serde_json::json!(["b.txt"])
+    );
+    assert!(
+        state(&w)? != kept,
+        "a pair that changed a file keeps the state"
+    );
     Ok(())
 }
 

@@ -40,6 +40,10 @@
 //!   not synced (like the tree head: a lost or torn one costs one full
 //!   scan). A file that does not decode (bad magic, version, checksum,
 //!   truncation) is treated as absent.
+//! - Not written again by a snapshot that found nothing changed when only
+//!   its clock would change ([`State::stands_for`]): the older clock
+//!   names more paths, never fewer, and a half that changed nothing saves
+//!   a file replacement.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -109,6 +113,26 @@ pub(crate) struct State {
     pub(crate) sock: String,
     /// The clock for the next snapshot.
     pub(crate) token: Option<Token>,
+}
+
+impl State {
+    /// Whether `self` says what `newer` says but for an older clock of
+    /// the same watch: kept in place of `newer` after a snapshot that found
+    /// nothing changed, it names more paths, never fewer (see the module
+    /// doc), and the file need not be written again.
+    pub(crate) fn stands_for(&self, newer: &State) -> bool {
+        let watch = |t: &Option<Token>| {
+            t.as_ref()
+                .map(|t| (t.watch.clone(), t.rel.clone(), t.recrawls))
+        };
+        self.tree == newer.tree
+            && self.counts == newer.counts
+            && self.used == newer.used
+            && self.reason == newer.reason
+            && self.sock == newer.sock
+            && self.token.is_some()
+            && watch(&self.token) == watch(&newer.token)
+    }
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -265,6 +289,40 @@ mod tests {
         assert_eq!(bytes[8 + 8 + 8 + 6 * 8], 2);
         let none = State { token: None, ..s };
         assert_eq!(decode(&encode(&none)), Ok(none));
+    }
+
+    /// A state stands for a newer one that differs only in its clock;
+    /// any other field changed, or no clock, and it does not.
+    #[test]
+    fn a_state_stands_for_a_newer_one_only_with_an_older_clock() {
+        let old = sample();
+        let with = |f: &dyn Fn(&mut State)| {
+            let mut s = old.clone();
+            f(&mut s);
+            s
+        };
+        let newer = with(&|s| {
+            if let Some(t) = s.token.as_mut() {
+                t.clock = "c:1700000000:4242:1:99".into();
+            }
+        });
+        assert!(old.stands_for(&newer) && old.stands_for(&old));
+        let others: [&dyn Fn(&mut State); 9] = [
+            &|s| s.tree.0 += 1,
+            &|s| s.tree.1 += 1,
+            &|s| s.counts.files += 1,
+            &|s| s.used = Used::Watchman,
+            &|s| s.reason.clear(),
+            &|s| s.sock.push('x'),
+            &|s| s.token = None,
+            &|s| s.token.iter_mut().for_each(|t| t.watch.push('x')),
+            &|s| s.token.iter_mut().for_each(|t| t.recrawls += 1),
+        ];
+        for (k, f) in others.iter().enumerate() {
+            assert!(!old.stands_for(&with(f)), "change {k}");
+        }
+        let none = with(&|s| s.token = None);
+        assert!(!none.stands_for(&none), "no clock stands for nothing");
     }
 
     #[test]

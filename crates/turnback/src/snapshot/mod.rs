@@ -737,7 +737,12 @@ impl Store {
                 sock,
                 token: next,
             };
-            if let Err(e) = fsmonitor::state::save(&store_fd, &self.place.store_path, &state) {
+            // Nothing changed: the stored state, with its older clock,
+            // stands for this one, and is not written again.
+            let stands = quick.is_some() && stored.as_ref().is_some_and(|s| s.stands_for(&state));
+            if !stands
+                && let Err(e) = fsmonitor::state::save(&store_fd, &self.place.store_path, &state)
+            {
                 warnings.push(format!("{e}; the next snapshot scans the whole tree"));
             }
         } else if unchanged
