@@ -241,6 +241,11 @@ pub(crate) fn load_partial(
     let (loaded, layers) = load_using(store, store_path, |bytes, changes, shadowed| {
         let fresh = || RunKeep::new(&wanted);
         let (t, count, runs) = decode_keeping(bytes, changes, shadowed, Some(fresh))?;
+        // Sized once: 100,000 inodes joined by doubling cost a millisecond
+        // of copies and fresh pages.
+        partial.file_inodes = Vec::with_capacity(runs.iter().map(|r| r.file_inodes.len()).sum());
+        partial.outside_inodes =
+            Vec::with_capacity(runs.iter().map(|r| r.outside_inodes.len()).sum());
         for run in runs {
             partial.totals.add(&run.totals);
             partial.file_inodes.extend(run.file_inodes);
