@@ -31,10 +31,11 @@
 //! The starts let a large tree be decoded on every core (as git's index
 //! entry offset table does): read whole, each run into its own part of the
 //! entries' memory; read in part or with a delta's changes, each run with
-//! its share of the changes into its own list, the lists then joined. Every decoder checks them: each start where the
-//! previous run ends, sharing nothing, the runs in order across their
-//! ends. Version 1 (`TBTREE1`, no starts, no `n`) is still read, as one
-//! run.
+//! its share of the changes into its own list, the lists then joined.
+//! Every decoder checks them: each start where the previous run ends,
+//! sharing nothing, the runs in order across their ends. Version 1
+//! (`TBTREE1`, no starts, no `n`) is still read, as one run; a tree is
+//! written as version 2 the next time it is written whole.
 //!
 //! Paths are relative to the root, `/`-separated, raw bytes, not
 //! necessarily UTF-8 (an excluded entry may have a name the store cannot
@@ -642,12 +643,6 @@ pub(crate) trait Keep: Send {
     fn keep(&mut self, path: &[u8], kind: u8, stat: &Stat, unreadable: bool) -> bool;
 }
 
-impl<F: FnMut(&[u8], u8, &Stat, bool) -> bool + Send> Keep for F {
-    fn keep(&mut self, path: &[u8], kind: u8, stat: &Stat, unreadable: bool) -> bool {
-        self(path, kind, stat, unreadable)
-    }
-}
-
 /// Keeps every entry (the decoder then asks nothing).
 pub(crate) struct KeepAll;
 
@@ -820,6 +815,18 @@ fn next_path(
     Ok(())
 }
 
+/// The whole entry `i`: its path read into `prev` (see [`next_path`]),
+/// then what follows it.
+fn next_entry(
+    r: &mut Reader<'_>,
+    i: usize,
+    prev: &mut Vec<u8>,
+    first: bool,
+) -> std::result::Result<Entry, String> {
+    next_path(r, i, prev, first)?;
+    read_body(r, i, prev.clone())
+}
+
 /// [`decode_keeping`] of a tree file's fields, `r` just past its magic and
 /// ending at its last entry, `starts` its starts.
 fn decode_entries<K: Keep, F: Fn() -> K + Sync + Send>(
@@ -856,6 +863,17 @@ fn decode_in_place(
     use rayon::prelude::*;
     let mut entries: Vec<Entry> = Vec::with_capacity(count);
     crate::sys::huge_pages(&mut entries);
+    // One run (a small tree, or version 1): on this thread, the pool not
+    // started for it (see `crate::par`).
+    if let [run] = runs {
+        let mut r = run.reader(buf);
+        let mut prev = Vec::new();
+        for i in 0..count {
+            entries.push(next_entry(&mut r, i, &mut prev, i == 0)?);
+        }
+        run.ended(&r)?;
+        return Ok(entries);
+    }
     // Placeholders first, written on every core: the memory's first touch
     // is shared out too.
     entries.par_extend((0..count).into_par_iter().map(|_| Entry {
@@ -874,9 +892,7 @@ fn decode_in_place(
         let mut r = run.reader(buf);
         let mut prev = Vec::new();
         for (k, slot) in part.iter_mut().enumerate() {
-            let i = run.from.index + k;
-            next_path(&mut r, i, &mut prev, k == 0)?;
-            *slot = read_body(&mut r, i, prev.clone())?;
+            *slot = next_entry(&mut r, run.from.index + k, &mut prev, k == 0)?;
         }
         run.ended(&r)
     })?;
@@ -942,7 +958,6 @@ fn decode_parts<K: Keep, F: Fn() -> K + Sync + Send>(
     shadowed: &mut Vec<BlobId>,
     fresh: Option<F>,
 ) -> std::result::Result<(Vec<Entry>, Vec<K>), String> {
-    use rayon::prelude::*;
     let firsts = runs[1..]
         .iter()
         .map(|run| run.first_path(buf))
@@ -965,20 +980,29 @@ fn decode_parts<K: Keep, F: Fn() -> K + Sync + Send>(
         .zip(cuts.windows(2))
         .map(|(run, c)| (run, &changes[c[0]..c[1]]))
         .collect();
-    let parts = work
-        .into_par_iter()
-        .map(|(run, changes)| decode_run(buf, run, changes, fresh.as_ref().map(|f| f())))
-        .collect::<std::result::Result<Vec<Part<K>>, String>>()?;
+    // One run (a small tree, or version 1) on this thread (see
+    // `crate::par`).
+    let parts = crate::par::map(&work, |&(run, changes)| {
+        decode_run(buf, run, changes, fresh.as_ref().map(|f| f()))
+    })
+    .into_iter()
+    .collect::<std::result::Result<Vec<Part<K>>, String>>()?;
     if let Some(k) = (1..parts.len()).find(|&k| parts[k - 1].last.as_slice() >= firsts[k - 1]) {
         return Err(format!(
             "entry {}: paths are not sorted",
             runs[k].from.index
         ));
     }
+    // One part's entries are taken as they are; several are joined into
+    // one list sized once.
     let mut entries: Vec<Entry> = Vec::new();
+    if parts.len() > 1 {
+        entries.reserve_exact(parts.iter().map(|p| p.entries.len()).sum());
+        crate::sys::huge_pages(&mut entries);
+    }
     let mut kept = Vec::with_capacity(parts.len());
     for part in parts {
-        if entries.is_empty() {
+        if entries.capacity() == 0 {
             entries = part.entries;
         } else {
             entries.extend(part.entries);
