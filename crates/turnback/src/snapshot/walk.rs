@@ -1079,18 +1079,25 @@ fn linked_from_excluded(
     if linked.is_empty() {
         return None;
     }
-    let mut covered: Vec<u64> = match outside {
-        Some(o) => o.file_inodes.clone(),
+    // Their inodes among the covered files' (one pass, most turned away by
+    // their low bits).
+    let few = crate::links::FewInodes::new(linked.iter().map(|(_, ino)| *ino).collect());
+    let covered: HashSet<u64> = match outside {
+        Some(o) => o
+            .file_inodes
+            .iter()
+            .copied()
+            .filter(|&ino| few.contains(ino))
+            .collect(),
         None => old
             .iter()
-            .filter(|e| matches!(e.kind, Kind::File { .. }))
+            .filter(|e| matches!(e.kind, Kind::File { .. }) && few.contains(e.stat.ino))
             .map(|e| e.stat.ino)
             .collect(),
     };
-    covered.sort_unstable();
     linked
         .into_iter()
-        .find(|(_, ino)| covered.binary_search(ino).is_ok())
+        .find(|(_, ino)| covered.contains(ino))
         .map(|(p, _)| p.clone())
 }
 

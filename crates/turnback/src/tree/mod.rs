@@ -717,11 +717,15 @@ fn tree_reader(
     }
     // The starts, then their number, end the fields.
     let end = r.buf.len();
-    let n = end
+    let at = end
         .checked_sub(4)
         .filter(|&at| at >= r.pos)
-        .map(|at| u32::from_le_bytes([r.buf[at], r.buf[at + 1], r.buf[at + 2], r.buf[at + 3]]))
-        .ok_or("truncated before its starts")? as usize;
+        .ok_or("truncated before its starts")?;
+    let n = Reader {
+        buf: r.buf,
+        pos: at,
+    }
+    .u32()? as usize;
     let table = n
         .checked_mul(12)
         .and_then(|t| (end - 4).checked_sub(t))
