@@ -20,18 +20,23 @@ const HANG_GUARD: Duration = Duration::from_secs(20);
 #[cfg(unix)]
 #[allow(unsafe_code)] // the platform call of a test
 fn mkfifo(path: &std::path::Path) -> TestResult {
-    let _ = std::fs::remove_file(path);
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())?;
-    // SAFETY: `c` is a valid NUL-terminated path for the call's duration.
-    if unsafe { libc::mkfifo(c.as_ptr(), 0o644) } != 0 {
-        return Err(format!(
-            "mkfifo {}: {}",
-            path.display(),
-            std::io::Error::last_os_error()
-        )
-        .into());
+    // A background `turnback maintain` left by the commands before may
+    // open the file again (as every store open does, creating it) between
+    // its removal and the FIFO's creation: removed again, a few times.
+    for _ in 0..20 {
+        let _ = std::fs::remove_file(path);
+        // SAFETY: `c` is a valid NUL-terminated path for the call's duration.
+        if unsafe { libc::mkfifo(c.as_ptr(), 0o644) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            return Err(format!("mkfifo {}: {e}", path.display()).into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    Ok(())
+    Err(format!("mkfifo {}: the file kept coming back", path.display()).into())
 }
 
 /// A project with a write turn, an exec turn and a second exec (so the
