@@ -36,6 +36,52 @@ type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 const BIN: &str = env!("CARGO_BIN_EXE_turnback");
 
+/// The session's folder is removed at the end, as `TempDir` cannot: the
+/// store's packs are read-only, which Windows (Wine) refuses to delete
+/// ("Access denied") until the attribute is cleared, and the background
+/// `turnback maintain` the session's commands started may still hold a
+/// file for a moment. `TempDir` gave up silently, which left 80 to 200 MB
+/// per session in the Wine prefix's `Temp`.
+impl Drop for Session {
+    fn drop(&mut self) {
+        let Some(tmp) = self.tmp.take() else { return };
+        let path = tmp.keep();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            writable(&path);
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => return,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+                Err(e) if std::time::Instant::now() > deadline => {
+                    eprintln!("could not remove {}: {e}", path.display());
+                    return;
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(200)),
+            }
+        }
+    }
+}
+
+/// Clears the read-only attribute of everything below `dir`.
+fn writable(dir: &Path) {
+    let Ok(list) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in list.flatten() {
+        let path = entry.path();
+        if let Ok(meta) = std::fs::symlink_metadata(&path) {
+            if meta.is_dir() {
+                writable(&path);
+            } else if meta.permissions().readonly() {
+                let mut perm = meta.permissions();
+                #[allow(clippy::permissions_set_readonly_false)]
+                perm.set_readonly(false);
+                let _ = std::fs::set_permissions(&path, perm);
+            }
+        }
+    }
+}
+
 /// How a hook line is run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Shell {
@@ -47,7 +93,7 @@ enum Shell {
 /// and a project with `src/config.js` in it, and the turnback program
 /// (on PATH, or a copy in a folder with a space in its name).
 struct Session {
-    _tmp: tempfile::TempDir,
+    tmp: Option<tempfile::TempDir>,
     home: PathBuf,
     data: PathBuf,
     root: PathBuf,
@@ -79,7 +125,7 @@ impl Session {
             copy
         };
         Ok(Session {
-            _tmp: tmp,
+            tmp: Some(tmp),
             home,
             data,
             root,
