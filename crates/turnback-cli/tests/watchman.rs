@@ -827,6 +827,79 @@ fn a_write_through_a_hard_link_inside_an_excluded_directory_is_recorded() -> Res
     Ok(())
 }
 
+/// A covered file with a second name inside an excluded directory,
+/// changed through its covered name: written, chmod-ed, replaced by a
+/// rename over it, removed. Each changes the inode's ctime (or link
+/// count) under the excluded name too, which the scan sees in
+/// `node_modules`' folded stat; Watchman names only the covered path. So
+/// a half whose changed file has a name the tree does not hold scans the
+/// whole tree, and both projects record the same, `node_modules/` among
+/// what was not captured; a change to another file stays with Watchman.
+/// The same for a file excluded by a rule, whose stat the tree holds.
+/// (The random test's seeds 1796628159996601827 and 723206844 found the
+/// removal and the write through the excluded directory's name.)
+#[test]
+fn changes_to_a_file_also_named_inside_an_excluded_directory_are_recorded_as_the_scan_does()
+-> Res<()> {
+    let server = Server::start()?;
+    let tmp = tempfile::tempdir()?;
+    let wenv = watchman_env(&server);
+    let with = World::new(tmp.path(), "watchman", &as_refs(&wenv))?;
+    let off = [("TURNBACK_FSMONITOR", std::ffi::OsStr::new("off"))];
+    let without = World::new(tmp.path(), "scan", &off)?;
+    for w in [&with, &without] {
+        seed_project(w)?;
+        w.write("kept.txt", b"kept\n")?;
+        w.json(&["snapshot", "--turn", "t0"])?;
+        w.json(&["snapshot", "--turn", "t0", "--after"])?;
+    }
+    let steps = [
+        (
+            "mkdir -p node_modules/pkg && ln kept.txt node_modules/pkg/f.txt",
+            true,
+        ),
+        ("printf 'other\n' > d1/other.txt", false),
+        ("printf 'more\n' >> kept.txt", true),
+        ("chmod 600 kept.txt", true),
+        ("printf 'saved\n' > new.tmp && mv new.tmp kept.txt", true),
+        ("printf 'again\n' > d1/other.txt", false),
+        ("ln -f node_modules/pkg/f.txt kept.txt", true),
+        ("rm kept.txt", true),
+        ("printf 'last\n' >> d1/other.txt", false),
+        // A file excluded by a rule (`*.log`), whose stat the tree holds.
+        ("ln app.log node_modules/pkg/l.txt", true),
+        ("printf 'more\n' >> node_modules/pkg/l.txt", true),
+        ("printf 'again\n' >> app.log", true),
+        ("printf 'end\n' >> d1/other.txt", false),
+    ];
+    for (k, (script, reaches_node_modules)) in steps.iter().enumerate() {
+        let turn = format!("t{}", k + 1);
+        let a = with.exec(&turn, script)?;
+        let b = without.exec(&turn, script)?;
+        assert_eq!(
+            recorded(&a["after"]),
+            recorded(&b["after"]),
+            "{script}: with Watchman {:?}",
+            source(&a["after"])
+        );
+        let not_captured = &a["after"]["recorded"]["changes"]["not_captured"];
+        let named = not_captured
+            .as_array()
+            .is_some_and(|l| l.iter().any(|c| c["path"] == "node_modules/"));
+        assert_eq!(named, *reaches_node_modules, "{script}: {a}");
+        let (src, why) = source(&a["after"]);
+        if *reaches_node_modules {
+            assert_eq!(src, "scan", "{script}: {a}");
+            assert!(why.contains("hard link"), "{script}: {why}");
+        } else {
+            assert_eq!(src, "watchman", "{script}: {a}");
+        }
+        let changes = |w: &World| -> Res<Value> { Ok(w.json(&["status"])?["changes"].clone()) };
+        assert_eq!(changes(&with)?, changes(&without)?, "{script}: status");
+    }
+    Ok(())
+}
+
 #[test]
 fn the_setting_comes_from_config_toml_and_the_environment_overrides_it() -> Res<()> {
     let server = Server::start()?;

@@ -43,7 +43,7 @@ pub(crate) mod state;
 #[cfg(unix)]
 mod watchman;
 
-pub(crate) use state::{State, Token, Used};
+pub(crate) use state::{State, Token, Unheld, Used};
 
 /// The environment variable that overrides the config's `fsmonitor`.
 pub const ENV: &str = "TURNBACK_FSMONITOR";

@@ -5,7 +5,7 @@
 //! Format (all integers little-endian):
 //!
 //! ```text
-//! magic    "TBFSMON1"           8 bytes; the digit is the format version
+//! magic    "TBFSMON2"           8 bytes; the digit is the format version
 //! tree     stamp i64, count u64 the tree state it goes with: its scan stamp
 //!                               and its number of entries
 //! counts   files u64, bytes u64, dirs u64, symlinks u64, excluded u64,
@@ -23,6 +23,10 @@
 //!   clock  u16 len + UTF-8      the clock taken before the tree's stats
 //!   recrawls u64                how many times Watchman had recrawled the
 //!                               watch then (a recrawl since: a full scan)
+//! unheld   u32 n, n × u64       the inodes, ascending, of the tree's
+//!                               entries with a name the tree does not
+//!                               hold (see [`Unheld`]); n = u32::MAX: more
+//!                               than [`MAX_UNHELD`], none listed
 //! crc      u32                  CRC-32 (IEEE) of every byte before it
 //! ```
 //!
@@ -40,6 +44,7 @@
 //!   not synced (like the tree head: a lost or torn one costs one full
 //!   scan). A file that does not decode (bad magic, version, checksum,
 //!   truncation) is treated as absent.
+//! - Version 1 (no `unheld`) is not read: it costs one full scan.
 //! - Not written again by a snapshot that found nothing changed when only
 //!   its clock would change ([`State::stands_for`]): the older clock
 //!   names more paths, never fewer, and a half that changed nothing saves
@@ -58,7 +63,53 @@ use crate::tree::Reader;
 pub const STATE_FILE: &str = "fsmonitor";
 
 /// The first bytes of the file.
-pub const MAGIC: &[u8; 8] = b"TBFSMON1";
+pub const MAGIC: &[u8; 8] = b"TBFSMON2";
+
+/// The most inodes [`Unheld::Some`] lists; more are [`Unheld::Many`].
+pub(crate) const MAX_UNHELD: usize = 1 << 16;
+
+/// The tree's non-directory entries with a name the tree does not hold:
+/// hard links whose other name lies inside an excluded directory (whose
+/// entries the tree does not hold) or outside the project. Written or
+/// removed through the name the tree holds, such a file changes under the
+/// other name too (its bytes, or its link count and so its `ctime`), which
+/// Watchman does not name; inside an excluded directory the scan sees it,
+/// in that directory's folded stat (see [`crate::subtree_stat`]). A half
+/// that looks only at Watchman's paths therefore scans the whole tree when
+/// one of these changed (see `walk::walk_changed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Unheld {
+    /// Their inodes, ascending (at most [`MAX_UNHELD`]).
+    Some(Vec<u64>),
+    /// Too many to list: any file changed may be one.
+    Many,
+}
+
+impl Unheld {
+    /// Of the inodes `inodes` (in any order, repeats allowed).
+    pub(crate) fn of(mut inodes: Vec<u64>) -> Unheld {
+        inodes.sort_unstable();
+        inodes.dedup();
+        if inodes.len() > MAX_UNHELD {
+            Unheld::Many
+        } else {
+            Unheld::Some(inodes)
+        }
+    }
+
+    /// Whether the file with inode `ino` may be one of them.
+    pub(crate) fn may_hold(&self, ino: u64) -> bool {
+        match self {
+            Unheld::Some(v) => v.binary_search(&ino).is_ok(),
+            Unheld::Many => true,
+        }
+    }
+
+    /// Whether none are listed and there are not too many to list.
+    pub(crate) fn is_empty(&self) -> bool {
+        matches!(self, Unheld::Some(v) if v.is_empty())
+    }
+}
 
 /// A Watchman clock and where it is valid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,6 +164,8 @@ pub(crate) struct State {
     pub(crate) sock: String,
     /// The clock for the next snapshot.
     pub(crate) token: Option<Token>,
+    /// The tree's entries with a name it does not hold.
+    pub(crate) unheld: Unheld,
 }
 
 impl State {
@@ -130,6 +183,7 @@ impl State {
             && self.used == newer.used
             && self.reason == newer.reason
             && self.sock == newer.sock
+            && self.unheld == newer.unheld
             && self.token.is_some()
             && watch(&self.token) == watch(&newer.token)
     }
@@ -180,6 +234,15 @@ pub(crate) fn encode(s: &State) -> Vec<u8> {
             out.extend_from_slice(&t.recrawls.to_le_bytes());
         }
     }
+    match &s.unheld {
+        Unheld::Some(v) if v.len() <= MAX_UNHELD => {
+            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            for ino in v {
+                out.extend_from_slice(&ino.to_le_bytes());
+            }
+        }
+        _ => out.extend_from_slice(&u32::MAX.to_le_bytes()),
+    }
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
@@ -216,6 +279,21 @@ pub(crate) fn decode(bytes: &[u8]) -> std::result::Result<State, String> {
         }),
         b => return Err(format!("bad token flag {b}")),
     };
+    let unheld = match r.u32()? {
+        u32::MAX => Unheld::Many,
+        n if n as usize > MAX_UNHELD => return Err(format!("{n} unheld inodes listed")),
+        n => {
+            let mut v = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                let ino = r.u64()?;
+                if v.last().is_some_and(|&last| last >= ino) {
+                    return Err("the unheld inodes are not ascending".into());
+                }
+                v.push(ino);
+            }
+            Unheld::Some(v)
+        }
+    };
     if r.left() != 0 {
         return Err(format!("{} bytes after the last field", r.left()));
     }
@@ -226,6 +304,7 @@ pub(crate) fn decode(bytes: &[u8]) -> std::result::Result<State, String> {
         reason,
         sock,
         token,
+        unheld,
     })
 }
 
@@ -276,6 +355,7 @@ mod tests {
                 clock: "c:1700000000:4242:1:77".into(),
                 recrawls: 2,
             }),
+            unheld: Unheld::Some(vec![7, 4242, u64::MAX]),
         }
     }
 
@@ -285,10 +365,38 @@ mod tests {
         let bytes = encode(&s);
         assert_eq!(decode(&bytes), Ok(s.clone()));
         // The layout: magic, stamp, count, six counts, source, then texts.
-        assert_eq!(&bytes[..8], b"TBFSMON1");
+        assert_eq!(&bytes[..8], b"TBFSMON2");
         assert_eq!(bytes[8 + 8 + 8 + 6 * 8], 2);
-        let none = State { token: None, ..s };
+        // Then the unheld inodes, ascending, before the checksum.
+        let end = bytes.len() - 4;
+        assert_eq!(&bytes[end - 8..end], &u64::MAX.to_le_bytes());
+        assert_eq!(&bytes[end - 28..end - 24], &3u32.to_le_bytes());
+        let none = State {
+            token: None,
+            unheld: Unheld::Some(Vec::new()),
+            ..s.clone()
+        };
         assert_eq!(decode(&encode(&none)), Ok(none));
+        let many = State {
+            unheld: Unheld::Many,
+            ..s
+        };
+        assert_eq!(decode(&encode(&many)), Ok(many));
+    }
+
+    /// More inodes than a state lists are `Many`, which may hold any.
+    #[test]
+    fn too_many_unheld_inodes_are_many() {
+        let all: Vec<u64> = (0..=MAX_UNHELD as u64).rev().collect();
+        assert_eq!(Unheld::of(all.clone()), Unheld::Many);
+        assert!(Unheld::Many.may_hold(12_345_678) && !Unheld::Many.is_empty());
+        let fewer = Unheld::of(all[1..].iter().chain(&all[1..3]).copied().collect());
+        let Unheld::Some(v) = &fewer else {
+            panic!("{} inodes are listed", MAX_UNHELD)
+        };
+        assert_eq!(v.len(), MAX_UNHELD);
+        assert!(v.windows(2).all(|w| w[0] < w[1]));
+        assert!(fewer.may_hold(0) && !fewer.may_hold(MAX_UNHELD as u64));
     }
 
     /// A state stands for a newer one that differs only in its clock;
@@ -307,7 +415,7 @@ mod tests {
             }
         });
         assert!(old.stands_for(&newer) && old.stands_for(&old));
-        let others: [&dyn Fn(&mut State); 9] = [
+        let others: [&dyn Fn(&mut State); 10] = [
             &|s| s.tree.0 += 1,
             &|s| s.tree.1 += 1,
             &|s| s.counts.files += 1,
@@ -317,6 +425,7 @@ mod tests {
             &|s| s.token = None,
             &|s| s.token.iter_mut().for_each(|t| t.watch.push('x')),
             &|s| s.token.iter_mut().for_each(|t| t.recrawls += 1),
+            &|s| s.unheld = Unheld::Many,
         ];
         for (k, f) in others.iter().enumerate() {
             assert!(!old.stands_for(&with(f)), "change {k}");
@@ -339,8 +448,16 @@ mod tests {
                 assert!(decode(&b).is_err(), "byte {i} bit {bit}");
             }
         }
+        // Inodes out of order, with the checksum made right.
+        let mut b = bytes.clone();
+        let end = b.len() - 4;
+        b[end - 16..end - 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        let crc = crc32fast::hash(&b[..end]);
+        b[end..].copy_from_slice(&crc.to_le_bytes());
+        let err = decode(&b).expect_err("not ascending");
+        assert!(err.contains("ascending"), "{err}");
         let mut v2 = bytes.clone();
-        v2[7] = b'2';
+        v2[7] = b'3';
         let err = decode(&v2).expect_err("another version");
         assert!(err.contains("version"), "{err}");
     }

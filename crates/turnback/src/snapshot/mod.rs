@@ -70,7 +70,7 @@ use crate::error::{Error, IoResultExt, Result};
 pub use crate::exclude::{DEFAULT_EXCLUDES, IGNORE_FILE};
 use crate::exec_window::{self, TreeMark, Window};
 pub use crate::fsmonitor::ChangeSource;
-use crate::fsmonitor::{self, Used};
+use crate::fsmonitor::{self, Unheld, Used};
 use crate::id::{BlobId, TurnId, cut_label};
 use crate::log::{FileEntry, Op, PostEntry};
 use crate::pack;
@@ -598,19 +598,26 @@ impl Store {
                 relisted: false,
                 patch: None,
                 needs_whole: false,
+                unheld: stored.as_ref().map_or(Unheld::Many, |s| s.unheld.clone()),
             },
             None => {
+                // Watchman's paths go with the stored state's entries
+                // with names the tree does not hold; a clock comes only
+                // with a state.
+                let unheld = stored.as_ref().map_or(&Unheld::Many, |s| &s.unheld);
                 let again = partial.as_ref().and(changed.as_ref().ok().cloned());
                 let scan = self.scan(
                     old.as_ref(),
                     Reading::Store,
-                    changed,
+                    changed.map(|paths| (paths, unheld)),
                     progress,
                     partial.as_ref(),
                 )?;
                 if scan.needs_whole {
                     (old, layers, partial) = self.load_old(&store_fd, None, &mut warnings)?;
-                    let changed = again.ok_or_else(|| "the tree was read in part".to_owned());
+                    let changed = again
+                        .map(|paths| (paths, unheld))
+                        .ok_or_else(|| "the tree was read in part".to_owned());
                     self.scan(old.as_ref(), Reading::Store, changed, progress, None)?
                 } else {
                     scan
@@ -618,6 +625,7 @@ impl Store {
             }
         };
         let full_walk = scan.full_walk.clone();
+        let unheld = scan.unheld.clone();
         let rechecked = scan.rechecked;
         let relisted = scan.relisted;
         let used = match &full_walk {
@@ -736,6 +744,7 @@ impl Store {
                 reason: reason.clone(),
                 sock,
                 token: next,
+                unheld,
             };
             // Nothing changed: the stored state, with its older clock,
             // stands for this one, and is not written again.
@@ -857,6 +866,7 @@ impl Store {
             relisted: _,
             patch,
             needs_whole: _,
+            unheld: _,
         } = scan;
         // Found exactly as the old tree: its entries are the scan's, and
         // nothing changed (the diff is empty).

@@ -13,6 +13,7 @@ use super::walk::{self, Found, FoundKind, Listing};
 use super::{Progress, ScanStats};
 use crate::error::{IoResultExt, Result};
 use crate::exclude::{Ignores, build_matcher};
+use crate::fsmonitor::Unheld;
 use crate::id::BlobId;
 use crate::log::StoredBlob;
 use crate::pack::PackWriter;
@@ -50,6 +51,9 @@ pub(super) struct Scan {
     /// was read or stored, and the scan must run again with the whole tree
     /// (see [`crate::tree::partial`]).
     pub(super) needs_whole: bool,
+    /// The new tree's entries with a name it does not hold (see
+    /// [`crate::fsmonitor::Unheld`]).
+    pub(super) unheld: Unheld,
 }
 
 /// How a scan treats file contents.
@@ -64,14 +68,14 @@ pub(super) enum Reading {
 impl Store {
     /// Walks the project and reads what the stat cache cannot vouch for.
     /// With `changed` (the paths Watchman says changed since `old` was
-    /// taken), only those are looked at on top of `old`, unless the walk
-    /// finds it must look at everything; `Err(why)`: the whole tree is
-    /// walked, for that reason.
+    /// taken, and `old`'s entries with names it does not hold), only those
+    /// are looked at on top of `old`, unless the walk finds it must look at
+    /// everything; `Err(why)`: the whole tree is walked, for that reason.
     pub(super) fn scan(
         &self,
         old: Option<&Tree>,
         mode: Reading,
-        changed: std::result::Result<Vec<Vec<u8>>, String>,
+        changed: std::result::Result<(Vec<Vec<u8>>, &Unheld), String>,
         progress: &dyn Progress,
         partial: Option<&tree::Partial>,
     ) -> Result<Scan> {
@@ -102,7 +106,7 @@ impl Store {
             _ => true,
         };
         let walked = match (changed, old) {
-            (Ok(paths), Some(t)) => walk::walk_changed(
+            (Ok((paths, unheld)), Some(t)) => walk::walk_changed(
                 &self.place.root,
                 &root_fd,
                 ignores.clone(),
@@ -112,9 +116,13 @@ impl Store {
                 &t.entries,
                 paths,
                 partial,
+                unheld,
             )
             .ctx("list", &self.place.root)?
-            .map(|(patch, warnings)| (Listing::Patch(patch), warnings)),
+            .map(|(mut patch, warnings)| {
+                let unheld = std::mem::replace(&mut patch.unheld, Unheld::Many);
+                (Listing::Patch(patch), warnings, unheld)
+            }),
             (Ok(_), None) => Err("there is no tree state to start from".to_owned()),
             (Err(why), _) => Err(why),
         };
@@ -125,7 +133,7 @@ impl Store {
         if partial.is_some() && (walked.is_err() || known.is_some() || mode != Reading::Store) {
             return Ok(Scan::needs_whole());
         }
-        let (full_walk, (found, walk_warnings)) = match walked {
+        let (full_walk, (found, walk_warnings, unheld)) = match walked {
             Ok(found) => (None, found),
             Err(why) => (
                 Some(why),
@@ -184,6 +192,7 @@ impl Store {
                     relisted,
                     patch: None,
                     needs_whole: false,
+                    unheld,
                 });
             }
             (Listing::AsOld(_), _) => (
@@ -235,6 +244,7 @@ impl Store {
             as_old,
             relisted,
             needs_whole: false,
+            unheld,
         })
     }
 
@@ -271,6 +281,7 @@ impl Scan {
             relisted: false,
             patch: None,
             needs_whole: true,
+            unheld: Unheld::Many,
         }
     }
 }

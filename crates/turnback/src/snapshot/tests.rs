@@ -867,6 +867,7 @@ fn a_directory_with_its_old_stat_is_not_listed_unless_a_watchman_half_wrote_the_
         reason: String::new(),
         sock: String::new(),
         token: None,
+        unheld: fsmonitor::Unheld::Some(Vec::new()),
     };
     fsmonitor::state::save(store_fd, &path, &state(Used::Fallback))?;
     let seen =
@@ -1092,6 +1093,7 @@ fn a_scan_that_lists_a_watchman_tree_whole_and_finds_it_unchanged_vouches_for_it
         reason: String::new(),
         sock: "/run/watchman.sock".into(),
         token: None,
+        unheld: fsmonitor::Unheld::Some(Vec::new()),
     };
     fsmonitor::state::save(store_fd, &path, &watchman)?;
     let r = store.snapshot(&t("t2"), None, false, &NoProgress)?;
@@ -1142,7 +1144,7 @@ fn a_partial_read_that_misses_a_dropped_subtree_asks_for_the_whole_tree() -> Tes
     let scan = store.scan(
         Some(&part),
         Reading::Store,
-        Ok(named.clone()),
+        Ok((named.clone(), &fsmonitor::Unheld::Some(Vec::new()))),
         &NoProgress,
         Some(&partial),
     )?;
@@ -1151,7 +1153,13 @@ fn a_partial_read_that_misses_a_dropped_subtree_asks_for_the_whole_tree() -> Tes
     let Loaded::Tree(whole) = tree::load(&store_fd, &path)? else {
         return Err("the tree reads whole".into());
     };
-    let scan = store.scan(Some(&whole), Reading::Store, Ok(named), &NoProgress, None)?;
+    let scan = store.scan(
+        Some(&whole),
+        Reading::Store,
+        Ok((named, &fsmonitor::Unheld::Some(Vec::new()))),
+        &NoProgress,
+        None,
+    )?;
     assert!(!scan.needs_whole);
     let dropped: Vec<&[u8]> = scan
         .patch

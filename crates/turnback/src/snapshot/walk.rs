@@ -43,6 +43,7 @@ use crate::sys::fs::{Mode, OFlags};
 
 use super::Progress;
 use crate::exclude::{IGNORE_FILE, Ignores, nested_matcher};
+use crate::fsmonitor::Unheld;
 use crate::path::STORE_DIR;
 use crate::tree::{Entry, Excluded, Kind, Stat, Totals, Tree};
 
@@ -76,8 +77,10 @@ pub(super) struct Old<'a> {
 /// Walks the tree below `root_fd` (the project root `root`, opened with a
 /// descriptor of its own: a dup would share the listing offset). Returns
 /// what was found, in byte order of paths, or that it is exactly the old
-/// tree's entries, and warnings about ignore files. An error only when
-/// the root itself cannot be listed.
+/// tree's entries; warnings about ignore files; and the inodes of the
+/// entries with names the walk did not find (see
+/// [`crate::fsmonitor::Unheld`]). An error only when the root itself
+/// cannot be listed.
 pub(super) fn walk(
     root: &Path,
     root_fd: OwnedFd,
@@ -86,7 +89,7 @@ pub(super) fn walk(
     store_inside: Option<Vec<u8>>,
     progress: &dyn Progress,
     old: Option<Old<'_>>,
-) -> io::Result<(Listing, Vec<String>)> {
+) -> io::Result<(Listing, Vec<String>, Unheld)> {
     let mut ctx = WalkCtx::new(root, cap, progress, store_inside);
     if let Some(o) = old {
         ctx.old = &o.tree.entries;
@@ -117,18 +120,20 @@ pub(super) fn walk(
     let warnings = ctx.warnings.into_inner().map_err(|_| poisoned())?;
     let listings = ctx.out.into_inner().map_err(|_| poisoned())?;
     let unlisted: Unlisted = ctx.unlisted.into_inner().map_err(|_| poisoned())?;
+    let linked = ctx.linked.into_inner().map_err(|_| poisoned())?;
+    let unheld = Unheld::of(unheld_of(linked).into_iter().map(|(ino, _)| ino).collect());
     // Every item found as an old entry, each old entry once (a listing
     // holds each path once), and nothing else: the old tree's entries.
     let tally = ctx.tally.into_inner().map_err(|_| poisoned())?;
     if old.is_some() && unlisted.is_empty() && tally.found == 0 && tally.same == ctx.old.len() {
-        return Ok((Listing::AsOld(tally.totals), warnings));
+        return Ok((Listing::AsOld(tally.totals), warnings, unheld));
     }
     let found = assemble(listings, unlisted);
     debug_assert!(
         found.windows(2).all(|w| w[0].path < w[1].path),
         "the walk's paths are sorted and unique"
     );
-    Ok((Listing::Found(found), warnings))
+    Ok((Listing::Found(found), warnings, unheld))
 }
 
 /// What the walk found at a path, before any file is read.
@@ -211,6 +216,31 @@ struct WalkCtx<'a> {
     /// [`crate::sys::dir_times_follow_entries`]): a directory on another
     /// (a mount inside the project) is always listed.
     old_dev: Option<u64>,
+    /// Every non-directory found with more than one name: its path, inode
+    /// and number of names (few; see [`unheld_of`]).
+    linked: Mutex<Vec<Linked>>,
+}
+
+/// A non-directory found with more than one name.
+struct Linked {
+    path: Vec<u8>,
+    ino: u64,
+    nlink: u64,
+}
+
+/// Of the names `linked` that a walk found (every name it found of each
+/// inode), the inodes with more names than it found: hard links whose
+/// other names lie inside an excluded directory or outside the project
+/// (see [`crate::fsmonitor::Unheld`]), each with one path of it.
+fn unheld_of(mut linked: Vec<Linked>) -> Vec<(u64, Vec<u8>)> {
+    linked.sort_unstable_by(|a, b| (a.ino, &a.path).cmp(&(b.ino, &b.path)));
+    // A path looked at, then walked again with its directory, is one name.
+    linked.dedup_by(|a, b| a.ino == b.ino && a.path == b.path);
+    linked
+        .chunk_by(|a, b| a.ino == b.ino)
+        .filter(|names| names.iter().any(|n| n.nlink > names.len() as u64))
+        .map(|names| (names[0].ino, names[0].path.clone()))
+        .collect()
 }
 
 /// The items of the listings: how many were found as their old entries
@@ -377,6 +407,7 @@ impl<'a> WalkCtx<'a> {
             stamp_ns: i64::MIN,
             files_as_old: false,
             old_dev: None,
+            linked: Mutex::new(Vec::new()),
         }
     }
 
@@ -718,6 +749,17 @@ impl<'a> WalkCtx<'a> {
         };
         let ft = crate::sys::file_type(crate::sys::mode(&st));
         let is_dir = ft == FileType::Directory;
+        if !is_dir && crate::sys::nlink(&st) > 1 {
+            let linked = Linked {
+                path: path.to_vec(),
+                ino: st.st_ino,
+                nlink: crate::sys::nlink(&st),
+            };
+            // A walker thread that panicked took its walk down with it.
+            if let Ok(mut l) = self.linked.lock() {
+                l.push(linked);
+            }
+        }
         let excluded = match name_problem(name.to_bytes(), path.len()) {
             Some(why) => Some(Excluded::BadName(why.into())),
             None => (ignores.excluded(path, is_dir))
@@ -781,6 +823,9 @@ pub(super) struct Patch {
     pub(super) dropped: Vec<usize>,
     /// In byte order of paths.
     pub(super) fresh: Vec<Found>,
+    /// The new tree's entries with a name it does not hold (see
+    /// [`crate::fsmonitor::Unheld`]).
+    pub(super) unheld: Unheld,
 }
 
 impl Patch {
@@ -838,6 +883,10 @@ const MARKER_NAMES: &[&[u8]] = &[b"CACHEDIR.TAG", b"pyvenv.cfg"];
 ///
 /// Paths the tree holds as unreadable are always looked at again, as the
 /// walk would, and so are the other names (hard links) of a changed file.
+/// A changed file with a name the tree does not hold (`unheld`, the old
+/// tree's, or found now with more names than the tree holds) may have it
+/// inside an excluded directory, whose folded stat then changed unnamed:
+/// when the tree has an excluded entry, the whole tree is walked.
 /// What Watchman cannot see: a file also linked from outside the project
 /// and written through that outside name (the scan sees its `ctime`).
 #[allow(clippy::too_many_arguments)]
@@ -851,6 +900,7 @@ pub(super) fn walk_changed(
     old: &[Entry],
     changed: Vec<Vec<u8>>,
     outside: Option<&crate::tree::Partial>,
+    unheld: &Unheld,
 ) -> io::Result<Result<Walked, String>> {
     let in_excluded: Vec<Vec<u8>> = changed
         .iter()
@@ -920,6 +970,7 @@ pub(super) fn walk_changed(
     let mut by_dir = ctx.out.into_inner().map_err(|_| poisoned())?;
     by_dir.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let mut unlisted = ctx.unlisted.into_inner().map_err(|_| poisoned())?;
+    let linked = ctx.linked.into_inner().map_err(|_| poisoned())?;
     let mut fresh: Vec<Found> = Vec::new();
     // What was found below a directory walked whole (or gone) afterwards
     // is the walk's to say.
@@ -1013,6 +1064,47 @@ pub(super) fn walk_changed(
             crate::path::escaped(&e.path)
         )));
     }
+    // Names the tree does not hold: of a file changed now, or of one the
+    // tree had at a path looked at (written, removed, replaced). No other
+    // name of these is among the entries kept (checked above), so the
+    // names found now are all the tree holds.
+    let found_now = unheld_of(linked);
+    let was_unheld = (!unheld.is_empty())
+        .then(|| {
+            old.iter()
+                .zip(&drop)
+                .find(|(e, d)| **d && may_be_linked(e) && unheld.may_hold(e.stat.ino))
+                .map(|(e, _)| e.path.clone())
+        })
+        .flatten();
+    if let Some(p) = was_unheld.or_else(|| found_now.first().map(|(_, p)| p.clone()))
+        && has_excluded(old, outside, &fresh)
+    {
+        return Ok(Err(format!(
+            "{} has a name the tree does not hold (a hard link), which may lie in an excluded directory",
+            crate::path::escaped(&p)
+        )));
+    }
+    // The old tree's, less those of entries dropped (no name of them is
+    // kept), with those found now.
+    let unheld = match unheld {
+        Unheld::Many => Unheld::Many,
+        Unheld::Some(v) => {
+            let gone: HashSet<u64> = old
+                .iter()
+                .zip(&drop)
+                .filter(|(e, d)| **d && v.binary_search(&e.stat.ino).is_ok())
+                .map(|(e, _)| e.stat.ino)
+                .collect();
+            Unheld::of(
+                v.iter()
+                    .copied()
+                    .filter(|ino| !gone.contains(ino))
+                    .chain(found_now.iter().map(|(ino, _)| *ino))
+                    .collect(),
+            )
+        }
+    };
     let dropped = drop
         .iter()
         .enumerate()
@@ -1022,7 +1114,14 @@ pub(super) fn walk_changed(
         fresh.windows(2).all(|w| w[0].path < w[1].path),
         "the changed walk's paths are sorted and unique"
     );
-    Ok(Ok((Patch { dropped, fresh }, warnings)))
+    Ok(Ok((
+        Patch {
+            dropped,
+            fresh,
+            unheld,
+        },
+        warnings,
+    )))
 }
 
 /// The entries of `old` (sorted) below its entry at `i`: from its path
@@ -1039,6 +1138,19 @@ fn below_entry(old: &[Entry], i: usize) -> &[Entry] {
     &rest[lo..hi]
 }
 
+/// Whether the tree has an excluded entry, old (whole, or the counts of
+/// a tree read in part) or found now: a directory among them may hold
+/// names the tree does not.
+fn has_excluded(old: &[Entry], outside: Option<&crate::tree::Partial>, fresh: &[Found]) -> bool {
+    fresh
+        .iter()
+        .any(|f| matches!(f.kind, FoundKind::Excluded(_)))
+        || match outside {
+            Some(o) => o.totals.excluded > 0,
+            None => old.iter().any(|e| matches!(e.kind, Kind::Excluded(_))),
+        }
+}
+
 /// Whether the plain path `p` lies below a directory the tree holds as
 /// excluded (whose own entries it does not hold).
 fn inside_excluded(old: &[Entry], p: &[u8]) -> bool {
@@ -1052,10 +1164,11 @@ fn inside_excluded(old: &[Entry], p: &[u8]) -> bool {
 }
 
 /// Of `paths` (Watchman's, inside excluded directories), the first that is
-/// now a file with another name the tree covers: written through the
-/// excluded name, the covered one changed too (its bytes and its ctime),
-/// and the tree, which holds no entry inside an excluded directory, does
-/// not know that inode. Only files with more than one name are asked
+/// now a file with another name the tree holds (a covered file, or one
+/// excluded by a rule, whose stat the tree holds): written through the
+/// excluded name, the held one changed too (its bytes and its ctime), and
+/// the tree, which holds no entry inside an excluded directory, does not
+/// know that inode. Only files with more than one name are asked
 /// about (a `node_modules` of pnpm's links into its store outside the
 /// project has many, none of them covered).
 fn linked_from_excluded(
@@ -1082,18 +1195,30 @@ fn linked_from_excluded(
     // Their inodes among the covered files' (one pass, most turned away by
     // their low bits).
     let few = crate::links::FewInodes::new(linked.iter().map(|(_, ino)| *ino).collect());
+    // Files, and excluded entries that are not directories (a `*.log`
+    // excluded by a rule: the tree holds its stat, which changed too).
+    let held = |e: &&Entry| match e.kind {
+        Kind::File { .. } => true,
+        Kind::Excluded(_) => may_be_linked(e),
+        _ => false,
+    };
+    let of_entries = old
+        .iter()
+        .filter(held)
+        .map(|e| e.stat.ino)
+        .filter(|&ino| few.contains(ino));
     let covered: HashSet<u64> = match outside {
+        // Read in part: the files of the whole tree, the entries left out
+        // that are not directories, and those read.
         Some(o) => o
             .file_inodes
             .iter()
+            .chain(&o.outside_inodes)
             .copied()
             .filter(|&ino| few.contains(ino))
+            .chain(of_entries)
             .collect(),
-        None => old
-            .iter()
-            .filter(|e| matches!(e.kind, Kind::File { .. }) && few.contains(e.stat.ino))
-            .map(|e| e.stat.ino)
-            .collect(),
+        None => of_entries.collect(),
     };
     linked
         .into_iter()
