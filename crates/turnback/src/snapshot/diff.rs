@@ -7,7 +7,9 @@
 //! both changed when its type, bytes, permission bits, symlink target or
 //! (for a directory, FIFO or special file, see [`crate::entry_pre`]) mode
 //! changed. A deletion and a creation of the same inode with the same
-//! bytes are shown as a rename. A change that cannot be undone (to an
+//! bytes and mtime are shown as a rename (a rename keeps the mtime; a file
+//! deleted and another made with the same bytes, which the file system
+//! gave the freed inode number, has a new one). A change that cannot be undone (to an
 //! excluded path, inside a directory that was not covered, or whose
 //! pre-image the store lacks) is listed as not captured and recorded as a
 //! skipped pre-image at the nearest storable path, so a rewind reports it.
@@ -160,11 +162,12 @@ pub(super) fn diff_within(
 struct Differ<'a, F> {
     ch: Changes,
     files: Vec<FileEntry>,
-    /// For rename pairing: (inode, blob) of deleted files, with their
-    /// index in `ch.deleted`.
-    gone_files: HashMap<(u64, BlobId), usize>,
-    /// (inode, blob) of created files, with their index in `ch.created`.
-    new_files: Vec<((u64, BlobId), usize)>,
+    /// For rename pairing: (inode, blob, mtime) of deleted files, with
+    /// their index in `ch.deleted`.
+    gone_files: HashMap<(u64, BlobId, i64), usize>,
+    /// (inode, blob, mtime) of created files, with their index in
+    /// `ch.created`.
+    new_files: Vec<((u64, BlobId, i64), usize)>,
     /// Paths the old scan left out: found when the first created entry
     /// asks.
     old_excluded: std::cell::OnceCell<HashSet<&'a [u8]>>,
@@ -268,7 +271,7 @@ impl<F: Fn(&BlobId) -> Option<u64>> Differ<'_, F> {
             (Ok(pre), Some(path)) => {
                 if let Kind::File { blob } = &o.kind {
                     self.gone_files
-                        .insert((o.stat.ino, *blob), self.ch.deleted.len());
+                        .insert((o.stat.ino, *blob, o.stat.mtime_ns), self.ch.deleted.len());
                 }
                 self.ch.deleted.push(shown_path(o));
                 self.files.push(FileEntry { path, pre });
@@ -292,7 +295,7 @@ impl<F: Fn(&BlobId) -> Option<u64>> Differ<'_, F> {
                 if let Some(path) = rel(n) {
                     if let Kind::File { blob } = &n.kind {
                         self.new_files
-                            .push(((n.stat.ino, *blob), self.ch.created.len()));
+                            .push(((n.stat.ino, *blob, n.stat.mtime_ns), self.ch.created.len()));
                     }
                     self.ch.created.push(shown_path(n));
                     self.files.push(FileEntry {
@@ -343,7 +346,8 @@ impl<F: Fn(&BlobId) -> Option<u64>> Differ<'_, F> {
         }
     }
 
-    /// Pairs deletions and creations of the same inode and bytes: renames.
+    /// Pairs deletions and creations of the same inode, bytes and mtime:
+    /// renames.
     fn pair_renames(&mut self) {
         let mut moved_from: HashSet<usize> = HashSet::new();
         let mut moved_to: HashSet<usize> = HashSet::new();
@@ -369,5 +373,53 @@ impl<F: Fn(&BlobId) -> Option<u64>> Differ<'_, F> {
             self.ch.deleted = keep(std::mem::take(&mut self.ch.deleted), &moved_from);
             self.ch.created = keep(std::mem::take(&mut self.ch.created), &moved_to);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str, ino: u64, mtime_ns: i64, bytes: &[u8]) -> Entry {
+        let mut blob = [0; 32];
+        blob[..bytes.len()].copy_from_slice(bytes);
+        Entry {
+            path: path.as_bytes().to_vec(),
+            stat: Stat {
+                size: bytes.len() as u64,
+                mtime_ns,
+                ctime_ns: mtime_ns,
+                ino,
+                mode: 0o100644,
+            },
+            kind: Kind::File { blob: BlobId(blob) },
+        }
+    }
+
+    /// A rename keeps the inode, the bytes and the mtime. A file deleted
+    /// and another made with its bytes, which the file system gave the
+    /// freed inode number, has a new mtime: a deletion and a creation.
+    #[test]
+    fn a_rename_is_the_same_inode_bytes_and_mtime() {
+        let old = [file("a/c", 7, 1_000, b"x\n")];
+        let moved = [file("b/c", 7, 1_000, b"x\n")];
+        let (ch, _) = diff(&old, &moved, |_| Some(2));
+        assert_eq!(
+            ch.renamed,
+            [Renamed {
+                from: "a/c".into(),
+                to: "b/c".into()
+            }]
+        );
+        assert!(ch.deleted.is_empty() && ch.created.is_empty(), "{ch:?}");
+        let made_again = [file("b/c", 7, 2_000, b"x\n")];
+        let (ch, _) = diff(&old, &made_again, |_| Some(2));
+        assert!(ch.renamed.is_empty(), "{ch:?}");
+        assert_eq!(
+            (ch.deleted, ch.created),
+            (vec!["a/c".to_owned()], vec!["b/c".to_owned()])
+        );
+        let other_bytes = [file("b/c", 7, 1_000, b"y\n")];
+        assert!(diff(&old, &other_bytes, |_| Some(2)).0.renamed.is_empty());
     }
 }
