@@ -537,4 +537,35 @@ mod tests {
             "a hidden command is listed: {text}"
         );
     }
+
+    /// `main` parses with the plain command and turns to the decorated one
+    /// only for help and errors: the decoration must leave every command's
+    /// arguments and subcommands as they are.
+    #[test]
+    fn the_decoration_changes_no_argument() {
+        fn shape(cmd: &Command, path: &str, out: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                out.push(format!(
+                    "{path} {} {:?} {:?} {:?} {} {} {:?}",
+                    a.get_id(),
+                    a.get_long(),
+                    a.get_short(),
+                    a.get_num_args(),
+                    a.is_required_set(),
+                    a.is_global_set(),
+                    a.get_action(),
+                ));
+            }
+            for sub in cmd.get_subcommands() {
+                let path = format!("{path} {}", sub.get_name());
+                out.push(path.clone());
+                shape(sub, &path, out);
+            }
+        }
+        let (mut plain, mut decorated) = (Vec::new(), Vec::new());
+        shape(&crate::Cli::command(), "turnback", &mut plain);
+        shape(&crate::command(), "turnback", &mut decorated);
+        assert!(plain.len() > 100, "{plain:?}");
+        assert_eq!(plain, decorated);
+    }
 }
