@@ -9,9 +9,9 @@
 //! changed. A deletion and a creation of the same inode with the same
 //! bytes and mtime are shown as a rename (a rename keeps the mtime; a file
 //! deleted and another made with the same bytes, which the file system
-//! gave the freed inode number, has a new one). A change that cannot be undone (to an
-//! excluded path, inside a directory that was not covered, or whose
-//! pre-image the store lacks) is listed as not captured and recorded as a
+//! gave the freed inode number, has a new one). A change that cannot be
+//! undone (to an excluded path, inside a directory that was not covered,
+//! or whose pre-image the store lacks) is listed as not captured and recorded as a
 //! skipped pre-image at the nearest storable path, so a rewind reports it.
 
 use std::collections::{HashMap, HashSet};

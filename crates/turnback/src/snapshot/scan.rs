@@ -119,10 +119,7 @@ impl Store {
                 unheld,
             )
             .ctx("list", &self.place.root)?
-            .map(|(mut patch, warnings)| {
-                let unheld = std::mem::replace(&mut patch.unheld, Unheld::Many);
-                (Listing::Patch(patch), warnings, unheld)
-            }),
+            .map(|(patch, warnings, unheld)| (Listing::Patch(patch), warnings, unheld)),
             (Ok(_), None) => Err("there is no tree state to start from".to_owned()),
             (Err(why), _) => Err(why),
         };

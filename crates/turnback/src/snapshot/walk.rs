@@ -811,8 +811,10 @@ impl<'a> WalkCtx<'a> {
     }
 }
 
-/// What a walk of the paths Watchman named found, and its warnings.
-pub(super) type Walked = (Patch, Vec<String>);
+/// What a walk of the paths Watchman named found, its warnings, and the
+/// new tree's entries with a name it does not hold (see
+/// [`crate::fsmonitor::Unheld`]).
+pub(super) type Walked = (Patch, Vec<String>, Unheld);
 
 /// A change to the old tree: its entries at `dropped` are gone or
 /// replaced, and `fresh` are put in; every other old entry is found as
@@ -823,9 +825,6 @@ pub(super) struct Patch {
     pub(super) dropped: Vec<usize>,
     /// In byte order of paths.
     pub(super) fresh: Vec<Found>,
-    /// The new tree's entries with a name it does not hold (see
-    /// [`crate::fsmonitor::Unheld`]).
-    pub(super) unheld: Unheld,
 }
 
 impl Patch {
@@ -1064,19 +1063,21 @@ pub(super) fn walk_changed(
             crate::path::escaped(&e.path)
         )));
     }
+    let dropped: Vec<usize> = drop
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| d.then_some(i))
+        .collect();
     // Names the tree does not hold: of a file changed now, or of one the
     // tree had at a path looked at (written, removed, replaced). No other
     // name of these is among the entries kept (checked above), so the
     // names found now are all the tree holds.
     let found_now = unheld_of(linked);
-    let was_unheld = (!unheld.is_empty())
-        .then(|| {
-            old.iter()
-                .zip(&drop)
-                .find(|(e, d)| **d && may_be_linked(e) && unheld.may_hold(e.stat.ino))
-                .map(|(e, _)| e.path.clone())
-        })
-        .flatten();
+    let was_unheld = dropped
+        .iter()
+        .map(|&i| &old[i])
+        .find(|e| may_be_linked(e) && unheld.may_hold(e.stat.ino))
+        .map(|e| e.path.clone());
     if let Some(p) = was_unheld.or_else(|| found_now.first().map(|(_, p)| p.clone()))
         && has_excluded(old, outside, &fresh)
     {
@@ -1090,11 +1091,10 @@ pub(super) fn walk_changed(
     let unheld = match unheld {
         Unheld::Many => Unheld::Many,
         Unheld::Some(v) => {
-            let gone: HashSet<u64> = old
+            let gone: HashSet<u64> = dropped
                 .iter()
-                .zip(&drop)
-                .filter(|(e, d)| **d && v.binary_search(&e.stat.ino).is_ok())
-                .map(|(e, _)| e.stat.ino)
+                .map(|&i| old[i].stat.ino)
+                .filter(|ino| v.binary_search(ino).is_ok())
                 .collect();
             Unheld::of(
                 v.iter()
@@ -1105,23 +1105,11 @@ pub(super) fn walk_changed(
             )
         }
     };
-    let dropped = drop
-        .iter()
-        .enumerate()
-        .filter_map(|(i, d)| d.then_some(i))
-        .collect();
     debug_assert!(
         fresh.windows(2).all(|w| w[0].path < w[1].path),
         "the changed walk's paths are sorted and unique"
     );
-    Ok(Ok((
-        Patch {
-            dropped,
-            fresh,
-            unheld,
-        },
-        warnings,
-    )))
+    Ok(Ok((Patch { dropped, fresh }, warnings, unheld)))
 }
 
 /// The entries of `old` (sorted) below its entry at `i`: from its path
