@@ -7,11 +7,14 @@
 //! window, not one pending mark.
 //!
 //! Format: one JSON document, replaced whole (temporary file, rename) under
-//! the store lock, just before the tree state it goes with. Like the tree
-//! head, it is not synced: it is read only with the tree it names, and a
-//! lost or torn one after a power cut falls back to the tree's own pending
-//! mark (below), so a sync would only slow every snapshot half by two
-//! flushes:
+//! the store lock, just before the tree state it goes with. A half that
+//! leaves the tree file as it is (it found nothing changed) writes the same
+//! document as the note of the tree's head instead (see [`crate::tree`]),
+//! so it replaces one small file, not two; a head whose document goes with
+//! the tree in place is read before this file. Like the tree head, neither
+//! is synced: each is read only with the tree it names, and a lost or torn
+//! one after a power cut falls back to the tree's own pending mark (below),
+//! so a sync would only slow every snapshot half by two flushes:
 //!
 //! ```text
 //! {"tree":{"stamp_ns":1700000000000000000,"log_seq":17,"pending":true,"turn":"tA"},
@@ -19,11 +22,13 @@
 //! ```
 //!
 //! - `tree`: the header of the tree state (stamp, log sequence, pending
-//!   mark, turn; see [`crate::tree`]) written right after this file. The
-//!   file is read only when the tree in place has that header: a crash
-//!   between the two writes leaves the old tree with a newer windows file,
-//!   which is then ignored, and the tree's own pending mark stands, exactly
-//!   as before windows were kept.
+//!   mark, turn; see [`crate::tree`]) written right after this file, or
+//!   with it in the head. The document is read only when the tree in place
+//!   has that header: a crash between the two writes leaves the old tree
+//!   with a newer windows file, which is then ignored, and the tree's own
+//!   pending mark stands, exactly as before windows were kept. The head is
+//!   removed before a new tree is renamed into place, so a head whose
+//!   document goes with the tree in place is newer than the file.
 //! - `turn`: the turn the command runs in.
 //! - `pid`: the process that runs both halves (`turnback exec`), absent when
 //!   the halves are separate processes (`turnback snapshot`, hooks). A
@@ -105,14 +110,39 @@ struct WindowsFile {
     windows: Vec<Window>,
 }
 
-/// The open windows; `None` when the file does not exist or does not go
-/// with `tree`, the tree state in place.
+impl WindowsFile {
+    /// Whether it goes with `tree`, the tree state in place.
+    fn goes_with(&self, tree: Option<&Tree>) -> bool {
+        tree.is_some_and(|t| {
+            self.tree
+                == TreeMark {
+                    stamp_ns: t.stamp_ns,
+                    log_seq: t.log_seq,
+                    pending: t.pending,
+                    turn: t.turn.clone(),
+                }
+        })
+    }
+}
+
+/// The open windows: the tree head's, else the file's; `None` when neither
+/// is there or goes with `tree`, the tree state in place.
 pub(crate) fn load(
     store: &OwnedFd,
     store_path: &Path,
     tree: Option<&Tree>,
     warnings: &mut Vec<String>,
 ) -> Result<Option<Vec<Window>>> {
+    if let Some(note) = crate::tree::head_note(store) {
+        match serde_json::from_slice::<WindowsFile>(&note) {
+            Ok(f) if f.goes_with(tree) => return Ok(Some(f.windows)),
+            Ok(_) => {}
+            Err(e) => warnings.push(format!(
+                "{}: its open command windows do not read ({e}); the windows file is used instead",
+                store_path.join(crate::tree::HEAD_FILE).display()
+            )),
+        }
+    }
     let shown = store_path.join(WINDOWS_FILE);
     let file = match fsx::open_file(store, WINDOWS_FILE) {
         Ok((f, fsx::Node::File { .. })) => f,
@@ -133,18 +163,7 @@ pub(crate) fn load(
         .read_to_end(&mut text)
         .ctx("read", &shown)?;
     match serde_json::from_slice::<WindowsFile>(&text) {
-        Ok(f) => {
-            let goes_with = tree.is_some_and(|t| {
-                f.tree
-                    == TreeMark {
-                        stamp_ns: t.stamp_ns,
-                        log_seq: t.log_seq,
-                        pending: t.pending,
-                        turn: t.turn.clone(),
-                    }
-            });
-            Ok(goes_with.then_some(f.windows))
-        }
+        Ok(f) => Ok(f.goes_with(tree).then_some(f.windows)),
         Err(e) => {
             warnings.push(format!(
                 "{}: {e}; the tree state's pending mark is used instead",
@@ -155,6 +174,18 @@ pub(crate) fn load(
     }
 }
 
+/// The document of `windows` open with the tree header `tree`, for the
+/// file or the tree head's note.
+pub(crate) fn encode(store_path: &Path, tree: &TreeMark, windows: &[Window]) -> Result<Vec<u8>> {
+    let doc = WindowsFile {
+        tree: tree.clone(),
+        windows: windows.to_vec(),
+    };
+    serde_json::to_vec(&doc)
+        .map_err(std::io::Error::other)
+        .ctx("encode", store_path.join(WINDOWS_FILE))
+}
+
 /// Replaces the file with `windows` (not synced; see the module docs).
 pub(crate) fn save(
     store: &OwnedFd,
@@ -163,13 +194,7 @@ pub(crate) fn save(
     windows: &[Window],
 ) -> Result<()> {
     let shown = store_path.join(WINDOWS_FILE);
-    let doc = WindowsFile {
-        tree: tree.clone(),
-        windows: windows.to_vec(),
-    };
-    let bytes = serde_json::to_vec(&doc)
-        .map_err(std::io::Error::other)
-        .ctx("encode", &shown)?;
+    let bytes = encode(store_path, tree, windows)?;
     let (mut f, tmp) = fsx::create_temp(store, WINDOWS_FILE, 0o644).ctx("create", &shown)?;
     let res = std::io::Write::write_all(&mut f, &bytes)
         .and_then(|()| fsx::rename(store, &tmp, WINDOWS_FILE));

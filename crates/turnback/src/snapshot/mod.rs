@@ -695,14 +695,16 @@ impl Store {
             pending,
             turn: turn.clone(),
         };
-        exec_window::save(&store_fd, &self.place.store_path, &mark, &windows)?;
         if unchanged {
+            // The windows go in the head: one file replaced, not two.
+            let note = exec_window::encode(&self.place.store_path, &mark, &windows)?;
             stats.tree_bytes = tree::write_head(
                 &store_fd,
                 &self.place.store_path,
                 self.index.last_seq,
                 pending,
                 turn,
+                &note,
             )?;
             // Freeing 100,000 paths takes about 2 ms, which a hook's
             // answer need not wait for: a large tree is let go on the
@@ -712,6 +714,7 @@ impl Store {
                 crate::par::drop_later(new_tree);
             }
         } else {
+            exec_window::save(&store_fd, &self.place.store_path, &mark, &windows)?;
             let header = Tree {
                 stamp_ns,
                 log_seq: self.index.last_seq,

@@ -273,12 +273,20 @@ fn an_unchanged_scan_writes_only_the_head_and_a_change_the_whole_tree() -> TestR
     // Settle racily clean entries, then nothing changes.
     store.snapshot(&t("t2"), None, false, &NoProgress)?;
     let inode = |p: &Path| fs::metadata(p).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+    let windows_file = store.store_dir().join(crate::exec_window::WINDOWS_FILE);
     let before = inode(&tree_file)?;
+    let windows_before = inode(&windows_file)?;
     let r = store.snapshot(&t("t3"), None, false, &NoProgress)?;
     assert_eq!(r.scan.hashed_files, 0);
     assert_eq!(inode(&tree_file)?, before, "the tree is not rewritten");
+    assert_eq!(
+        inode(&windows_file)?,
+        windows_before,
+        "nor the windows file: the head carries the open window"
+    );
     assert!(head_file.exists());
-    assert!(r.scan.tree_bytes < 100, "{}", r.scan.tree_bytes);
+    // The head's fields and one window.
+    assert!(r.scan.tree_bytes < 300, "{}", r.scan.tree_bytes);
     let Loaded::Tree(now) = tree::load(&store.place.dirs().store, &store.place.store_path)? else {
         return Err("tree".into());
     };
@@ -298,6 +306,59 @@ fn an_unchanged_scan_writes_only_the_head_and_a_change_the_whole_tree() -> TestR
     assert!(!head_file.exists(), "and removes the head");
     store.rewind(&t("t3"), &RewindOptions::default())?;
     assert_eq!(fs::read(root.join("README.md"))?, b"# readme\n");
+    Ok(())
+}
+
+#[test]
+fn windows_opened_by_halves_that_change_nothing_are_kept_in_the_head() -> TestResult {
+    let (dir, mut store) = project();
+    let root = dir.path();
+    store.snapshot(&t("t0"), None, false, &NoProgress)?;
+    store.snapshot(&t("t0"), None, true, &NoProgress)?;
+    std::thread::sleep(Duration::from_millis(20));
+    // Settle racily clean entries: from here nothing is hashed again.
+    store.snapshot(&t("t1"), None, false, &NoProgress)?;
+    store.snapshot(&t("t1"), None, true, &NoProgress)?;
+    let head_file = store.store_dir().join(tree::HEAD_FILE);
+    let windows_file = store.store_dir().join(crate::exec_window::WINDOWS_FILE);
+    // Two sessions' commands start; neither before half finds a change.
+    for (turn, session) in [("tA", "session-a"), ("tB", "session-b")] {
+        let r = store.snapshot_in_session(&t(turn), None, false, session, false, &NoProgress)?;
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    }
+    let head = fs::read(&head_file)?;
+    let file = fs::read(&windows_file)?;
+    let has = |bytes: &[u8], s: &str| bytes.windows(s.len()).any(|w| w == s.as_bytes());
+    assert!(
+        has(&head, "session-a") && has(&head, "session-b"),
+        "both in the head"
+    );
+    assert!(
+        !has(&file, "session-b"),
+        "the windows file is left as it was"
+    );
+    // B's command changes a file and ends: its window is found open (no
+    // warning) and the change is recorded in tB, A's window staying open.
+    put(root, "src/lib.rs", b"pub fn f() { /* B */ }\n");
+    let r = store.snapshot_in_session(&t("tB"), None, true, "session-b", false, &NoProgress)?;
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    let rec = r.recorded.expect("recorded");
+    assert_eq!(rec.turn, t("tB"));
+    assert_eq!(rec.changes.modified, ["src/lib.rs"]);
+    assert_eq!(rec.shared_with, [t("tA")], "A's command ran meanwhile");
+    // That half rewrote the tree: the open window moved to the file.
+    assert!(!head_file.exists());
+    assert!(has(&fs::read(&windows_file)?, "session-a"));
+    let r = store.snapshot_in_session(&t("tA"), None, true, "session-a", false, &NoProgress)?;
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert!(
+        !store
+            .status(&NoProgress)?
+            .snapshot
+            .is_some_and(|s| s.pending)
+    );
+    store.rewind(&t("tA"), &RewindOptions::default())?;
+    assert_eq!(fs::read(root.join("src/lib.rs"))?, b"pub fn f() {}\n");
     Ok(())
 }
 

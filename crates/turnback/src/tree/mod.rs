@@ -104,12 +104,18 @@
 //! writes only the header fields that changed, to this small file:
 //!
 //! ```text
-//! magic    "TBHEAD1\n"          8 bytes
+//! magic    "TBHEAD2\n"          8 bytes
 //! tree_len u64                  length of the tree file it belongs to
 //! tree_crc u32                  that file's final CRC field
 //! log_seq  u64, pending u8, turn u16 len + UTF-8    replace the tree's own
+//! note     u32 len + bytes      what the caller keeps with this header
 //! crc      u32                  CRC-32 (IEEE) of every byte before it
 //! ```
+//!
+//! The note is the open command windows (see [`crate::exec_window`]), so
+//! that a half which leaves the tree file as it is replaces one file, not
+//! two; this module does not read it. A head of format 1 (`TBHEAD1`, no
+//! note) is still read.
 //!
 //! A reader applies the head only when it is whole and names the tree file
 //! in place by length and CRC (the delta, when one applies); otherwise the
@@ -160,7 +166,17 @@ pub const STAMP_FILE: &str = "tree-stamp";
 pub const HEAD_FILE: &str = "tree-head";
 
 /// The first bytes of a head file.
-pub const HEAD_MAGIC: &[u8; 8] = b"TBHEAD1\n";
+pub const HEAD_MAGIC: &[u8; 8] = b"TBHEAD2\n";
+
+/// The first bytes of a head file of the format before notes, still read.
+const HEAD_MAGIC_1: &[u8; 8] = b"TBHEAD1\n";
+
+/// The largest note a head carries (the open windows file is read to as
+/// much; see [`crate::exec_window`]).
+const NOTE_MAX: u64 = 16 << 20;
+
+/// The most bytes a head is read to: its fields and the largest note.
+const HEAD_MAX: u64 = NOTE_MAX + 4096;
 
 /// The file whose presence makes the next scan look up every blob the stat
 /// cache vouches for (see the module doc).
@@ -1367,6 +1383,8 @@ struct Head {
     log_seq: u64,
     pending: bool,
     turn: TurnId,
+    /// The caller's bytes kept with the header (empty in format 1).
+    note: Vec<u8>,
 }
 
 /// A tree (or delta) file's identity: its length and its final CRC field.
@@ -1388,14 +1406,23 @@ fn encode_head(h: &Head) -> Vec<u8> {
     out.extend_from_slice(&h.log_seq.to_le_bytes());
     out.push(u8::from(h.pending));
     put_str16(&mut out, h.turn.as_str().as_bytes());
+    let note_len = u32::try_from(h.note.len()).expect("write_head bounds a note to 16 MiB");
+    out.extend_from_slice(&note_len.to_le_bytes());
+    out.extend_from_slice(&h.note);
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
 
 fn decode_head(bytes: &[u8]) -> Option<Head> {
-    let mut r = Reader::framed(bytes, HEAD_MAGIC, "a head", "head format").ok()?;
-    let head = Head {
+    let (mut r, noted) = match Reader::framed(bytes, HEAD_MAGIC, "a head", "head format") {
+        Ok(r) => (r, true),
+        Err(_) => (
+            Reader::framed(bytes, HEAD_MAGIC_1, "a head", "head format").ok()?,
+            false,
+        ),
+    };
+    let mut head = Head {
         tree: (r.u64().ok()?, r.u32().ok()?),
         log_seq: r.u64().ok()?,
         pending: match r.u8().ok()? {
@@ -1404,7 +1431,12 @@ fn decode_head(bytes: &[u8]) -> Option<Head> {
             _ => return None,
         },
         turn: TurnId::new(r.utf8().ok()?).ok()?,
+        note: Vec::new(),
     };
+    if noted {
+        let len = usize::try_from(r.u32().ok()?).ok()?;
+        head.note = r.take(len).ok()?.to_vec();
+    }
     (r.left() == 0).then_some(head)
 }
 
@@ -1414,18 +1446,28 @@ fn read_head(store: &OwnedFd) -> Option<Head> {
     // replaces it by rename).
     let file = fsx::open_store_file(store, HEAD_FILE, OFlags::RDONLY, None).ok()??;
     let mut bytes = Vec::new();
-    file.take(4096).read_to_end(&mut bytes).ok()?;
+    file.take(HEAD_MAX).read_to_end(&mut bytes).ok()?;
     decode_head(&bytes)
 }
 
+/// The note of the whole head in `store` (none in format 1), whichever
+/// tree file it names: the caller tells whether the note goes with the
+/// tree in place.
+pub(crate) fn head_note(store: &OwnedFd) -> Option<Vec<u8>> {
+    read_head(store)
+        .map(|h| h.note)
+        .filter(|note| !note.is_empty())
+}
+
 /// Records new header fields for the tree file in place without rewriting
-/// it (see the module doc). Under the store lock.
+/// it, with `note` (see the module doc). Under the store lock.
 pub(crate) fn write_head(
     store: &OwnedFd,
     store_path: &Path,
     log_seq: u64,
     pending: bool,
     turn: &TurnId,
+    note: &[u8],
 ) -> Result<u64> {
     let path = store_path.join(TREE_FILE);
     let Some((_, _, id)) = current(store, store_path)? else {
@@ -1438,13 +1480,24 @@ pub(crate) fn write_head(
             ),
         });
     };
+    let shown = store_path.join(HEAD_FILE);
+    if note.len() as u64 > NOTE_MAX {
+        return Err(crate::error::Error::Io {
+            op: "write",
+            path: shown,
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "more than 16 MiB of open command windows",
+            ),
+        });
+    }
     let head = encode_head(&Head {
         tree: id,
         log_seq,
         pending,
         turn: turn.clone(),
+        note: note.to_vec(),
     });
-    let shown = store_path.join(HEAD_FILE);
     let (mut f, tmp) = fsx::create_temp(store, HEAD_FILE, 0o644).ctx("create", &shown)?;
     let res = f
         .write_all(&head)
@@ -2007,7 +2060,7 @@ mod tests {
         };
         assert_eq!(load(), (7, true, "t1".to_owned()));
         let turn = TurnId::new("t9").expect("turn id");
-        write_head(&store, dir.path(), 12, false, &turn)?;
+        write_head(&store, dir.path(), 12, false, &turn, b"windows")?;
         assert_eq!(load(), (12, false, "t9".to_owned()), "the head applies");
         let head = std::fs::read(dir.path().join(HEAD_FILE)).ctx("read", dir.path())?;
         // Any flipped byte or cut: the tree's own header stands.
@@ -2033,6 +2086,57 @@ mod tests {
         w.commit(&store, dir.path(), &sample())?;
         assert!(!dir.path().join(HEAD_FILE).exists());
         assert_eq!(load().0, 7);
+        Ok(())
+    }
+
+    #[test]
+    fn a_head_keeps_its_note_and_one_of_format_1_still_reads() -> Result<()> {
+        let turn = TurnId::new("t3").expect("turn id");
+        let head = Head {
+            tree: (4096, 0xdead_beef),
+            log_seq: 9,
+            pending: true,
+            turn: turn.clone(),
+            note: b"{\"windows\":[]}".to_vec(),
+        };
+        let bytes = encode_head(&head);
+        assert_eq!(decode_head(&bytes), Some(head.clone()));
+        // The note's length and bytes sit between the turn and the checksum.
+        let at = 8 + 8 + 4 + 8 + 1 + 2 + 2;
+        assert_eq!(&bytes[..8], HEAD_MAGIC);
+        assert_eq!(bytes[at..at + 4], 14u32.to_le_bytes());
+        assert_eq!(&bytes[at + 4..bytes.len() - 4], &head.note[..]);
+        // Format 1: the same fields, no note.
+        let mut v1 = HEAD_MAGIC_1.to_vec();
+        v1.extend_from_slice(&bytes[8..at]);
+        let crc = crc32fast::hash(&v1);
+        v1.extend_from_slice(&crc.to_le_bytes());
+        let read = decode_head(&v1).expect("a head of format 1");
+        assert_eq!(
+            (read.tree, read.log_seq, read.note.len()),
+            (head.tree, 9, 0)
+        );
+        // A note longer or shorter than its length says: no head.
+        let mut long = bytes[..bytes.len() - 4].to_vec();
+        long.push(b' ');
+        let crc = crc32fast::hash(&long);
+        long.extend_from_slice(&crc.to_le_bytes());
+        assert!(decode_head(&long).is_none());
+        // What the store's head gives back.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = fsx::open_dir_path(dir.path()).ctx("open", dir.path())?;
+        std::fs::write(dir.path().join(TREE_FILE), encode(&sample())).ctx("write", dir.path())?;
+        assert_eq!(head_note(&store), None, "no head");
+        write_head(&store, dir.path(), 8, false, &turn, b"noted")?;
+        assert_eq!(head_note(&store).as_deref(), Some(&b"noted"[..]));
+        write_head(&store, dir.path(), 8, false, &turn, b"")?;
+        assert_eq!(head_note(&store), None, "an empty note is none");
+        std::fs::write(dir.path().join(HEAD_FILE), &v1).ctx("write", dir.path())?;
+        assert_eq!(head_note(&store), None, "format 1 has none");
+        let too_long = vec![b' '; (NOTE_MAX + 1) as usize];
+        let err = write_head(&store, dir.path(), 8, false, &turn, &too_long)
+            .expect_err("a note over 16 MiB");
+        assert!(err.to_string().contains("16 MiB"), "{err}");
         Ok(())
     }
 
@@ -2103,7 +2207,7 @@ mod tests {
         assert_eq!(pending_turn(&store, dir.path())?, Some(turn));
         // A head written now belongs to the delta.
         let t9 = TurnId::new("t9").expect("turn id");
-        write_head(&store, dir.path(), 21, false, &t9)?;
+        write_head(&store, dir.path(), 21, false, &t9, b"")?;
         assert_eq!(loaded().0.log_seq, 21);
         assert_eq!(pending_turn(&store, dir.path())?, None);
         // A damaged delta: the tree is damaged, never the tree file alone.
