@@ -452,7 +452,11 @@ pub fn render_examples(examples: &[(&str, &str)]) -> String {
 /// sentence of its description; any not in a group last, under "Other
 /// commands".
 fn grouped_commands(cmd: &Command) -> String {
-    let visible: Vec<&Command> = cmd.get_subcommands().filter(|s| !s.is_hide_set()).collect();
+    // `help` comes last, written below.
+    let visible: Vec<&Command> = cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+        .collect();
     let width = visible
         .iter()
         .map(|s| s.get_name().len())
@@ -503,14 +507,12 @@ fn first_sentence(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory;
-
     use super::*;
 
     #[test]
     fn every_visible_command_is_in_a_group_and_has_examples() {
-        let cmd = crate::Cli::command();
-        for sub in cmd.get_subcommands() {
+        let cmd = crate::full_command();
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
             let name = sub.get_name();
             if !sub.is_hide_set() {
                 assert!(
@@ -527,7 +529,7 @@ mod tests {
 
     #[test]
     fn the_grouped_list_keeps_the_groups_order() {
-        let text = grouped_commands(&crate::Cli::command());
+        let text = grouped_commands(&crate::full_command());
         let at = |s: &str| text.find(s).unwrap_or(usize::MAX);
         assert!(at("Everyday commands:") < at("For agents"));
         assert!(at("For agents") < at("Upkeep:"));
@@ -536,6 +538,36 @@ mod tests {
             !text.contains("maintain"),
             "a hidden command is listed: {text}"
         );
+    }
+
+    /// The tree `turnback help` completes (each command's name,
+    /// description and subcommands) is built from the commands as a
+    /// command line that names them builds them (see `full_command`).
+    #[test]
+    fn the_help_tree_has_every_command_with_its_description_and_subcommands() {
+        fn names(cmd: &Command) -> Vec<&str> {
+            cmd.get_subcommands()
+                .map(|s| s.get_name())
+                .filter(|n| *n != "help")
+                .collect()
+        }
+        let cmd = crate::full_command();
+        let help = cmd.find_subcommand("help").expect("a help command");
+        assert_eq!(names(help), names(&cmd));
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let copy = help.find_subcommand(sub.get_name()).expect("in the tree");
+            assert!(
+                sub.get_about().is_some(),
+                "{} has no description",
+                sub.get_name()
+            );
+            assert_eq!(
+                copy.get_about().map(ToString::to_string),
+                sub.get_about().map(ToString::to_string)
+            );
+            assert_eq!(names(copy), names(sub), "{}", sub.get_name());
+        }
+        assert!(names(cmd.find_subcommand("hook").expect("hook")).len() >= 7);
     }
 
     /// `main` parses with the plain command and turns to the decorated one
@@ -563,7 +595,7 @@ mod tests {
             }
         }
         let (mut plain, mut decorated) = (Vec::new(), Vec::new());
-        shape(&crate::Cli::command(), "turnback", &mut plain);
+        shape(&crate::full_command(), "turnback", &mut plain);
         shape(&crate::command(), "turnback", &mut decorated);
         assert!(plain.len() > 100, "{plain:?}");
         assert_eq!(plain, decorated);
