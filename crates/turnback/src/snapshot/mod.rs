@@ -681,6 +681,9 @@ impl Store {
             &packs_fd,
             &mut warnings,
         )?;
+        // The tree written next names the scan's blobs: the record that
+        // introduces them is durable first.
+        self.sync_log()?;
         // The tree's counts go with Watchman's clock only: not counted
         // again without it.
         let keeps_state = next.is_some() || stored.is_some();
@@ -885,7 +888,9 @@ impl Store {
         if let Some((w, blobs)) = pack {
             let name = pack::pack_name(self.index.last_seq + 1);
             w.commit(packs_fd, &name)?;
-            self.append(Op::Snapshot {
+            // Made durable with the turn's record below, by one flush for
+            // both, or on its own after `record` when no turn gets one.
+            self.append_unsynced(Op::Snapshot {
                 turn: half.turn.clone(),
                 after: half.after,
                 pack: name,

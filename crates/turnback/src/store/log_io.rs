@@ -193,8 +193,34 @@ impl Store {
     }
 
     /// Appends one record durably and applies it to the index; returns its
-    /// seq.
+    /// seq. Its `fdatasync` also makes durable every record appended before
+    /// it without one.
     pub(crate) fn append(&mut self, op: Op) -> Result<u64> {
+        self.append_line(op, true)
+    }
+
+    /// Appends one record and applies it to the index without syncing it:
+    /// the caller's next [`Store::append`] or [`Store::sync_log`] makes it
+    /// durable, with one flush for both, before anything that relies on it
+    /// is written. Until then a power cut may lose it (a process killed
+    /// meanwhile leaves it in the file, as a synced one).
+    pub(crate) fn append_unsynced(&mut self, op: Op) -> Result<u64> {
+        self.append_line(op, false)
+    }
+
+    /// Makes the records appended by [`Store::append_unsynced`] durable.
+    pub(crate) fn sync_log(&mut self) -> Result<()> {
+        if !self.log_unsynced {
+            return Ok(());
+        }
+        let path = self.place.store_path.join(LOG_FILE);
+        let f = self.open_log(OFlags::WRONLY | OFlags::APPEND)?;
+        fsx::fdatasync(&f).ctx("fsync", &path)?;
+        self.log_unsynced = false;
+        Ok(())
+    }
+
+    fn append_line(&mut self, op: Op, sync: bool) -> Result<u64> {
         let rec = Record {
             seq: self.index.last_seq + 1,
             at: crate::id::now_ns(),
@@ -206,7 +232,9 @@ impl Store {
         // is some 25 MB of JSON.
         let written = log::write_line(&rec, &f).ctx("append to", &path);
         let synced = written.and_then(|len| {
-            fsx::fdatasync(&f).ctx("fsync", &path)?;
+            if sync {
+                fsx::fdatasync(&f).ctx("fsync", &path)?;
+            }
             Ok(len)
         });
         let line_len = match synced {
@@ -221,6 +249,7 @@ impl Store {
             // A new log: its directory entry must be durable too.
             fsx::fsync(&self.place.dirs().store).ctx("fsync", &self.place.store_path)?;
         }
+        self.log_unsynced = !sync;
         let seq = rec.seq;
         if let Err(misfit) = self.index.apply_owned(rec) {
             let line = self.index.lines + 1;

@@ -108,6 +108,10 @@ pub struct Store {
     /// walk it and captures refuse it, whatever store of it is in use.
     data_inside: Option<Vec<u8>>,
     pub(crate) index: Index,
+    /// A record was appended to the log without its `fdatasync`, which
+    /// the next synced append or [`Store::sync_log`] makes (see
+    /// [`Store::append_unsynced`]).
+    log_unsynced: bool,
     options: Options,
     warnings: Vec<String>,
     /// Where the execution of a rewind, revert, undo or redo reports its
@@ -250,6 +254,7 @@ impl Store {
             data,
             data_inside,
             index: Index::default(),
+            log_unsynced: false,
             options,
             warnings,
             progress: None,
