@@ -655,6 +655,62 @@ fn a_deleted_watch_falls_back_to_the_scan_once() -> Res<()> {
     Ok(())
 }
 
+/// A project copied (its store forked) or moved (its store follows it)
+/// brings the Watchman clock of the folder it came from, which says
+/// nothing of its own: its first half scans, saying why, its commands'
+/// changes are recorded and rewound, and its later halves use a watch of
+/// its own.
+#[test]
+fn a_copied_or_moved_project_does_not_use_the_old_folders_clock() -> Res<()> {
+    let server = Server::start()?;
+    let tmp = tempfile::tempdir()?;
+    let w = started(tmp.path(), &server)?;
+    create_under_exec(&w, "t1", "a.txt")?;
+    let at = |root: &Path| -> Res<World> {
+        Ok(World {
+            root: root.canonicalize()?,
+            data: w.data.clone(),
+            home: w.home.clone(),
+            env: w.env.clone(),
+        })
+    };
+    let check = |p: &World, turn: &str, rel: &str, was: &[u8]| -> Res<()> {
+        let r = p.exec(turn, &format!("printf 'changed\\n' > {rel}"))?;
+        let (src, why) = source(&r["before"]);
+        assert_eq!(src, "scan", "{r}");
+        assert!(why.contains("another folder"), "{why}");
+        assert_eq!(
+            r["after"]["recorded"]["changes"]["modified"],
+            serde_json::json!([rel]),
+            "{r}"
+        );
+        assert_eq!(source(&r["after"]).0, "watchman", "{r}");
+        let after = create_under_exec(p, &format!("{turn}-next"), "next.txt")?;
+        assert_eq!(source(&after).0, "watchman", "{after}");
+        p.json(&["rewind", turn])?;
+        assert_eq!(std::fs::read(p.root.join(rel))?, was);
+        assert!(!p.root.join("next.txt").exists());
+        Ok(())
+    };
+    // A copy, while the original is still watched.
+    let copy = tmp.path().join("copy");
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(&w.root)
+        .arg(&copy)
+        .status()?;
+    assert!(st.success(), "cp -a");
+    check(&at(&copy)?, "c1", "d0/f1.txt", b"file 0/1\n")?;
+    // The original goes on with its own clock.
+    let after = create_under_exec(&w, "t2", "b.txt")?;
+    assert_eq!(source(&after), ("watchman".into(), String::new()));
+    // The original moved.
+    let moved = tmp.path().join("moved");
+    std::fs::rename(&w.root, &moved)?;
+    check(&at(&moved)?, "m1", "d1/f2.txt", b"file 1/2\n")?;
+    Ok(())
+}
+
 #[test]
 fn no_server_and_a_silent_server_fall_back_to_the_scan() -> Res<()> {
     let server = Server::start()?;

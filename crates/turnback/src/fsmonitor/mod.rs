@@ -14,6 +14,8 @@
 //! no Watchman (`fsmonitor = "off"`, no binary, no server running: auto
 //! mode never starts one), no clock stored with this tree (the first
 //! snapshot, or a snapshot without Watchman wrote the tree since), a
+//! clock of another folder (the project moved, or copied with its store
+//! forked: the store holds the old folder's watch), a
 //! fresh instance (`is_fresh_instance`: Watchman restarted, recrawled
 //! after an overflow, or no longer knows the clock), a deleted watch, an
 //! error, or no answer within [`limit`]. Which paths Watchman's answer
@@ -245,10 +247,13 @@ fn ask_watchman(root: &Path, stored: Option<&State>, tree: Option<(i64, u64)>) -
         return Answer::scan("the project's path is not UTF-8", sock);
     };
     // A clock goes only with the tree it was stored with, and only with
-    // the server and root it came from.
+    // the server and root it came from: a store that went with its project
+    // to another folder (moved, or forked for a copy) holds the clock of
+    // the old folder, which says nothing of this one.
+    let same_root = |t: &Token| Path::new(&t.watch).join(&t.rel) == root;
     let usable = stored.and_then(|s| {
         let t = s.token.as_ref()?;
-        (Some(s.tree) == tree && s.sock == sock).then_some(t)
+        (Some(s.tree) == tree && s.sock == sock && same_root(t)).then_some(t)
     });
     let sync = limit.as_millis().min(u128::from(u32::MAX)) as u64;
     if let Some(t) = usable {
@@ -328,6 +333,9 @@ fn ask_watchman(root: &Path, stored: Option<&State>, tree: Option<(i64, u64)>) -
     let why = match stored {
         Some(s) if s.token.is_some() && s.sock != sock => {
             "the stored Watchman clock is another server's"
+        }
+        Some(s) if s.token.as_ref().is_some_and(|t| !same_root(t)) => {
+            "the stored Watchman clock is another folder's (the project was moved or copied)"
         }
         Some(s) if s.token.is_some() => {
             "the stored Watchman clock goes with another tree state (a snapshot without Watchman, or an interrupted one, wrote the tree since)"
