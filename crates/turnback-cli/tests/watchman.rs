@@ -9,8 +9,9 @@
 //! never passes without having run (`.ci/run` installs it).
 //!
 //! - the differential test: random change sets applied under `exec` in two
-//!   copies of one project, one with Watchman and one with the scan; the
-//!   recorded turns and the rewinds must be identical;
+//!   copies of one project, one with Watchman and one with the scan, each
+//!   now and then moved or copied to another folder; the recorded turns
+//!   and the rewinds must be identical;
 //! - each fallback (no server, a fresh instance, a recrawl, a deleted
 //!   watch, a server that does not answer, a changed ignore file) scans
 //!   the whole tree, says so in the report and in `status`, and records
@@ -215,6 +216,27 @@ impl World {
         Ok(serde_json::from_str(line)?)
     }
 
+    /// Moves the project to the folder `name` beside it, or copies it
+    /// there (`cp -a`) and works in the copy from now on; either way its
+    /// store goes with it (a copy's is forked).
+    fn relocate(&mut self, name: &str, copy: bool) -> Res<()> {
+        let to = self.root.with_file_name(name);
+        if copy {
+            let st = Command::new("cp")
+                .arg("-a")
+                .arg(&self.root)
+                .arg(&to)
+                .status()?;
+            if !st.success() {
+                return Err(format!("cp -a {} {}", self.root.display(), to.display()).into());
+            }
+        } else {
+            std::fs::rename(&self.root, &to)?;
+        }
+        self.root = to.canonicalize()?;
+        Ok(())
+    }
+
     fn sh(&self, script: &str) -> Res<()> {
         let st = Command::new("sh")
             .arg("-c")
@@ -417,9 +439,9 @@ fn random_changes_record_and_rewind_the_same_with_watchman_and_with_the_scan() -
         .prefix("turnback-wm-diff-")
         .tempdir()?;
     let wenv = watchman_env(&server);
-    let with = World::new(tmp.path(), "watchman", &as_refs(&wenv))?;
+    let mut with = World::new(tmp.path(), "watchman", &as_refs(&wenv))?;
     let off = [("TURNBACK_FSMONITOR", std::ffi::OsStr::new("off"))];
-    let without = World::new(tmp.path(), "scan", &off)?;
+    let mut without = World::new(tmp.path(), "scan", &off)?;
     seed_project(&with)?;
     seed_project(&without)?;
     let mut rng = rng::Rng::from_env("watchman differential");
@@ -431,6 +453,17 @@ fn random_changes_record_and_rewind_the_same_with_watchman_and_with_the_scan() -
         let during = change_script(&mut rng, n_during);
         let n_after = rng.below(3) as usize;
         let after = change_script(&mut rng, n_after);
+        // Now and then the project is moved, or copied and the copy used
+        // from then on: its store then holds another folder's clock.
+        let relocated = match rng.below(12) {
+            0 => Some((format!("moved-{step}"), false)),
+            1 => Some((format!("copied-{step}"), true)),
+            _ => None,
+        };
+        if let Some((name, copy)) = relocated {
+            with.relocate(&name, copy)?;
+            without.relocate(&name, copy)?;
+        }
         assert_eq!(picture(&with.root)?, picture(&without.root)?, "step {step}");
         let a = with.exec(&turn, &during)?;
         let b = without.exec(&turn, &during)?;
