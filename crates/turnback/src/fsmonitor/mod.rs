@@ -15,7 +15,10 @@
 //! mode never starts one), no clock stored with this tree (the first
 //! snapshot, or a snapshot without Watchman wrote the tree since), a
 //! clock of another folder (the project moved, or copied with its store
-//! forked: the store holds the old folder's watch), a
+//! forked: the store holds the old folder's watch), a rewind, revert, undo
+//! or redo since the last snapshot (it gives the files it keeps a second
+//! name for a while: a link count and ctime change Watchman does not
+//! report; decided by the snapshot, which reads the log), a
 //! fresh instance (`is_fresh_instance`: Watchman restarted, recrawled
 //! after an overflow, or no longer knows the clock), a deleted watch, an
 //! error, or no answer within [`limit`]. Which paths Watchman's answer

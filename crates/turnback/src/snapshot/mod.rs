@@ -532,6 +532,24 @@ impl Store {
             stored.as_ref(),
             header.as_ref().map(|(t, n)| (t.stamp_ns, *n)),
         );
+        // A rewind, revert, undo or redo since the tree was written changed
+        // the folder in a way Watchman does not report: it gives files it
+        // keeps a second name in the trash or aside for a while, and a link
+        // count (so a ctime) changes with no event for the file's own name.
+        // The half after one scans the whole tree.
+        let changed = match (changed, &header) {
+            (Ok(_), Some((t, _)))
+                if self
+                    .index
+                    .saved
+                    .keys()
+                    .chain(self.index.ops.keys())
+                    .any(|&seq| seq > t.log_seq) =>
+            {
+                Err("a rewind, revert, undo or redo changed the folder since the last snapshot (files it keeps get a second name for a while, which Watchman does not report)".to_owned())
+            }
+            (changed, _) => changed,
+        };
         // Nothing changed but what no snapshot looks at: the tree's
         // entries are not even read, and its counts are the stored ones.
         let inside = self.store_inside();
