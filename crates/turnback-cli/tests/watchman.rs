@@ -808,6 +808,45 @@ fn the_half_after_a_rewind_or_an_undo_scans_once() -> Res<()> {
     Ok(())
 }
 
+/// A file changed through a second name (a hard link) that the command
+/// made and removed: Watchman names only the gone name, never the file;
+/// the half scans the whole tree, says why, and records the change as the
+/// scan does, for a covered file and for an excluded one.
+#[test]
+fn a_write_through_a_hard_link_made_and_removed_by_the_command_is_recorded() -> Res<()> {
+    let server = Server::start()?;
+    let tmp = tempfile::tempdir()?;
+    let w = started(tmp.path(), &server)?;
+    let r = w.exec(
+        "t1",
+        "ln -f d0/f1.txt d0/tmp.lnk && printf 'more\\n' >> d0/tmp.lnk && rm d0/tmp.lnk",
+    )?;
+    let (src, why) = source(&r["after"]);
+    assert_eq!(src, "scan", "{r}");
+    assert!(
+        why.contains("d0/tmp.lnk") && why.contains("hard link"),
+        "{why}"
+    );
+    assert_eq!(
+        r["after"]["recorded"]["changes"]["modified"],
+        serde_json::json!(["d0/f1.txt"]),
+        "{r}"
+    );
+    let r = w.exec(
+        "t2",
+        "ln -f app.log d0/tmp2.lnk && printf 'more\\n' >> d0/tmp2.lnk && rm d0/tmp2.lnk",
+    )?;
+    assert_eq!(source(&r["after"]).0, "scan", "{r}");
+    let not_captured = &r["after"]["recorded"]["changes"]["not_captured"];
+    assert_eq!(not_captured[0]["path"], "app.log", "{r}");
+    assert_eq!(not_captured[0]["change"], "modified", "{r}");
+    w.json(&["rewind", "t1"])?;
+    assert_eq!(std::fs::read(w.root.join("d0/f1.txt"))?, b"file 0/1\n");
+    let r = w.exec("t3", "true")?;
+    assert_eq!(source(&r["after"]).0, "watchman", "{r}");
+    Ok(())
+}
+
 #[test]
 fn no_server_and_a_silent_server_fall_back_to_the_scan() -> Res<()> {
     let server = Server::start()?;

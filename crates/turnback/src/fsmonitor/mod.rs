@@ -18,7 +18,10 @@
 //! forked: the store holds the old folder's watch), a rewind, revert, undo
 //! or redo since the last snapshot (it gives the files it keeps a second
 //! name for a while: a link count and ctime change Watchman does not
-//! report; decided by the snapshot, which reads the log), a
+//! report; decided by the snapshot, which reads the log), a name made
+//! and removed since the clock that was another name of a file or that
+//! Watchman never saw (a write through it changed a file Watchman does not
+//! name; see `gone_link`), a
 //! fresh instance (`is_fresh_instance`: Watchman restarted, recrawled
 //! after an overflow, or no longer knows the clock), a deleted watch, an
 //! error, or no answer within [`limit`]. Which paths Watchman's answer
@@ -151,6 +154,10 @@ pub(crate) struct Answer {
     pub(crate) sock: String,
     /// Whether this was [`FsMonitor::Off`].
     pub(crate) off: bool,
+    /// Among the paths changed, those that may hide a change to another
+    /// file, and why (see `gone_link`): a snapshot that looks at such a
+    /// path scans the whole tree.
+    pub(crate) gone_links: Vec<(Vec<u8>, &'static str)>,
 }
 
 impl Answer {
@@ -160,6 +167,7 @@ impl Answer {
             next: None,
             sock,
             off: false,
+            gone_links: Vec::new(),
         }
     }
 }
@@ -262,7 +270,9 @@ fn ask_watchman(root: &Path, stored: Option<&State>, tree: Option<(i64, u64)>) -
     if let Some(t) = usable {
         let mut q = json!({
             "since": t.clock,
-            "fields": ["name"],
+            // Beside the name, what tells a name made and removed since
+            // the clock that was another name of a file (see `gone_link`).
+            "fields": ["name", "exists", "new", "ino", "nlink"],
             "empty_on_fresh_instance": true,
             "sync_timeout": sync,
         });
@@ -305,17 +315,22 @@ fn ask_watchman(root: &Path, stored: Option<&State>, tree: Option<(i64, u64)>) -
                     return Answer::scan("Watchman's answer listed no files", sock);
                 };
                 let mut changed = Vec::with_capacity(files.len());
+                let mut gone_links = Vec::new();
                 for f in files {
-                    match f.as_str() {
-                        Some(name) => changed.push(name.as_bytes().to_vec()),
-                        None => return Answer::scan("Watchman's answer named a file oddly", sock),
+                    let Some(name) = f.get("name").and_then(Value::as_str) else {
+                        return Answer::scan("Watchman's answer named a file oddly", sock);
+                    };
+                    if let Some(why) = gone_link(f) {
+                        gone_links.push((name.as_bytes().to_vec(), why));
                     }
+                    changed.push(name.as_bytes().to_vec());
                 }
                 return Answer {
                     changed: Ok(changed),
                     next: Some(next),
                     sock,
                     off: false,
+                    gone_links,
                 };
             }
             Err(e) => {
@@ -351,6 +366,33 @@ fn ask_watchman(root: &Path, stored: Option<&State>, tree: Option<(i64, u64)>) -
             ..Answer::scan(why, sock)
         },
         Err(e) => Answer::scan(format!("Watchman cannot watch the folder: {e}"), sock),
+    }
+}
+
+/// Why a file Watchman names may hide a change to another file, if it
+/// may: a name made and removed since the clock (`new`, not `exists`)
+/// that was another name of a file (a hard link: `nlink` above 1 when
+/// Watchman looked), or that was gone before Watchman could look
+/// (`ino` 0). A write through such a name changes the file's other name,
+/// for which Watchman reports nothing.
+#[cfg(unix)]
+fn gone_link(f: &serde_json::Value) -> Option<&'static str> {
+    use serde_json::Value;
+    let flag = |k: &str| f.get(k).and_then(Value::as_bool);
+    let num = |k: &str| f.get(k).and_then(Value::as_u64).unwrap_or(0);
+    if flag("exists") != Some(false) || flag("new") != Some(true) {
+        return None;
+    }
+    if num("nlink") > 1 {
+        Some(
+            "was made and removed since the last snapshot while another name of its file (a hard link) stayed, which a write through it changes unreported",
+        )
+    } else if num("ino") == 0 {
+        Some(
+            "was made and removed before Watchman could look at it: it may have been another name of a file (a hard link), which a write through it changes unreported",
+        )
+    } else {
+        None
     }
 }
 

@@ -526,6 +526,7 @@ impl Store {
             next,
             sock,
             off,
+            gone_links,
         } = fsmonitor::ask(
             &self.place.root,
             mode,
@@ -550,9 +551,21 @@ impl Store {
             }
             (changed, _) => changed,
         };
+        // A name made and removed since the clock that may have been
+        // another name of a file: a write through it changed that file,
+        // which Watchman does not name (see `fsmonitor::gone_link`).
+        let inside = self.store_inside();
+        let changed = changed.and_then(|paths| {
+            match gone_links
+                .iter()
+                .find(|(p, _)| !walk::skipped(p, inside.as_deref()))
+            {
+                Some((p, why)) => Err(format!("{} {why}", crate::path::escaped(p))),
+                None => Ok(paths),
+            }
+        });
         // Nothing changed but what no snapshot looks at: the tree's
         // entries are not even read, and its counts are the stored ones.
-        let inside = self.store_inside();
         let quick = match (&changed, &header, &stored) {
             (Ok(paths), Some(_), Some(st)) => {
                 st.counts.unreadable == 0
