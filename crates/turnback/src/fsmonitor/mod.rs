@@ -272,7 +272,7 @@ fn ask_watchman(root: &Path, stored: Option<&State>, tree: Option<(i64, u64)>) -
             "since": t.clock,
             // Beside the name, what tells a name made and removed since
             // the clock that was another name of a file (see `gone_link`).
-            "fields": ["name", "exists", "new", "ino", "nlink"],
+            "fields": ["name", "exists", "new", "type", "ino", "nlink"],
             "empty_on_fresh_instance": true,
             "sync_timeout": sync,
         });
@@ -371,10 +371,11 @@ fn ask_watchman(root: &Path, stored: Option<&State>, tree: Option<(i64, u64)>) -
 
 /// Why a file Watchman names may hide a change to another file, if it
 /// may: a name made and removed since the clock (`new`, not `exists`)
-/// that was another name of a file (a hard link: `nlink` above 1 when
-/// Watchman looked), or that was gone before Watchman could look
+/// that was another name of a regular file (a hard link: `nlink` above 1
+/// when Watchman looked), or that was gone before Watchman could look
 /// (`ino` 0). A write through such a name changes the file's other name,
-/// for which Watchman reports nothing.
+/// for which Watchman reports nothing. A directory (whose `nlink` counts
+/// its subdirectories) or a symlink made and removed hides nothing.
 #[cfg(unix)]
 fn gone_link(f: &serde_json::Value) -> Option<&'static str> {
     use serde_json::Value;
@@ -383,11 +384,17 @@ fn gone_link(f: &serde_json::Value) -> Option<&'static str> {
     if flag("exists") != Some(false) || flag("new") != Some(true) {
         return None;
     }
-    if num("nlink") > 1 {
+    let file = f.get("type").and_then(Value::as_str) == Some("f");
+    if file && num("nlink") > 1 {
         Some(
             "was made and removed since the last snapshot while another name of its file (a hard link) stayed, which a write through it changes unreported",
         )
-    } else if num("ino") == 0 {
+    } else if num("ino") == 0
+        && matches!(
+            f.get("type").and_then(Value::as_str),
+            Some("f" | "?") | None
+        )
+    {
         Some(
             "was made and removed before Watchman could look at it: it may have been another name of a file (a hard link), which a write through it changes unreported",
         )
@@ -454,4 +461,31 @@ fn recrawls_of(v: &serde_json::Value) -> u64 {
         .take_while(char::is_ascii_digit)
         .collect();
     digits.parse().unwrap_or(u64::MAX)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::gone_link;
+    use serde_json::json;
+
+    #[test]
+    fn only_a_file_name_made_and_removed_that_was_a_hard_link_or_never_seen_hides_a_change() {
+        let f = |exists: bool, new: bool, ty: &str, ino: u64, nlink: u64| json!({"name": "x", "exists": exists, "new": new, "type": ty, "ino": ino, "nlink": nlink});
+        let hides = |v: serde_json::Value| gone_link(&v).is_some();
+        // Made and removed while another name of its file stayed.
+        assert!(hides(f(false, true, "f", 7, 2)));
+        // Made and removed before Watchman looked.
+        assert!(hides(f(false, true, "?", 0, 0)));
+        // A temporary file renamed away, or one name only: nothing hidden.
+        assert!(!hides(f(false, true, "f", 7, 1)));
+        // A directory's link count counts its subdirectories; a symlink's
+        // writes go to its target, which Watchman names.
+        assert!(!hides(f(false, true, "d", 7, 3)));
+        assert!(!hides(f(false, true, "l", 7, 2)));
+        // Still there (the walk looks at it), or there before the clock
+        // (the tree holds it and its links).
+        assert!(!hides(f(true, true, "f", 7, 2)));
+        assert!(!hides(f(false, false, "f", 7, 2)));
+        assert!(!hides(f(false, false, "?", 0, 0)));
+    }
 }
