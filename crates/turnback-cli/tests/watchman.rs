@@ -14,9 +14,11 @@
 //!   rewind undone) between commands; the recorded turns and the rewinds
 //!   must be identical;
 //! - each fallback (no server, a fresh instance, a recrawl, a deleted
-//!   watch, a server that does not answer, a changed ignore file) scans
-//!   the whole tree, says so in the report and in `status`, and records
-//!   the same changes;
+//!   watch, a server that does not answer, a changed ignore file, a clock
+//!   of the folder the project was moved or copied from, a rewind or undo
+//!   since the last snapshot, a hard link made and removed by the command)
+//!   scans the whole tree, says so in the report and in `status`, and
+//!   records the same changes;
 //! - the setting: `fsmonitor` in config.toml, `TURNBACK_FSMONITOR`, and
 //!   every command taking the same config file.
 //!
