@@ -451,12 +451,14 @@ pub fn render_examples(examples: &[(&str, &str)]) -> String {
 /// The visible subcommands of `cmd`, in [`GROUPS`], each with the first
 /// sentence of its description; any not in a group last, under "Other
 /// commands".
+/// The subcommands of `cmd` but the `help` clap adds when it builds it.
+pub fn own_subcommands(cmd: &Command) -> impl Iterator<Item = &Command> {
+    cmd.get_subcommands().filter(|s| s.get_name() != "help")
+}
+
 fn grouped_commands(cmd: &Command) -> String {
     // `help` comes last, written below.
-    let visible: Vec<&Command> = cmd
-        .get_subcommands()
-        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
-        .collect();
+    let visible: Vec<&Command> = own_subcommands(cmd).filter(|s| !s.is_hide_set()).collect();
     let width = visible
         .iter()
         .map(|s| s.get_name().len())
@@ -512,7 +514,7 @@ mod tests {
     #[test]
     fn every_visible_command_is_in_a_group_and_has_examples() {
         let cmd = crate::full_command();
-        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        for sub in own_subcommands(&cmd) {
             let name = sub.get_name();
             if !sub.is_hide_set() {
                 assert!(
@@ -546,15 +548,12 @@ mod tests {
     #[test]
     fn the_help_tree_has_every_command_with_its_description_and_subcommands() {
         fn names(cmd: &Command) -> Vec<&str> {
-            cmd.get_subcommands()
-                .map(|s| s.get_name())
-                .filter(|n| *n != "help")
-                .collect()
+            own_subcommands(cmd).map(|s| s.get_name()).collect()
         }
         let cmd = crate::full_command();
         let help = cmd.find_subcommand("help").expect("a help command");
         assert_eq!(names(help), names(&cmd));
-        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        for sub in own_subcommands(&cmd) {
             let copy = help.find_subcommand(sub.get_name()).expect("in the tree");
             assert!(
                 sub.get_about().is_some(),

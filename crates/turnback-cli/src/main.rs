@@ -212,7 +212,7 @@ pub fn full_command() -> clap::Command {
     let mut built = Cli::command();
     built.build();
     let mut cmd = Cli::command();
-    for sub in built.get_subcommands().filter(|s| s.get_name() != "help") {
+    for sub in help::own_subcommands(&built) {
         cmd = cmd.mut_subcommand(sub.get_name(), |_| sub.clone());
     }
     cmd.build();

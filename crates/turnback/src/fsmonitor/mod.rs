@@ -384,17 +384,12 @@ fn gone_link(f: &serde_json::Value) -> Option<&'static str> {
     if flag("exists") != Some(false) || flag("new") != Some(true) {
         return None;
     }
-    let file = f.get("type").and_then(Value::as_str) == Some("f");
-    if file && num("nlink") > 1 {
+    let kind = f.get("type").and_then(Value::as_str);
+    if kind == Some("f") && num("nlink") > 1 {
         Some(
             "was made and removed since the last snapshot while another name of its file (a hard link) stayed, which a write through it changes unreported",
         )
-    } else if num("ino") == 0
-        && matches!(
-            f.get("type").and_then(Value::as_str),
-            Some("f" | "?") | None
-        )
-    {
+    } else if num("ino") == 0 && matches!(kind, Some("f" | "?") | None) {
         Some(
             "was made and removed before Watchman could look at it: it may have been another name of a file (a hard link), which a write through it changes unreported",
         )
