@@ -2272,6 +2272,53 @@ fn script_form_reads_back() -> Result<(), Failure> {
 // Regressions: disagreements found, each as its smallest script
 // ---------------------------------------------------------------------
 
+/// A revert keeps `d` (a later turn changed it too) but puts back `d/e`
+/// below it, so it makes `d` again; its `undo` removed `d/e` and left
+/// `d`, which did not exist before the revert: the kept path's state had
+/// been dropped from what the undo puts back. Found by
+/// `cli_matches_model_under_kills` in CI (a killed `write` made the later
+/// turn). In the shell, with `d/c` in the project:
+///
+/// ```sh
+/// mkdir d/e
+/// turnback exec --turn t2 -- rm -rf d
+/// echo y | turnback write --turn t3 d/c
+/// turnback exec --turn t4 -- rm -rf d
+/// turnback revert t2 -- d  # kept d, d/c (t3, t4); restored d/e
+/// turnback undo            # deleted d/e
+/// ls d                     # an empty directory; expected: none
+/// ```
+#[test]
+fn undo_of_a_revert_that_kept_a_directory_it_made_removes_it() -> Result<(), Failure> {
+    replay(
+        r#"
+        user mkdir d/e
+        exec t2 rmdir d
+        write t3 d/c "y"
+        exec t4 rmdir d
+        revert-path t2 d
+        undo
+        "#,
+    )
+}
+
+/// The same with the kept directory made by a later turn: the revert
+/// keeps `d/e` (removed by `t2`), and its `undo` must remove the `d/e`
+/// that `t3` made along with `d/e/f`, as the folder was before the revert.
+#[test]
+fn undo_of_a_revert_that_kept_a_directory_removes_what_was_made_below_it() -> Result<(), Failure> {
+    replay(
+        r#"
+        write t1 d/e/f "xyyy"
+        rewind-path t1 d/e/f
+        exec t2 rmdir d/e
+        revert t1
+        exec t3 put d/e/f "xy\ny"
+        undo
+        "#,
+    )
+}
+
 /// A revert that kept `a` (a later turn changed it too), then a rewind of
 /// an earlier turn: `a` must be as it was before that turn, not as the
 /// reverted turn left it. In the shell:

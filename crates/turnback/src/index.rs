@@ -706,14 +706,28 @@ impl Index {
     /// operation left as they were (`kept`): it did not change them, so
     /// an undo does not put them back, and a capture made while it stood
     /// is no state it left behind (see [`Index::before_reversed`]).
+    /// A kept path that was no directory and lies above a path the
+    /// operation put back was changed all the same: the directory was
+    /// made so the path below it could be written, and an undo removes it
+    /// again (its state stays).
     fn leave_out(&mut self, saved: u64, kept: &[RelPath]) {
         if kept.is_empty() {
             return;
         }
         let kept: HashSet<&RelPath> = kept.iter().collect();
-        if let Some(states) = self.saved.get_mut(&saved) {
-            states.retain(|e| !kept.contains(&e.path));
-        }
+        let Some(states) = self.saved.get_mut(&saved) else {
+            return;
+        };
+        let above_changed: HashSet<RelPath> = states
+            .iter()
+            .filter(|e| !kept.contains(&e.path))
+            .flat_map(|e| e.path.ancestors())
+            .filter(|a| kept.contains(a))
+            .collect();
+        states.retain(|e| {
+            !kept.contains(&e.path)
+                || (!matches!(e.pre, Pre::Dir { .. }) && above_changed.contains(&e.path))
+        });
     }
 
     /// Applies one record it may keep parts of: its lists of paths (a
