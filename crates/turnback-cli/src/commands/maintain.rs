@@ -17,7 +17,7 @@ use turnback::{Options, Store};
 
 use crate::{Ctx, Outcome};
 
-/// Empty the trash, store the files kept aside and run an automatic gc that came due (started in the background by the commands that leave such work)
+/// Empty the trash, store the files kept aside, run an automatic gc that came due and write the index checkpoint (started in the background by the commands that leave such work)
 #[derive(clap::Args, Debug)]
 pub struct Args {}
 
@@ -30,20 +30,26 @@ pub fn run(ctx: &Ctx, _args: Args) -> Outcome {
 /// The root of a store that left work for after the answer.
 static NOTED: Mutex<Option<PathBuf>> = Mutex::new(None);
 
-/// A store opened with automatic gc deferred (see
-/// [`Options::defer_gc`]); on drop it notes whether it left work.
+/// A store opened with automatic gc deferred (see [`Options::defer_gc`]),
+/// and its index checkpoint too when a background process will write it
+/// (see [`Options::defer_checkpoint`]); on drop it notes whether it left
+/// work.
 pub struct Maintained(Store);
 
 impl Maintained {
-    /// Opens the store of `root` with `options`, automatic gc deferred.
+    /// Opens the store of `root` with `options`, its work deferred.
     pub fn open(root: &std::path::Path, options: Options) -> turnback::Result<Maintained> {
         Store::open_with(root, Maintained::options(options)).map(Maintained)
     }
 
-    /// `options` with automatic gc deferred.
+    /// `options` with automatic gc deferred, and the checkpoint unless no
+    /// background process is started ([`NO_BACKGROUND_ENV`]): then it is
+    /// written before the command ends, as the next command would
+    /// otherwise read again what this one appended.
     pub fn options(options: Options) -> Options {
         Options {
             defer_gc: true,
+            defer_checkpoint: std::env::var_os(NO_BACKGROUND_ENV).is_none(),
             ..options
         }
     }

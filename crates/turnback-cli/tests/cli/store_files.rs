@@ -269,6 +269,50 @@ fn every_meaningless_config_value_is_an_error_naming_key_and_file() -> TestResul
     Ok(())
 }
 
+/// A command that appended 64 KiB of log or more answers without writing
+/// the index checkpoint of it: the background `turnback maintain` it
+/// starts writes it (a store left alone gets one within 30 s). With
+/// `TURNBACK_NO_BACKGROUND`, the command writes it itself before it ends.
+#[test]
+fn the_checkpoint_of_a_large_append_is_written_in_the_background() -> TestResult {
+    for background in [true, false] {
+        let p = Project::new()?;
+        p.write("a.txt", "a\n")?;
+        p.json(&["snapshot", "--turn", "t1"])?;
+        for i in 0..2000 {
+            p.write(&format!("d/f{i:04}.txt"), format!("{i}\n"))?;
+        }
+        let mut after = p.tb();
+        if !background {
+            after.env("TURNBACK_NO_BACKGROUND", "1");
+        }
+        after
+            .args(["snapshot", "--turn", "t1", "--after"])
+            .assert()
+            .success();
+        // Found without opening the store, which would write it.
+        let store = turnback::location::locate(&p.root, None)?
+            .ok_or("the project has a store")?
+            .store_dir;
+        let log = std::fs::metadata(store.join("log.jsonl"))?.len();
+        assert!(log > 64 << 10, "the after half appended {log} bytes");
+        let index = store.join("index");
+        if !background {
+            assert!(index.exists(), "written by the command");
+            continue;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !index.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(
+            index.exists(),
+            "no checkpoint within 30 s of the after half"
+        );
+    }
+    Ok(())
+}
+
 /// The command that makes gc due answers without running it; the gc runs in
 /// the background `turnback maintain` it starts, and leaves the limit.
 #[test]

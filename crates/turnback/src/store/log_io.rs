@@ -73,18 +73,19 @@ impl Store {
     /// read or wrote it, so the next process to open the store does not
     /// read again what this one appended (the after half of a command that
     /// changed 100,000 files appends some 50 MB). Called when the store is
-    /// dropped, never in the middle of a mutation: a long-lived store (the
-    /// MCP server's) leaves its appends to the next process that opens the
-    /// store, as before. Best effort, like the checkpoint itself; only for
+    /// dropped, or by [`Store::maintain`] when the store leaves it for after
+    /// the answer ([`crate::Options::defer_checkpoint`]), never in the
+    /// middle of a mutation: a long-lived store (the MCP server's) leaves
+    /// its appends to the next process that opens the store, as before. Best effort, like the checkpoint itself; only for
     /// the log file the index was read from.
     pub(crate) fn checkpoint_if_behind(&mut self) {
+        if !self.checkpoint_behind() {
+            return;
+        }
         let x = &self.index;
         let (Some(dirs), Some(ident)) = (self.place.dirs.as_ref(), x.ident) else {
             return;
         };
-        if x.consumed < x.checkpointed.saturating_add(checkpoint::WRITE_AFTER) {
-            return;
-        }
         let Ok(log) = self.open_log(OFlags::RDONLY) else {
             return;
         };
@@ -102,6 +103,15 @@ impl Store {
             checkpoint::write(&dirs.store, x, &log, ident);
             self.index.checkpointed = self.index.consumed;
         }
+    }
+
+    /// Whether this process read or appended [`checkpoint::WRITE_AFTER`]
+    /// bytes of log past the checkpoint on disk.
+    pub(crate) fn checkpoint_behind(&self) -> bool {
+        let x = &self.index;
+        x.ident.is_some()
+            && self.place.dirs.is_some()
+            && x.consumed >= x.checkpointed.saturating_add(checkpoint::WRITE_AFTER)
     }
 
     /// Forgets an index a record did not fit, applied in part: no

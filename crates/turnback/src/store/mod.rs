@@ -75,6 +75,14 @@ pub struct Options {
     /// instead of by the call that made it due. Off by default: a caller
     /// that never calls `maintain` still has its limits kept.
     pub defer_gc: bool,
+    /// The index checkpoint of what this store appended is left for
+    /// [`Store::maintain`] (see [`Store::maintenance_due`]) instead of
+    /// being written when the store is dropped (see
+    /// [`Store::checkpoint_if_behind`]): for a caller that runs
+    /// `maintain` once it has answered, off its caller's wait. Off by
+    /// default: otherwise the next process to open the store would read
+    /// again what this one appended.
+    pub defer_checkpoint: bool,
 }
 
 impl Default for Options {
@@ -85,6 +93,7 @@ impl Default for Options {
             lock_timeout: Duration::from_secs(30),
             data_dir: None,
             defer_gc: false,
+            defer_checkpoint: false,
         }
     }
 }
@@ -121,9 +130,12 @@ pub struct Store {
 
 impl Drop for Store {
     /// A process that appended much leaves a checkpoint of it (see
-    /// [`Store::checkpoint_if_behind`]).
+    /// [`Store::checkpoint_if_behind`]), unless that is left for
+    /// [`Store::maintain`] ([`Options::defer_checkpoint`]).
     fn drop(&mut self) {
-        self.checkpoint_if_behind();
+        if !self.options.defer_checkpoint {
+            self.checkpoint_if_behind();
+        }
     }
 }
 
