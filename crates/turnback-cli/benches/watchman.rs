@@ -21,7 +21,11 @@
 //! contents): two copies of the tree, each with its store in its own data
 //! directory, one with `TURNBACK_FSMONITOR=watchman` (and git's
 //! repository), one with `off`; every change is made to both; every timed
-//! call is the release binary as a process, as a hook runs it. Rows:
+//! call is the release binary as a process, as a hook runs it; the
+//! `turnback maintain` that a command starts in the background once it
+//! has answered is waited for (untimed) before the next timed call, as it
+//! ends while an agent waits for its model, so that the two never share
+//! the CPU. Rows:
 //! 1. the first snapshot after Watchman starts (store empty: everything
 //!    stored; Watchman's crawl begins, and the snapshot waits for it up to
 //!    its 1 s limit), against the first snapshot of the scan's store; then

