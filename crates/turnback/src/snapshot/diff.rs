@@ -116,7 +116,7 @@ pub(super) fn diff_within(
     whole: &[Entry],
     old: &[Entry],
     new: &[Entry],
-    all_files: Option<&[u64]>,
+    all_files: Option<&crate::tree::Partial>,
     blob_size: impl Fn(&BlobId) -> Option<u64>,
 ) -> (Changes, Vec<FileEntry>) {
     let mut d = Differ {
@@ -175,8 +175,9 @@ struct Differ<'a, F> {
     /// `crate::tree::partial`), which holds every entry whose path is an
     /// ancestor of one compared.
     whole: &'a [Entry],
-    /// With a part, the inodes of every file of the whole tree.
-    all_files: Option<&'a [u64]>,
+    /// With a part, what it keeps of the whole tree: the inodes of every
+    /// file.
+    all_files: Option<&'a crate::tree::Partial>,
     /// Its entries compared (all of them, or those at the paths looked at).
     old: &'a [Entry],
     /// Inodes two or more old file entries share (hard links): found when
@@ -197,7 +198,7 @@ impl<F: Fn(&BlobId) -> Option<u64>> Differ<'_, F> {
             // A few paths of a large tree: their inodes are looked for in
             // one pass instead of sorting every inode.
             if let Some(all) = self.all_files {
-                crate::links::shared_inodes_of(files(self.old), all.iter().copied())
+                crate::links::shared_inodes_of(files(self.old), all.file_inodes())
             } else if self.old.len() < self.whole.len() / 8 {
                 crate::links::shared_inodes_of(files(self.old), files(self.whole))
             } else {

@@ -960,7 +960,7 @@ impl Store {
             }
             (New::Patched(p), false) => {
                 let was: Vec<Entry> = p.dropped.iter().map(|&i| base.entries[i].clone()).collect();
-                let all_files = p.partial.as_ref().map(|p| p.file_inodes.as_slice());
+                let all_files = p.partial.as_ref();
                 let (changes, mut files) =
                     diff_within(&base.entries, &was, &p.fresh, all_files, blob_size);
                 crate::links::add_unchanged_names(&base.entries, &mut files, blob_size);

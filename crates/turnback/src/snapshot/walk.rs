@@ -1036,7 +1036,7 @@ pub(super) fn walk_changed(
     // directories dropped that were not read, are not here; the tree is
     // then read whole.
     if let Some(o) = outside {
-        if o.outside_inodes.iter().any(|&ino| inodes.contains(ino)) {
+        if o.outside_inodes().any(|ino| inodes.contains(ino)) {
             return Ok(Err(
                 "a changed file has another name the tree read in part left out".into(),
             ));
@@ -1199,10 +1199,8 @@ fn linked_from_excluded(
         // Read in part: the files of the whole tree, the entries left out
         // that are not directories, and those read.
         Some(o) => o
-            .file_inodes
-            .iter()
-            .chain(&o.outside_inodes)
-            .copied()
+            .file_inodes()
+            .chain(o.outside_inodes())
             .filter(|&ino| few.contains(ino))
             .chain(of_entries)
             .collect(),
