@@ -11,14 +11,14 @@
 //!   opened with [`Options::defer_gc`](crate::Options::defer_gc). Without
 //!   it, the call that makes gc due runs it before it returns, as a caller
 //!   that cannot run work later needs;
-//! - the index checkpoint of the log this process appended, once it is
-//!   [`crate::checkpoint::WRITE_AFTER`] past the one on disk, when the
-//!   store was opened with
+//! - the index checkpoint of the log this process read or appended, once
+//!   it is [`crate::checkpoint::WRITE_AFTER_DEFERRED`] past the one on
+//!   disk, when the store was opened with
 //!   [`Options::defer_checkpoint`](crate::Options::defer_checkpoint).
-//!   Without it, the checkpoint is written when the store is dropped
-//!   (before the process ends, so its caller waits for it: some 6 ms at
-//!   100,000 files, in every other after half of a command that changed
-//!   100 of them).
+//!   Without it, the checkpoint is written when the store is dropped, at
+//!   [`crate::checkpoint::WRITE_AFTER`] (before the process ends, so its
+//!   caller waits for it: some 6 ms at 100,000 files, in every other after
+//!   half of a command that changed 100 of them).
 //!
 //! [`Store::maintenance_due`] says whether there is any; [`Store::maintain`]
 //! does it. The command line starts `turnback maintain` in the background
@@ -65,7 +65,8 @@ impl Store {
         self.gc_deferred
             || self.trash_pending()
             || self.kept_pending()
-            || (self.options().defer_checkpoint && self.checkpoint_behind())
+            || (self.options().defer_checkpoint
+                && self.checkpoint_behind(crate::checkpoint::WRITE_AFTER_DEFERRED))
     }
 
     /// Does the work left for after the answer: empties the trash, stores
@@ -82,7 +83,7 @@ impl Store {
         };
         let gc = self.gc_if_due()?;
         self.gc_deferred = false;
-        self.checkpoint_if_behind();
+        self.checkpoint_if_behind(crate::checkpoint::WRITE_AFTER_DEFERRED);
         Ok(MaintainReport {
             trash_removed,
             kept_stored,

@@ -150,9 +150,11 @@
 //! Write order: a temporary file in the store directory, then a rename over
 //! `index`. It is not fsynced: after a power loss a lost or torn checkpoint
 //! fails its check and is ignored. Written by any process that read at
-//! least [`WRITE_AFTER`] bytes of log beyond the checkpoint it found, and
-//! by a store that appended as much when it is dropped (if the shared lock
-//! is free then), under the shared or the exclusive lock (never while gc
+//! least [`WRITE_AFTER`] bytes of log beyond the checkpoint it found, by a
+//! store that appended as much when it is dropped (if the shared lock is
+//! free then), and by [`crate::Store::maintain`] once a store that left its
+//! checkpoint to it is [`WRITE_AFTER_DEFERRED`] behind, under the shared
+//! or the exclusive lock (never while gc
 //! or repair replaces the log, which hold the exclusive lock); two writers
 //! at once each rename a complete file of their own. Written as a stream:
 //! the tables and the turns' bytes after room left for the head, the head
@@ -196,6 +198,13 @@ const MAGIC: &[u8] = b"turnback-index-10\n";
 /// A process that parsed, or appended, at least this many bytes of log
 /// past the checkpoint writes a new one.
 pub(crate) const WRITE_AFTER: u64 = 64 << 10;
+
+/// The same, for a checkpoint left to the background (see
+/// [`crate::Options::defer_checkpoint`]): written by then off every
+/// caller's wait, it is written sooner, so that the processes opening the
+/// store after a large record (a command that changed 100 files appends
+/// some 37 KB) do not each parse it again.
+pub(crate) const WRITE_AFTER_DEFERRED: u64 = 16 << 10;
 
 /// The index the checkpoint holds, if its head is whole and it covers a
 /// prefix of `log`, the file `ident` (`(st_dev, st_ino)`) of `size` bytes:

@@ -279,6 +279,45 @@ fn a_store_that_defers_its_checkpoint_leaves_it_to_maintain() -> TestResult {
     Ok(())
 }
 
+/// Left to the background, a checkpoint is written sooner: `maintain`
+/// writes one once the store is `WRITE_AFTER_DEFERRED` behind, where a
+/// store dropped in the foreground waits for `WRITE_AFTER`.
+#[test]
+fn a_checkpoint_left_to_maintain_is_written_sooner() -> TestResult {
+    let data = tempfile::tempdir()?;
+    for deferred in [false, true] {
+        let dir = tempfile::tempdir()?;
+        let options = crate::Options {
+            defer_checkpoint: deferred,
+            data_dir: Some(data.path().to_path_buf()),
+            ..crate::Options::default()
+        };
+        let mut store = Store::open_with(dir.path(), options)?;
+        std::fs::create_dir_all(dir.path().join("d"))?;
+        let names: Vec<String> = (0..200).map(|i| format!("d/file-{i:05}.txt")).collect();
+        for n in &names {
+            std::fs::write(dir.path().join(n), n)?;
+        }
+        let rels: Vec<&str> = names.iter().map(String::as_str).collect();
+        store.capture_many(&t("some"), None, &rels)?;
+        let len = std::fs::metadata(log_path(&store))?.len();
+        assert!(
+            (WRITE_AFTER_DEFERRED..WRITE_AFTER).contains(&len),
+            "{len} bytes of log"
+        );
+        assert_eq!(store.maintenance_due(), deferred);
+        let index_file = index_path(&store);
+        if deferred {
+            store.maintain()?;
+            assert!(index_file.exists(), "written by maintain");
+        } else {
+            drop(store);
+            assert!(!index_file.exists(), "not written below WRITE_AFTER");
+        }
+    }
+    Ok(())
+}
+
 /// Where a checkpoint's tables are: `(at, width, rows)` of the turn, id,
 /// record and blob tables, and where the head's block checks and its
 /// own check are.

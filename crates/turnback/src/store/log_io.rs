@@ -68,18 +68,20 @@ impl Store {
             })
     }
 
-    /// Writes an index checkpoint when the log has grown by
-    /// [`checkpoint::WRITE_AFTER`] past the one on disk since this process
+    /// Writes an index checkpoint when the log has grown by `after` bytes
+    /// ([`checkpoint::WRITE_AFTER`], or [`checkpoint::WRITE_AFTER_DEFERRED`]
+    /// in the background) past the one on disk since this process
     /// read or wrote it, so the next process to open the store does not
     /// read again what this one appended (the after half of a command that
     /// changed 100,000 files appends some 50 MB). Called when the store is
     /// dropped, or by [`Store::maintain`] when the store leaves it for after
     /// the answer ([`crate::Options::defer_checkpoint`]), never in the
     /// middle of a mutation: a long-lived store (the MCP server's) leaves
-    /// its appends to the next process that opens the store, as before. Best effort, like the checkpoint itself; only for
-    /// the log file the index was read from.
-    pub(crate) fn checkpoint_if_behind(&mut self) {
-        if !self.checkpoint_behind() {
+    /// its appends to the next process that opens the store, as before.
+    /// Best effort, like the checkpoint itself; only for the log file the
+    /// index was read from.
+    pub(crate) fn checkpoint_if_behind(&mut self, after: u64) {
+        if !self.checkpoint_behind(after) {
             return;
         }
         let x = &self.index;
@@ -105,13 +107,13 @@ impl Store {
         }
     }
 
-    /// Whether this process read or appended [`checkpoint::WRITE_AFTER`]
-    /// bytes of log past the checkpoint on disk.
-    pub(crate) fn checkpoint_behind(&self) -> bool {
+    /// Whether this process read or appended `after` bytes of log past
+    /// the checkpoint on disk.
+    pub(crate) fn checkpoint_behind(&self, after: u64) -> bool {
         let x = &self.index;
         x.ident.is_some()
             && self.place.dirs.is_some()
-            && x.consumed >= x.checkpointed.saturating_add(checkpoint::WRITE_AFTER)
+            && x.consumed >= x.checkpointed.saturating_add(after)
     }
 
     /// Forgets an index a record did not fit, applied in part: no

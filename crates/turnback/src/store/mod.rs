@@ -134,7 +134,7 @@ impl Drop for Store {
     /// [`Store::maintain`] ([`Options::defer_checkpoint`]).
     fn drop(&mut self) {
         if !self.options.defer_checkpoint {
-            self.checkpoint_if_behind();
+            self.checkpoint_if_behind(crate::checkpoint::WRITE_AFTER);
         }
     }
 }
