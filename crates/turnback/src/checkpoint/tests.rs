@@ -231,6 +231,31 @@ fn a_store_that_appended_much_leaves_a_checkpoint_of_it_when_dropped() -> TestRe
     Ok(())
 }
 
+/// A store of its own in `data`, deferring its checkpoint or not, that
+/// captured `files` new files in one record.
+fn captured(
+    data: &Path,
+    defer_checkpoint: bool,
+    files: usize,
+) -> std::result::Result<(tempfile::TempDir, Store), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let options = crate::Options {
+        defer_checkpoint,
+        data_dir: Some(data.to_path_buf()),
+        ..crate::Options::default()
+    };
+    let mut store = Store::open_with(dir.path(), options)?;
+    std::fs::create_dir_all(dir.path().join("d"))?;
+    let names: Vec<String> = (0..files).map(|i| format!("d/file-{i:05}.txt")).collect();
+    for n in &names {
+        std::fs::write(dir.path().join(n), n)?;
+    }
+    let rels: Vec<&str> = names.iter().map(String::as_str).collect();
+    assert!(!store.maintenance_due(), "nothing appended yet");
+    store.capture_many(&t("many"), None, &rels)?;
+    Ok((dir, store))
+}
+
 /// A store that leaves its checkpoint for after the answer
 /// (`Options::defer_checkpoint`, as the command line's) does not write the
 /// checkpoint when dropped: it says maintenance is due, and `maintain`
@@ -238,38 +263,19 @@ fn a_store_that_appended_much_leaves_a_checkpoint_of_it_when_dropped() -> TestRe
 #[test]
 fn a_store_that_defers_its_checkpoint_leaves_it_to_maintain() -> TestResult {
     let data = tempfile::tempdir()?;
-    let appended =
-        || -> std::result::Result<(tempfile::TempDir, Store), Box<dyn std::error::Error>> {
-            let dir = tempfile::tempdir()?;
-            let options = crate::Options {
-                defer_checkpoint: true,
-                data_dir: Some(data.path().to_path_buf()),
-                ..crate::Options::default()
-            };
-            let mut store = Store::open_with(dir.path(), options)?;
-            std::fs::create_dir_all(dir.path().join("d"))?;
-            let names: Vec<String> = (0..2000).map(|i| format!("d/file-{i:05}.txt")).collect();
-            for n in &names {
-                std::fs::write(dir.path().join(n), n)?;
-            }
-            let rels: Vec<&str> = names.iter().map(String::as_str).collect();
-            assert!(!store.maintenance_due(), "nothing appended yet");
-            store.capture_many(&t("many"), None, &rels)?;
-            assert!(std::fs::metadata(log_path(&store))?.len() > WRITE_AFTER);
-            assert!(
-                store.maintenance_due(),
-                "the checkpoint is left for maintain"
-            );
-            Ok((dir, store))
-        };
-    let (_dir, store) = appended()?;
+    let (_dir, store) = captured(data.path(), true, 2000)?;
+    assert!(std::fs::metadata(log_path(&store))?.len() > WRITE_AFTER);
+    assert!(
+        store.maintenance_due(),
+        "the checkpoint is left for maintain"
+    );
     let index_file = index_path(&store);
     drop(store);
     assert!(
         !index_file.exists(),
         "not written when the store was dropped"
     );
-    let (_dir, mut store) = appended()?;
+    let (_dir, mut store) = captured(data.path(), true, 2000)?;
     let index_file = index_path(&store);
     store.maintain()?;
     assert!(index_file.exists(), "written by maintain");
@@ -286,20 +292,7 @@ fn a_store_that_defers_its_checkpoint_leaves_it_to_maintain() -> TestResult {
 fn a_checkpoint_left_to_maintain_is_written_sooner() -> TestResult {
     let data = tempfile::tempdir()?;
     for deferred in [false, true] {
-        let dir = tempfile::tempdir()?;
-        let options = crate::Options {
-            defer_checkpoint: deferred,
-            data_dir: Some(data.path().to_path_buf()),
-            ..crate::Options::default()
-        };
-        let mut store = Store::open_with(dir.path(), options)?;
-        std::fs::create_dir_all(dir.path().join("d"))?;
-        let names: Vec<String> = (0..200).map(|i| format!("d/file-{i:05}.txt")).collect();
-        for n in &names {
-            std::fs::write(dir.path().join(n), n)?;
-        }
-        let rels: Vec<&str> = names.iter().map(String::as_str).collect();
-        store.capture_many(&t("some"), None, &rels)?;
+        let (_dir, mut store) = captured(data.path(), deferred, 200)?;
         let len = std::fs::metadata(log_path(&store))?.len();
         assert!(
             (WRITE_AFTER_DEFERRED..WRITE_AFTER).contains(&len),
