@@ -448,14 +448,14 @@ pub fn render_examples(examples: &[(&str, &str)]) -> String {
     out
 }
 
-/// The visible subcommands of `cmd`, in [`GROUPS`], each with the first
-/// sentence of its description; any not in a group last, under "Other
-/// commands".
 /// The subcommands of `cmd` but the `help` clap adds when it builds it.
 pub fn own_subcommands(cmd: &Command) -> impl Iterator<Item = &Command> {
     cmd.get_subcommands().filter(|s| s.get_name() != "help")
 }
 
+/// The visible subcommands of `cmd`, in [`GROUPS`], each with the first
+/// sentence of its description; any not in a group last, under "Other
+/// commands".
 fn grouped_commands(cmd: &Command) -> String {
     // `help` comes last, written below.
     let visible: Vec<&Command> = own_subcommands(cmd).filter(|s| !s.is_hide_set()).collect();

@@ -154,9 +154,9 @@
 //! store that appended as much when it is dropped (if the shared lock is
 //! free then), and by [`crate::Store::maintain`] once a store that left its
 //! checkpoint to it is [`WRITE_AFTER_DEFERRED`] behind, under the shared
-//! or the exclusive lock (never while gc
-//! or repair replaces the log, which hold the exclusive lock); two writers
-//! at once each rename a complete file of their own. Written as a stream:
+//! or the exclusive lock (never while gc or repair replaces the log, which
+//! hold the exclusive lock); two writers at once each rename a complete
+//! file of their own. Written as a stream:
 //! the tables and the turns' bytes after room left for the head, the head
 //! last (see `encode.rs`).
 
