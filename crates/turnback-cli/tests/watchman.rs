@@ -565,6 +565,15 @@ fn random_changes_record_and_rewind_the_same_with_watchman_and_with_the_scan() -
     Ok(())
 }
 
+/// A server of the test's own, a temporary folder, and in it a project
+/// [`started`] with that server.
+fn started_fresh() -> Res<(Server, tempfile::TempDir, World)> {
+    let server = Server::start()?;
+    let tmp = tempfile::tempdir()?;
+    let w = started(tmp.path(), &server)?;
+    Ok((server, tmp, w))
+}
+
 /// A project with a store and one snapshot taken through `server`.
 fn started(tmp: &Path, server: &Server) -> Res<World> {
     let env = watchman_env(server);
@@ -595,9 +604,7 @@ fn status_line(w: &World) -> Res<String> {
 
 #[test]
 fn watchman_is_used_and_status_says_so() -> Res<()> {
-    let server = Server::start()?;
-    let tmp = tempfile::tempdir()?;
-    let w = started(tmp.path(), &server)?;
+    let (_server, _tmp, w) = started_fresh()?;
     let after = create_under_exec(&w, "t1", "a.txt")?;
     assert_eq!(source(&after), ("watchman".into(), String::new()));
     assert!(
@@ -674,9 +681,7 @@ fn falls_back_once(w: &World, why: &str) -> Res<()> {
 
 #[test]
 fn a_fresh_instance_falls_back_to_the_scan_once() -> Res<()> {
-    let mut server = Server::start()?;
-    let tmp = tempfile::tempdir()?;
-    let w = started(tmp.path(), &server)?;
+    let (mut server, _tmp, w) = started_fresh()?;
     server.restart()?;
     // Changed while no server watched: only the scan can see it.
     w.write("d1/while-down.txt", b"unseen by watchman\n")?;
@@ -691,9 +696,7 @@ fn a_fresh_instance_falls_back_to_the_scan_once() -> Res<()> {
 
 #[test]
 fn a_recrawl_falls_back_to_the_scan_once() -> Res<()> {
-    let server = Server::start()?;
-    let tmp = tempfile::tempdir()?;
-    let w = started(tmp.path(), &server)?;
+    let (server, _tmp, w) = started_fresh()?;
     let root = w.root.to_string_lossy().into_owned();
     server.call(&serde_json::json!(["debug-recrawl", root]))?;
     falls_back_once(&w, "recrawled")
@@ -701,9 +704,7 @@ fn a_recrawl_falls_back_to_the_scan_once() -> Res<()> {
 
 #[test]
 fn a_deleted_watch_falls_back_to_the_scan_once() -> Res<()> {
-    let server = Server::start()?;
-    let tmp = tempfile::tempdir()?;
-    let w = started(tmp.path(), &server)?;
+    let (server, _tmp, w) = started_fresh()?;
     let root = w.root.to_string_lossy().into_owned();
     server.call(&serde_json::json!(["watch-del", root]))?;
     w.write("d2/unwatched.txt", b"changed while not watched\n")?;
@@ -719,9 +720,7 @@ fn a_deleted_watch_falls_back_to_the_scan_once() -> Res<()> {
 /// its own.
 #[test]
 fn a_copied_or_moved_project_does_not_use_the_old_folders_clock() -> Res<()> {
-    let server = Server::start()?;
-    let tmp = tempfile::tempdir()?;
-    let w = started(tmp.path(), &server)?;
+    let (_server, tmp, w) = started_fresh()?;
     create_under_exec(&w, "t1", "a.txt")?;
     let at = |root: &Path| -> Res<World> {
         Ok(World {
@@ -776,9 +775,7 @@ fn a_copied_or_moved_project_does_not_use_the_old_folders_clock() -> Res<()> {
 /// uses Watchman again.
 #[test]
 fn the_half_after_a_rewind_or_an_undo_scans_once() -> Res<()> {
-    let server = Server::start()?;
-    let tmp = tempfile::tempdir()?;
-    let w = started(tmp.path(), &server)?;
+    let (_server, _tmp, w) = started_fresh()?;
     for verbs in [
         &[&["rewind", "t1"][..]][..],
         &[&["rewind", "t1"], &["undo"]],
@@ -816,9 +813,7 @@ fn the_half_after_a_rewind_or_an_undo_scans_once() -> Res<()> {
 /// scan does, for a covered file and for an excluded one.
 #[test]
 fn a_write_through_a_hard_link_made_and_removed_by_the_command_is_recorded() -> Res<()> {
-    let server = Server::start()?;
-    let tmp = tempfile::tempdir()?;
-    let w = started(tmp.path(), &server)?;
+    let (_server, _tmp, w) = started_fresh()?;
     let r = w.exec(
         "t1",
         "ln -f d0/f1.txt d0/tmp.lnk && printf 'more\\n' >> d0/tmp.lnk && rm d0/tmp.lnk",
@@ -851,9 +846,7 @@ fn a_write_through_a_hard_link_made_and_removed_by_the_command_is_recorded() -> 
 
 #[test]
 fn no_server_and_a_silent_server_fall_back_to_the_scan() -> Res<()> {
-    let server = Server::start()?;
-    let tmp = tempfile::tempdir()?;
-    let w = started(tmp.path(), &server)?;
+    let (_server, tmp, w) = started_fresh()?;
     // A socket nobody listens on.
     let mut gone = World::new(tmp.path(), "p2", &[])?;
     gone.root = w.root.clone();
@@ -910,9 +903,7 @@ fn no_server_and_a_silent_server_fall_back_to_the_scan() -> Res<()> {
 
 #[test]
 fn an_ignore_file_change_scans_and_excluded_changes_are_not_captured_the_same() -> Res<()> {
-    let server = Server::start()?;
-    let tmp = tempfile::tempdir()?;
-    let w = started(tmp.path(), &server)?;
+    let (_server, _tmp, w) = started_fresh()?;
     // A change inside the excluded node_modules/ is recorded as not
     // captured, found through Watchman.
     let r = w.exec("t1", "printf 'changed\\n' > node_modules/pkg/index.js")?;
@@ -940,9 +931,7 @@ fn an_ignore_file_change_scans_and_excluded_changes_are_not_captured_the_same() 
 /// is scanned for that half, and the turn is the one the scan records.
 #[test]
 fn a_new_hard_link_to_an_unnamed_file_scans_the_whole_tree() -> Res<()> {
-    let server = Server::start()?;
-    let tmp = tempfile::tempdir()?;
-    let w = started(tmp.path(), &server)?;
+    let (_server, _tmp, w) = started_fresh()?;
     let r = w.exec("t1", "mkdir fresh && ln app.log fresh/linked.txt")?;
     let (src, why) = source(&r["after"]);
     assert_eq!(src, "scan", "{r}");
@@ -970,9 +959,7 @@ fn a_new_hard_link_to_an_unnamed_file_scans_the_whole_tree() -> Res<()> {
 /// and the turn records its change, not captured, as the scan does.
 #[test]
 fn removing_one_name_of_a_hard_link_records_the_other_names_change() -> Res<()> {
-    let server = Server::start()?;
-    let tmp = tempfile::tempdir()?;
-    let w = started(tmp.path(), &server)?;
+    let (_server, _tmp, w) = started_fresh()?;
     w.exec("t1", "mkdir sub && ln app.log sub/other.log")?;
     let r = w.exec("t2", "rm sub/other.log")?;
     assert_eq!(source(&r["after"]).0, "watchman", "{r}");
@@ -998,9 +985,7 @@ fn removing_one_name_of_a_hard_link_records_the_other_names_change() -> Res<()> 
 /// as the random test's seed 1796613426952650317 showed the scan does.
 #[test]
 fn a_write_through_a_hard_link_inside_an_excluded_directory_is_recorded() -> Res<()> {
-    let server = Server::start()?;
-    let tmp = tempfile::tempdir()?;
-    let w = started(tmp.path(), &server)?;
+    let (_server, _tmp, w) = started_fresh()?;
     w.exec(
         "t1",
         "printf 'kept\\n' > kept.txt && mkdir -p node_modules/pkg && ln kept.txt node_modules/pkg/f.txt",
@@ -1096,9 +1081,7 @@ fn changes_to_a_file_also_named_inside_an_excluded_directory_are_recorded_as_the
 
 #[test]
 fn the_setting_comes_from_config_toml_and_the_environment_overrides_it() -> Res<()> {
-    let server = Server::start()?;
-    let tmp = tempfile::tempdir()?;
-    let w = started(tmp.path(), &server)?;
+    let (server, tmp, w) = started_fresh()?;
     let store = w.json(&["store"])?;
     let config = PathBuf::from(store["store_dir"].as_str().ok_or("no store")?).join("config.toml");
     let text = std::fs::read_to_string(&config)?;
