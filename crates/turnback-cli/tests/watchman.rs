@@ -138,6 +138,7 @@ impl Drop for Server {
 
 /// One copy of a project, with its own data directory, and the
 /// environment its turnback runs with.
+#[derive(Clone)]
 struct World {
     root: PathBuf,
     data: PathBuf,
@@ -720,16 +721,8 @@ fn a_deleted_watch_falls_back_to_the_scan_once() -> Res<()> {
 /// its own.
 #[test]
 fn a_copied_or_moved_project_does_not_use_the_old_folders_clock() -> Res<()> {
-    let (_server, tmp, w) = started_fresh()?;
+    let (_server, _tmp, w) = started_fresh()?;
     create_under_exec(&w, "t1", "a.txt")?;
-    let at = |root: &Path| -> Res<World> {
-        Ok(World {
-            root: root.canonicalize()?,
-            data: w.data.clone(),
-            home: w.home.clone(),
-            env: w.env.clone(),
-        })
-    };
     let check = |p: &World, turn: &str, rel: &str, was: &[u8]| -> Res<()> {
         let r = p.exec(turn, &format!("printf 'changed\\n' > {rel}"))?;
         let (src, why) = source(&r["before"]);
@@ -749,21 +742,16 @@ fn a_copied_or_moved_project_does_not_use_the_old_folders_clock() -> Res<()> {
         Ok(())
     };
     // A copy, while the original is still watched.
-    let copy = tmp.path().join("copy");
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(&w.root)
-        .arg(&copy)
-        .status()?;
-    assert!(st.success(), "cp -a");
-    check(&at(&copy)?, "c1", "d0/f1.txt", b"file 0/1\n")?;
+    let mut copy = w.clone();
+    copy.relocate("copy", true)?;
+    check(&copy, "c1", "d0/f1.txt", b"file 0/1\n")?;
     // The original goes on with its own clock.
     let after = create_under_exec(&w, "t2", "b.txt")?;
     assert_eq!(source(&after), ("watchman".into(), String::new()));
     // The original moved.
-    let moved = tmp.path().join("moved");
-    std::fs::rename(&w.root, &moved)?;
-    check(&at(&moved)?, "m1", "d1/f2.txt", b"file 1/2\n")?;
+    let mut moved = w.clone();
+    moved.relocate("moved", false)?;
+    check(&moved, "m1", "d1/f2.txt", b"file 1/2\n")?;
     Ok(())
 }
 
