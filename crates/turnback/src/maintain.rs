@@ -59,8 +59,8 @@ pub struct MaintainReport {
 
 impl Store {
     /// Whether this store has work left for after the answer: names in the
-    /// trash, files kept aside to store, or an automatic gc it deferred
-    /// (see the module doc).
+    /// trash, files kept aside to store, an automatic gc it deferred, or a
+    /// checkpoint it left behind (see the module doc).
     pub fn maintenance_due(&self) -> bool {
         self.gc_deferred
             || self.trash_pending()
@@ -72,7 +72,8 @@ impl Store {
     /// Does the work left for after the answer: empties the trash, stores
     /// the files kept aside, then runs the automatic gc if a limit is
     /// exceeded by its margin (decided again under the lock; see the module
-    /// doc). Waits for the lock as any mutation does.
+    /// doc), and writes the index checkpoint if it is behind. Waits for the
+    /// lock as any mutation does.
     pub fn maintain(&mut self) -> Result<MaintainReport> {
         let trash_removed = self.empty_trash();
         // Takes the lock only to append each record (see `aside.rs`).
