@@ -124,6 +124,11 @@ impl FewInodes {
         self.position(ino).is_some()
     }
 
+    /// The inodes held, sorted.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.sorted.iter().copied()
+    }
+
     /// Whether there are none.
     pub(crate) fn is_empty(&self) -> bool {
         self.sorted.is_empty()
@@ -135,9 +140,11 @@ impl FewInodes {
 pub(crate) struct SharedInodes(Vec<u64>);
 
 impl SharedInodes {
-    /// Whether there are none.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+    /// Of the inodes `found` (in any order, repeated or not).
+    pub(crate) fn of(mut found: Vec<u64>) -> SharedInodes {
+        found.sort_unstable();
+        found.dedup();
+        SharedInodes(found)
     }
 
     /// Whether `ino` is one of them.

@@ -198,7 +198,7 @@ impl<F: Fn(&BlobId) -> Option<u64>> Differ<'_, F> {
             // A few paths of a large tree: their inodes are looked for in
             // one pass instead of sorting every inode.
             if let Some(all) = self.all_files {
-                crate::links::shared_inodes_of(files(self.old), all.file_inodes())
+                all.shared_files(files(self.old))
             } else if self.old.len() < self.whole.len() / 8 {
                 crate::links::shared_inodes_of(files(self.old), files(self.whole))
             } else {

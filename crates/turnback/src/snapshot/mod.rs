@@ -850,10 +850,7 @@ impl Store {
     ) -> Result<(Option<Tree>, Option<tree::Layers>, Option<tree::Partial>)> {
         let path = &self.place.store_path;
         let (loaded, layers, partial) = match wanted {
-            Some(w) => match tree::load_partial(store_fd, path, w)? {
-                (loaded, Some((l, p))) => (loaded, Some(l), Some(p)),
-                (loaded, None) => (loaded, None, None),
-            },
+            Some(w) => tree::load_partial(store_fd, path, w)?,
             None => {
                 let (loaded, l) = tree::load_layers(store_fd, path)?;
                 (loaded, l, None)

@@ -20,9 +20,8 @@ pub(super) enum NewTree {
         /// The tree file's identity.
         base: (u64, u32),
         changes: Vec<tree::Change>,
-        /// The number of entries and of unreadable ones.
-        count: u64,
-        unreadable: u64,
+        /// The counts of the tree they make.
+        totals: tree::Totals,
     },
 }
 
@@ -101,7 +100,6 @@ impl Patched {
             dropped.iter().map(|&i| &old.entries[i]),
             &fresh,
         );
-        let count = tot.entries;
         match layers {
             // Read in part, the tree is always made of the tree file and
             // the changes.
@@ -118,15 +116,15 @@ impl Patched {
                     .collect();
                 let changes = tree::compose(l.changes, gone, fresh);
                 NewTree::Delta {
-                    whole: !tree::delta_fits(changes.len(), l.base_count),
+                    // A tree file of an older format is written anew.
+                    whole: l.stale || !tree::delta_fits(changes.len(), l.base_count),
                     base: l.base,
                     changes,
-                    count,
-                    unreadable: tot.unreadable,
+                    totals: tot,
                 }
             }
             _ => {
-                let mut out = Vec::with_capacity(count as usize);
+                let mut out = Vec::with_capacity(tot.entries as usize);
                 crate::sys::huge_pages(&mut out);
                 let mut dropped = dropped.into_iter().peekable();
                 let mut fresh = fresh.into_iter().peekable();
@@ -162,9 +160,7 @@ impl NewTree {
                 entries.len() as u64,
                 entries.iter().filter(|e| e.is_unreadable()).count() as u64,
             ),
-            NewTree::Delta {
-                count, unreadable, ..
-            } => (*count, *unreadable),
+            NewTree::Delta { totals, .. } => (totals.entries, totals.unreadable),
         }
     }
 
@@ -192,7 +188,7 @@ impl NewTree {
             NewTree::Delta {
                 base,
                 changes,
-                count,
+                totals,
                 ..
             } => {
                 let delta = tree::Delta {
@@ -201,7 +197,8 @@ impl NewTree {
                     log_seq: header.log_seq,
                     pending: header.pending,
                     turn: header.turn,
-                    count,
+                    count: totals.entries,
+                    totals: Some(totals),
                     changes,
                 };
                 writer.commit_delta(store, store_path, &delta)

@@ -1188,7 +1188,7 @@ fn a_partial_read_that_misses_a_dropped_subtree_asks_for_the_whole_tree() -> Tes
     let named = vec![b"src/deep/a.rs".to_vec()];
     let store_fd = crate::sys::dup(&store.place.dirs().store)?;
     let path = store.place.store_path.clone();
-    let (Loaded::Tree(part), Some((_, partial))) =
+    let (Loaded::Tree(part), _, Some(partial)) =
         tree::load_partial(&store_fd, &path, tree::Wanted::new(&named))?
     else {
         return Err("the tree reads in part".into());

@@ -1036,7 +1036,7 @@ pub(super) fn walk_changed(
     // directories dropped that were not read, are not here; the tree is
     // then read whole.
     if let Some(o) = outside {
-        if o.outside_inodes().any(|ino| inodes.contains(ino)) {
+        if inodes.iter().any(|ino| o.left_out_has(ino)) {
             return Ok(Err(
                 "a changed file has another name the tree read in part left out".into(),
             ));
@@ -1198,10 +1198,10 @@ fn linked_from_excluded(
     let covered: HashSet<u64> = match outside {
         // Read in part: the files of the whole tree, the entries left out
         // that are not directories, and those read.
-        Some(o) => o
-            .file_inodes()
-            .chain(o.outside_inodes())
-            .filter(|&ino| few.contains(ino))
+        Some(o) => linked
+            .iter()
+            .map(|(_, ino)| *ino)
+            .filter(|&ino| o.file_or_left_out_has(ino))
             .chain(of_entries)
             .collect(),
         None => of_entries.collect(),

@@ -192,6 +192,13 @@ impl FileBytes {
     }
 }
 
+// SAFETY: the mapping is read-only and owned by the value alone (no
+// other pointer to it is kept), so moving it to another thread, or
+// reading it from several, is as safe as for a `Vec<u8>`.
+unsafe impl Send for FileBytes {}
+// SAFETY: as for `Send`: shared references only read the mapping.
+unsafe impl Sync for FileBytes {}
+
 impl std::ops::Deref for FileBytes {
     type Target = [u8];
 

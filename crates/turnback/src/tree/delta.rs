@@ -6,21 +6,27 @@
 //! Format (all integers little-endian):
 //!
 //! ```text
-//! magic    "TBDELT1\n"          8 bytes; the digit is the format version
+//! magic    "TBDELT2\n"          8 bytes; the digit is the format version
 //! base     u64 len, u32 crc     the tree file it applies to: its length and final CRC field
 //! stamp    i64, log_seq u64, pending u8, turn u16 len + UTF-8
 //!                               the header of the tree it makes (as in the tree file)
 //! count    u64                  number of entries of the tree it makes
+//! counts   6 × u64              of those: files, their bytes, directories,
+//!                               symlinks, excluded entries, unreadable ones
 //! changes  u32 count, then each, sorted by path bytes, no duplicates:
 //!   path   u16 len + bytes      the whole path
 //!   op     u8                   0: the path is gone; 1: an entry follows
 //!   entry                       kind, stat and payload as in the tree file
 //! crc      u32                  CRC-32 (IEEE) of every byte before it
 //! ```
+//!
+//! The counts let a tree read in part know the whole tree's without the
+//! entries of the tree file the changes replaced. Format 1 (`TBDELT1`, no
+//! counts) is still read; a tree it belongs to is then read whole.
 
 use std::path::Path;
 
-use super::{Entry, Reader, put_body, put_str16, read_body};
+use super::{Entry, Reader, Totals, put_body, put_str16, read_body};
 use crate::error::{IoResultExt, Result};
 use crate::fsx;
 use crate::id::TurnId;
@@ -31,7 +37,11 @@ use crate::sys::fs::OFlags;
 pub const DELTA_FILE: &str = "tree-delta";
 
 /// The first bytes of a delta file.
-pub const DELTA_MAGIC: &[u8; 8] = b"TBDELT1\n";
+pub const DELTA_MAGIC: &[u8; 8] = b"TBDELT2\n";
+
+/// The first bytes of a delta file of the format before counts, still
+/// read.
+const DELTA_MAGIC_1: &[u8; 8] = b"TBDELT1\n";
 
 /// A change of one path: its new entry, or `None` when it is gone.
 pub(crate) type Change = (Vec<u8>, Option<Entry>);
@@ -49,6 +59,9 @@ pub(crate) struct Delta {
     pub(crate) turn: TurnId,
     /// How many entries the tree it makes has.
     pub(crate) count: u64,
+    /// The counts of those entries (none in format 1; written as format 1
+    /// when none).
+    pub(crate) totals: Option<Totals>,
     /// Sorted by path, no duplicates.
     pub(crate) changes: Vec<Change>,
 }
@@ -89,7 +102,8 @@ pub(crate) fn read_header(
     all.extend_from_slice(&rest);
     let mut r = Reader { buf: &all, pos: 0 };
     let parsed = (|| -> std::result::Result<Delta, String> {
-        if r.take(8)? != DELTA_MAGIC {
+        let magic = r.take(8)?;
+        if magic != DELTA_MAGIC && magic != DELTA_MAGIC_1 {
             return Err("bad magic".into());
         }
         let base = (r.u64()?, r.u32()?);
@@ -101,6 +115,7 @@ pub(crate) fn read_header(
             pending,
             turn,
             count: r.u64()?,
+            totals: None,
             changes: Vec::new(),
         })
     })();
@@ -112,7 +127,11 @@ pub(crate) fn read_header(
 /// Serializes a delta (checksum included).
 pub(crate) fn encode(d: &Delta) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + d.changes.len() * 100);
-    out.extend_from_slice(DELTA_MAGIC);
+    out.extend_from_slice(if d.totals.is_some() {
+        DELTA_MAGIC
+    } else {
+        DELTA_MAGIC_1
+    });
     out.extend_from_slice(&d.base.0.to_le_bytes());
     out.extend_from_slice(&d.base.1.to_le_bytes());
     out.extend_from_slice(&d.stamp_ns.to_le_bytes());
@@ -120,6 +139,9 @@ pub(crate) fn encode(d: &Delta) -> Vec<u8> {
     out.push(u8::from(d.pending));
     put_str16(&mut out, d.turn.as_str().as_bytes());
     out.extend_from_slice(&d.count.to_le_bytes());
+    if let Some(t) = &d.totals {
+        t.put_counts(&mut out);
+    }
     out.extend_from_slice(&(d.changes.len() as u32).to_le_bytes());
     for (path, entry) in &d.changes {
         put_str16(&mut out, path);
@@ -138,10 +160,20 @@ pub(crate) fn encode(d: &Delta) -> Vec<u8> {
 
 /// Parses a delta file's bytes.
 pub(crate) fn decode(bytes: &[u8]) -> std::result::Result<Delta, String> {
-    let mut r = Reader::framed(bytes, DELTA_MAGIC, "a tree delta", "tree delta format")?;
+    let magic = if bytes.starts_with(DELTA_MAGIC_1) {
+        DELTA_MAGIC_1
+    } else {
+        DELTA_MAGIC
+    };
+    let mut r = Reader::framed(bytes, magic, "a tree delta", "tree delta format")?;
     let base = (r.u64()?, r.u32()?);
     let (stamp_ns, log_seq, pending, turn) = r.tree_header()?;
     let count = r.u64()?;
+    let totals = if magic == DELTA_MAGIC {
+        Some(Totals::read_counts(&mut r, count)?)
+    } else {
+        None
+    };
     let n = r.u32()? as usize;
     // Every change takes at least 3 bytes.
     let mut changes: Vec<Change> = Vec::with_capacity(n.min(r.left() / 3));
@@ -170,6 +202,7 @@ pub(crate) fn decode(bytes: &[u8]) -> std::result::Result<Delta, String> {
         pending,
         turn,
         count,
+        totals,
         changes,
     })
 }
@@ -242,6 +275,14 @@ mod tests {
             pending: true,
             turn: TurnId::new("t-1").expect("valid"),
             count: 3,
+            totals: Some(Totals {
+                entries: 3,
+                files: 1,
+                bytes: 1,
+                dirs: 1,
+                symlinks: 1,
+                ..Totals::default()
+            }),
             changes: vec![
                 (b"a".to_vec(), Some(file("a", 1))),
                 (b"b/c".to_vec(), None),
@@ -282,26 +323,50 @@ mod tests {
     /// Pins the bytes: a format change must change the magic's version.
     #[test]
     fn on_disk_delta_format_is_pinned() {
-        let bytes = encode(&sample());
-        assert_eq!(&bytes[..8], b"TBDELT1\n");
+        let d = sample();
+        let bytes = encode(&d);
+        assert_eq!(&bytes[..8], b"TBDELT2\n");
+        let changes = (3 + 1 + 1 + 36 + 32) + (5 + 1) + (3 + 1 + 1 + 36 + 3);
         assert_eq!(
             bytes.len(),
-            8 + 12
-                + 8
-                + 8
-                + 1
-                + 5
-                + 8
-                + 4
-                + (3 + 1 + 1 + 36 + 32)
-                + (5 + 1)
-                + (3 + 1 + 1 + 36 + 3)
-                + 4
+            8 + 12 + 8 + 8 + 1 + 5 + 8 + 6 * 8 + 4 + changes + 4
+        );
+        // The counts follow the number of entries.
+        let at = 8 + 12 + 8 + 8 + 1 + 5 + 8;
+        let counts: Vec<u64> = bytes[at..at + 48]
+            .chunks(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        assert_eq!(
+            counts,
+            [1, 1, 1, 1, 0, 0],
+            "files, bytes, dirs, symlinks, …"
         );
         assert_eq!(
             crc32fast::hash(&bytes[..bytes.len() - 4]).to_le_bytes(),
             bytes[bytes.len() - 4..]
         );
+        // Format 1: no counts, still read.
+        let v1 = encode(&Delta {
+            totals: None,
+            ..d.clone()
+        });
+        assert_eq!(&v1[..8], b"TBDELT1\n");
+        assert_eq!(v1.len(), bytes.len() - 48);
+        assert_eq!(
+            decode(&v1),
+            Ok(Delta {
+                totals: None,
+                ..d.clone()
+            })
+        );
+        // Counts that do not add up to the entries are damage.
+        let mut bad = bytes.clone();
+        bad[at] = 2;
+        let at = bad.len() - 4;
+        let crc = crc32fast::hash(&bad[..at]);
+        bad[at..].copy_from_slice(&crc.to_le_bytes());
+        assert!(decode(&bad).is_err_and(|e| e.contains("do not add up")));
     }
 
     /// A delta composed of patches and applied to a tree gives what

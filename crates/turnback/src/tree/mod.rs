@@ -6,13 +6,15 @@
 //! Format (all integers little-endian):
 //!
 //! ```text
-//! magic    "TBTREE2\n"          8 bytes; the digit is the format version
+//! magic    "TBTREE3\n"          8 bytes; the digit is the format version
 //! stamp    i64                  scan stamp, ns since the epoch, file-system clock
 //! log_seq  u64                  last log sequence number when the tree was written
 //! pending  u8                   1: a command window is open (a before half whose
 //!                               after half has not run; `windows` lists them all)
 //! turn     u16 len + UTF-8      the turn of the snapshot that wrote the tree
 //! count    u32                  number of entries
+//! counts   6 × u64              of those: files, their bytes, directories,
+//!                               symlinks, excluded entries, unreadable ones
 //! entries  sorted by path bytes, each:
 //!   shared u16, suffix u16 + bytes   path: `shared` bytes of the previous path, then the suffix
 //!   kind   u8                        1 file, 2 symlink, 3 directory, 4 excluded
@@ -20,11 +22,22 @@
 //!   file:     blob [u8; 32]          SHA-256 of the bytes read
 //!   symlink:  u16 len + target bytes (UTF-8)
 //!   excluded: reason u8 + u16 len + detail bytes (UTF-8)
+//! index    the entries' summary, read in place by a partial read:
+//!   runs   r × (crc u32, unreadable u32)  per run of entries (see starts), the
+//!                               CRC-32 of its bytes and how many of its
+//!                               entries are unreadable
+//!   files  f × u64              the inodes of the file entries, sorted
+//!   others o × u64              the inodes of the other entries that are not
+//!                               directories (symlinks, excluded), sorted
+//!   r u32, f u32, o u32
+//!   crc    u32                  CRC-32 of the bytes from the magic to the
+//!                               first entry, then of the index before this
+//!                               field, then of the starts with their number
 //! starts   n × (index u32, offset u64)   the entries a decoder can begin
 //!                               at: every [`STRIDE`]th (the first excepted),
 //!                               each sharing nothing with the path before
 //!                               it, and where it begins in the file
-//! n        u32                  number of starts
+//! n        u32                  number of starts (r = n + 1)
 //! crc      u32                  CRC-32 (IEEE) of every byte before it
 //! ```
 //!
@@ -33,9 +46,14 @@
 //! entries' memory; read in part or with a delta's changes, each run with
 //! its share of the changes into its own list, the lists then joined.
 //! Every decoder checks them: each start where the previous run ends,
-//! sharing nothing, the runs in order across their ends. Version 1
-//! (`TBTREE1`, no starts, no `n`) is still read, as one run; a tree is
-//! written as version 2 the next time it is written whole.
+//! sharing nothing, the runs in order across their ends, as many runs as
+//! the index has. A whole read verifies the final CRC, and that the
+//! header's counts are those of the entries; a partial read verifies the
+//! index's CRC and the CRC of each run it reads, and reads only the runs
+//! that may hold a path it wants (see [`partial`]). Versions 2
+//! (`TBTREE2`: no counts, no index) and 1 (`TBTREE1`: no starts, no `n`
+//! either, one run) are still read, whole; the next half that changes
+//! such a tree writes it whole, as version 3, not a delta of it.
 //!
 //! Paths are relative to the root, `/`-separated, raw bytes, not
 //! necessarily UTF-8 (an excluded entry may have a name the store cannot
@@ -94,9 +112,10 @@
 //! file's entries a delta replaced stay named (gc keeps them).
 //!
 //! A partial read (see [`partial`]): a half that looks only at the paths
-//! Watchman named decodes only the entries at, below and above them, and
-//! of the others keeps counts and inodes; whatever needs more reads the
-//! whole tree.
+//! Watchman named reads only the runs of the tree file that may hold the
+//! entries at, below and above them; the counts and inodes of the whole
+//! tree come from the header (the delta's when one applies) and the
+//! index; whatever needs more reads the whole tree.
 //!
 //! The head, `<store>/tree-head`: a scan that finds every entry as the
 //! tree has it (nothing hashed, nothing changed: the common case before and
@@ -148,16 +167,21 @@ use crate::path::RelPath;
 pub const TREE_FILE: &str = "tree";
 
 /// The first bytes of a tree file.
-pub const MAGIC: &[u8; 8] = b"TBTREE2\n";
+pub const MAGIC: &[u8; 8] = b"TBTREE3\n";
 
 /// The first bytes of a tree file of the format before starts (see the
 /// module doc), still read.
 const MAGIC_1: &[u8; 8] = b"TBTREE1\n";
 
+/// The first bytes of a tree file of the format before its index (see
+/// the module doc), still read.
+const MAGIC_2: &[u8; 8] = b"TBTREE2\n";
+
 /// Every this many entries, the tree file names a start (see the module
-/// doc): some 25 runs for 100,000 entries, enough for the pool to share
-/// them out evenly.
-const STRIDE: usize = 4096;
+/// doc): some 400 runs for 100,000 entries, small enough that a half
+/// Watchman told of a hundred paths spread over the tree reads a quarter
+/// of it, and many enough for the pool to share a whole read out evenly.
+const STRIDE: usize = 256;
 
 /// The file whose times a scan sets to read the file system's clock.
 pub const STAMP_FILE: &str = "tree-stamp";
@@ -410,14 +434,20 @@ pub fn encode_into(tree: &Tree, to: &mut impl Write) -> std::io::Result<u64> {
     out.push(u8::from(tree.pending));
     put_str16(&mut out, tree.turn.as_str().as_bytes());
     out.extend_from_slice(&(tree.entries.len() as u32).to_le_bytes());
+    Totals::of(&tree.entries).put_counts(&mut out);
+    let mut table_crc = crc32fast::Hasher::new();
+    table_crc.update(&out);
     let mut prev: &[u8] = &[];
     let mut starts: Vec<Start> = Vec::new();
+    let mut runs = vec![RunSum::default()];
+    let (mut files, mut others) = (Vec::new(), Vec::new());
     for (i, e) in tree.entries.iter().enumerate() {
         let shared = if i > 0 && i % STRIDE == 0 {
             starts.push(Start {
                 index: i,
                 offset: len + out.len() as u64,
             });
+            runs.push(RunSum::default());
             0
         } else {
             prev.iter()
@@ -426,23 +456,60 @@ pub fn encode_into(tree: &Tree, to: &mut impl Write) -> std::io::Result<u64> {
                 .count()
                 .min(u16::MAX as usize)
         };
+        let at = out.len();
         out.extend_from_slice(&(shared as u16).to_le_bytes());
         put_str16(&mut out, &e.path[shared..]);
         put_body(&mut out, e);
+        let run = runs
+            .last_mut()
+            .expect("a run is made before the first entry");
+        run.crc.update(&out[at..]);
+        run.unreadable += u32::from(e.is_unreadable());
+        match e.kind {
+            Kind::File { .. } => files.push(e.stat.ino),
+            Kind::Dir => {}
+            _ => others.push(e.stat.ino),
+        }
         prev = &e.path;
         if out.len() >= PIECE {
             put(&mut out, &mut len)?;
         }
     }
-    for s in &starts {
-        out.extend_from_slice(&(s.index as u32).to_le_bytes());
-        out.extend_from_slice(&s.offset.to_le_bytes());
+    files.sort_unstable();
+    others.sort_unstable();
+    let index_at = out.len();
+    for run in &runs {
+        out.extend_from_slice(&run.crc.clone().finalize().to_le_bytes());
+        out.extend_from_slice(&run.unreadable.to_le_bytes());
     }
-    out.extend_from_slice(&(starts.len() as u32).to_le_bytes());
+    for ino in files.iter().chain(&others) {
+        out.extend_from_slice(&ino.to_le_bytes());
+    }
+    for n in [runs.len(), files.len(), others.len()] {
+        out.extend_from_slice(&(n as u32).to_le_bytes());
+    }
+    table_crc.update(&out[index_at..]);
+    let mut table = Vec::with_capacity(starts.len() * 12 + 4);
+    for s in &starts {
+        table.extend_from_slice(&(s.index as u32).to_le_bytes());
+        table.extend_from_slice(&s.offset.to_le_bytes());
+    }
+    table.extend_from_slice(&(starts.len() as u32).to_le_bytes());
+    table_crc.update(&table);
+    out.extend_from_slice(&table_crc.finalize().to_le_bytes());
+    out.extend_from_slice(&table);
     put(&mut out, &mut len)?;
     let crc = crc.finalize();
     to.write_all(&crc.to_le_bytes())?;
     Ok(len + 4)
+}
+
+/// What the writer keeps of a run of entries for its index (see the
+/// module doc): their checksum and how many are unreadable.
+#[derive(Default)]
+struct RunSum {
+    crc: crc32fast::Hasher,
+    unreadable: u32,
 }
 
 /// Writes what an entry holds after its path: kind, stat and what its kind
@@ -657,6 +724,10 @@ pub(crate) fn decode_with(
 /// (decode it whole).
 pub(crate) trait Keep: Send {
     fn keep(&mut self, path: &[u8], kind: u8, stat: &Stat, unreadable: bool) -> bool;
+
+    /// Told of every entry of the tree file a change replaced or removed
+    /// (its kind and stat), when the run holding it is read.
+    fn shadowed(&mut self, _kind: u8, _stat: &Stat) {}
 }
 
 /// Keeps every entry (the decoder then asks nothing).
@@ -688,12 +759,13 @@ pub(super) fn decode_keeping<K: Keep, F: Fn() -> K + Sync + Send>(
         };
         let (checked, decoded) = rayon::join(
             || tree_reader(bytes, true).map(|_| ()),
-            || decode_entries(r, changes, shadowed, fresh),
+            || decode_entries(r, changes, shadowed, fresh, None),
         );
         checked?;
-        return decoded;
+        return decoded.map(|d| (d.tree, d.count, d.kept));
     }
-    decode_entries(tree_reader(bytes, true)?, changes, shadowed, fresh)
+    decode_entries(tree_reader(bytes, true)?, changes, shadowed, fresh, None)
+        .map(|d| (d.tree, d.count, d.kept))
 }
 
 /// Where a decoder can begin: the entry `index` shares nothing with the
@@ -711,25 +783,27 @@ struct Run {
     to: Start,
 }
 
-/// A tree file's fields after its magic up to its last entry, and its
-/// starts (none in version 1); its checksum verified when `checked`.
-fn tree_reader(
-    bytes: &[u8],
-    checked: bool,
-) -> std::result::Result<(Reader<'_>, Vec<Start>), String> {
+/// A tree file's fields after its magic up to its last entry, its starts
+/// (none in version 1) and its index (version 3); its checksum verified
+/// when `checked`.
+type Framed<'a> = (Reader<'a>, Vec<Start>, Option<Index<'a>>);
+
+/// A tree file's fields after its magic up to its last entry, its starts
+/// (none in version 1) and its index (version 3; not yet verified, see
+/// [`Index::verify`]); its checksum verified when `checked`.
+fn tree_reader(bytes: &[u8], checked: bool) -> std::result::Result<Framed<'_>, String> {
     let (what, format) = ("a tree file", "tree format");
-    let magic = if bytes.starts_with(MAGIC_1) {
-        MAGIC_1
-    } else {
-        MAGIC
-    };
+    let magic = [MAGIC_1, MAGIC_2]
+        .into_iter()
+        .find(|m| bytes.starts_with(*m))
+        .unwrap_or(MAGIC);
     let mut r = if checked {
         Reader::framed(bytes, magic, what, format)?
     } else {
         Reader::unchecked(bytes, magic, what, format)?
     };
     if magic == MAGIC_1 {
-        return Ok((r, Vec::new()));
+        return Ok((r, Vec::new(), None));
     }
     // The starts, then their number, end the fields.
     let end = r.buf.len();
@@ -757,8 +831,119 @@ fn tree_reader(
         let offset = t.u64()?;
         starts.push(Start { index, offset });
     }
-    r.buf = &r.buf[..table];
-    Ok((r, starts))
+    let index = if magic == MAGIC {
+        let (index, at) = Index::before(r.buf, table, r.pos)?;
+        r.buf = &r.buf[..at];
+        Some(index)
+    } else {
+        r.buf = &r.buf[..table];
+        None
+    };
+    Ok((r, starts, index))
+}
+
+/// What version 3 writes between the entries and the starts (see the
+/// module doc), as read from the file, not yet verified.
+#[derive(Debug, Clone)]
+pub(super) struct Index<'a> {
+    /// A checksum and a count of unreadable entries (u32 each) per run.
+    runs: &'a [u8],
+    /// Where in the file the inodes of the file entries are, then those of
+    /// the others that are not directories, each sorted (u64 each).
+    files: std::ops::Range<usize>,
+    others: std::ops::Range<usize>,
+    /// The bytes its checksum covers after the header: from the index's
+    /// first byte to its checksum, and the starts with their number.
+    tables: &'a [u8],
+    starts: &'a [u8],
+    crc: u32,
+}
+
+impl<'a> Index<'a> {
+    /// The index of the fields `buf` (a tree file less its checksum)
+    /// whose starts begin at `table`, the entries at `first`; and where
+    /// the index begins.
+    fn before(
+        buf: &'a [u8],
+        table: usize,
+        first: usize,
+    ) -> std::result::Result<(Index<'a>, usize), String> {
+        let short = || "its index is longer than the file".to_string();
+        let counts_at = table
+            .checked_sub(16)
+            .filter(|&at| at >= first)
+            .ok_or_else(short)?;
+        let mut r = Reader {
+            buf,
+            pos: counts_at,
+        };
+        let (runs, files, others) = (r.u32()? as usize, r.u32()? as usize, r.u32()? as usize);
+        let crc = r.u32()?;
+        let len = |n: usize, size: usize| n.checked_mul(size).ok_or_else(short);
+        let (runs_len, files_len, others_len) = (len(runs, 8)?, len(files, 8)?, len(others, 8)?);
+        let at = runs_len
+            .checked_add(files_len)
+            .and_then(|n| n.checked_add(others_len))
+            .and_then(|n| counts_at.checked_sub(n))
+            .filter(|&at| at >= first)
+            .ok_or_else(short)?;
+        let files_at = at + runs_len;
+        let others_at = files_at + files_len;
+        Ok((
+            Index {
+                runs: &buf[at..files_at],
+                files: files_at..others_at,
+                others: others_at..counts_at,
+                tables: &buf[at..table - 4],
+                starts: &buf[table..],
+                crc,
+            },
+            at,
+        ))
+    }
+
+    /// Checks its checksum over `header` (the file's bytes up to its
+    /// first entry), its tables and the starts.
+    fn verify(&self, header: &[u8]) -> std::result::Result<(), String> {
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(header);
+        crc.update(self.tables);
+        crc.update(self.starts);
+        let got = crc.finalize();
+        if got != self.crc {
+            return Err(format!(
+                "index checksum mismatch (file says {:08x}, bytes give {got:08x})",
+                self.crc
+            ));
+        }
+        Ok(())
+    }
+
+    /// The checksum of run `k` and how many of its entries are unreadable.
+    fn run(&self, k: usize) -> (u32, u32) {
+        let at = k * 8;
+        let word = |at: usize| {
+            u32::from_le_bytes([
+                self.runs[at],
+                self.runs[at + 1],
+                self.runs[at + 2],
+                self.runs[at + 3],
+            ])
+        };
+        (word(at), word(at + 4))
+    }
+
+    /// Where in the file the inodes of the file entries are (sorted, u64
+    /// each).
+    pub(super) fn files(&self) -> std::ops::Range<usize> {
+        self.files.clone()
+    }
+
+    /// Where in the file the inodes of the entries that are neither files
+    /// nor directories are (sorted, u64 each).
+    pub(super) fn others(&self) -> std::ops::Range<usize> {
+        self.others.clone()
+    }
 }
 
 /// The runs of the `count` entries after `r`'s position, between its
@@ -847,21 +1032,64 @@ fn next_entry(
     read_body(r, i, prev.clone())
 }
 
+/// What a decoder gives.
+pub(super) struct Decoded<'a, K> {
+    pub(super) tree: Tree,
+    /// How many entries the tree file holds.
+    pub(super) count: usize,
+    /// The keeper of each run, in order (none when every entry is kept).
+    pub(super) kept: Vec<K>,
+    /// Version 3: the whole file's counts and its index, verified.
+    pub(super) index: Option<(Totals, Index<'a>)>,
+}
+
+/// Which runs of a tree file with an index a decoder reads: those whose
+/// paths, from the run's first (empty for the first run) to the next
+/// run's first (none for the last run), it says may hold an entry wanted;
+/// and those holding unreadable entries.
+pub(super) type Meets<'m> = &'m (dyn Fn(&[u8], Option<&[u8]>) -> bool + Sync);
+
 /// [`decode_keeping`] of a tree file's fields, `r` just past its magic and
-/// ending at its last entry, `starts` its starts.
-fn decode_entries<K: Keep, F: Fn() -> K + Sync + Send>(
-    (mut r, starts): (Reader<'_>, Vec<Start>),
+/// ending at its last entry, `starts` its starts; with `only`, of a file
+/// with an index, only the runs it says (see [`Meets`]), each verified
+/// by its own checksum.
+fn decode_entries<'a, K: Keep, F: Fn() -> K + Sync + Send>(
+    (mut r, starts, index): Framed<'a>,
     changes: &[Change],
     shadowed: &mut Vec<BlobId>,
     fresh: Option<F>,
-) -> std::result::Result<(Tree, usize, Vec<K>), String> {
+    only: Option<Meets<'_>>,
+) -> std::result::Result<Decoded<'a, K>, String> {
     let (stamp_ns, log_seq, pending, turn) = r.tree_header()?;
     let count = r.u32()? as usize;
+    let index = match index {
+        Some(index) => Some((Totals::read_counts(&mut r, count as u64)?, index)),
+        None => None,
+    };
+    if let Some((_, index)) = &index {
+        index.verify(&r.buf[..r.pos])?;
+    }
     let runs = runs_of(&r, count, &starts)?;
+    if let Some((_, index)) = &index
+        && index.runs.len() / 8 != runs.len()
+    {
+        return Err(format!(
+            "its index has {} runs, its starts make {}",
+            index.runs.len() / 8,
+            runs.len()
+        ));
+    }
     let (entries, kept) = if fresh.is_none() && changes.is_empty() {
-        (decode_in_place(r.buf, count, &runs)?, Vec::new())
+        let entries = decode_in_place(r.buf, count, &runs)?;
+        if let Some((totals, _)) = &index
+            && Totals::of(&entries) != *totals
+        {
+            return Err("its header's counts are not those of its entries".into());
+        }
+        (entries, Vec::new())
     } else {
-        decode_parts(r.buf, &runs, changes, shadowed, fresh)?
+        let only = only.zip(index.as_ref().map(|(_, index)| index.clone()));
+        decode_parts(r.buf, &runs, changes, shadowed, fresh, only)?
     };
     let tree = Tree {
         stamp_ns,
@@ -870,7 +1098,12 @@ fn decode_entries<K: Keep, F: Fn() -> K + Sync + Send>(
         pending,
         entries,
     };
-    Ok((tree, count, kept))
+    Ok(Decoded {
+        tree,
+        count,
+        kept,
+        index,
+    })
 }
 
 /// Every entry of the `runs` of `buf` (`count` of them), each run decoded
@@ -948,6 +1181,18 @@ impl Run {
         }
     }
 
+    /// Whether its bytes in `buf` have the checksum `want`.
+    fn verify(&self, buf: &[u8], want: u32) -> std::result::Result<(), String> {
+        let got = crc32fast::hash(&buf[self.from.offset as usize..self.to.offset as usize]);
+        if got != want {
+            return Err(format!(
+                "entries {} to {}: checksum mismatch (index says {want:08x}, bytes give {got:08x})",
+                self.from.index, self.to.index
+            ));
+        }
+        Ok(())
+    }
+
     /// The path of its first entry, which shares nothing.
     fn first_path<'a>(&self, buf: &'a [u8]) -> std::result::Result<&'a [u8], String> {
         let mut r = self.reader(buf);
@@ -958,25 +1203,42 @@ impl Run {
     }
 }
 
+/// What a decoder of parts does with a run.
+#[derive(Debug, Clone, Copy)]
+enum Reading {
+    /// Reads it.
+    Read,
+    /// Reads it once its bytes are found to have this checksum.
+    Checked(u32),
+    /// Does not read it: only the changes of its stretch of paths are
+    /// looked at.
+    Skipped,
+}
+
 /// What a run of the tree read in parts gives.
 struct Part<K> {
     entries: Vec<Entry>,
     shadowed: Vec<BlobId>,
     keep: Option<K>,
-    /// The path of its last entry in the file.
+    /// The path of its last entry in the file (when its entries were read).
     last: Vec<u8>,
+    /// Whether its entries were read (else only the changes were looked at).
+    read: bool,
 }
 
 /// The entries of the `runs` of `buf` with `changes` applied, keeping
 /// those a fresh `K` of each run says (every one without `fresh`): each
 /// run decoded on the pool with its share of the changes (from its first
-/// path to the next run's), the parts joined in order.
+/// path to the next run's), the parts joined in order. With `only`, a run
+/// it does not say is not read (its changes are still offered to its
+/// keeper), and one it says is verified by its checksum in the index.
 fn decode_parts<K: Keep, F: Fn() -> K + Sync + Send>(
     buf: &[u8],
     runs: &[Run],
     changes: &[Change],
     shadowed: &mut Vec<BlobId>,
     fresh: Option<F>,
+    only: Option<(Meets<'_>, Index<'_>)>,
 ) -> std::result::Result<(Vec<Entry>, Vec<K>), String> {
     let firsts = runs[1..]
         .iter()
@@ -995,19 +1257,42 @@ fn decode_parts<K: Keep, F: Fn() -> K + Sync + Send>(
             .map(|f| changes.partition_point(|(p, _)| p.as_slice() < *f)),
     );
     cuts.push(changes.len());
-    let work: Vec<(&Run, &[Change])> = runs
+    let read = |k: usize| -> Reading {
+        let Some((meets, index)) = &only else {
+            return Reading::Read;
+        };
+        let lo = k.checked_sub(1).map_or(&[][..], |k| firsts[k]);
+        let (crc, unreadable) = index.run(k);
+        if unreadable > 0 || meets(lo, firsts.get(k).copied()) {
+            Reading::Checked(crc)
+        } else {
+            Reading::Skipped
+        }
+    };
+    let work: Vec<(&Run, &[Change], Reading)> = runs
         .iter()
         .zip(cuts.windows(2))
-        .map(|(run, c)| (run, &changes[c[0]..c[1]]))
+        .enumerate()
+        .map(|(k, (run, c))| (run, &changes[c[0]..c[1]], read(k)))
         .collect();
     // One run (a small tree, or version 1) on this thread (see
     // `crate::par`).
-    let parts = crate::par::map(&work, |&(run, changes)| {
-        decode_run(buf, run, changes, fresh.as_ref().map(|f| f()))
+    let parts = crate::par::map(&work, |&(run, changes, read)| {
+        let keep = fresh.as_ref().map(|f| f());
+        match read {
+            Reading::Skipped => Ok(changes_only(changes, keep)),
+            Reading::Read => decode_run(buf, run, changes, keep),
+            Reading::Checked(crc) => {
+                run.verify(buf, crc)?;
+                decode_run(buf, run, changes, keep)
+            }
+        }
     })
     .into_iter()
     .collect::<std::result::Result<Vec<Part<K>>, String>>()?;
-    if let Some(k) = (1..parts.len()).find(|&k| parts[k - 1].last.as_slice() >= firsts[k - 1]) {
+    if let Some(k) = (1..parts.len())
+        .find(|&k| parts[k - 1].read && parts[k - 1].last.as_slice() >= firsts[k - 1])
+    {
         return Err(format!(
             "entry {}: paths are not sorted",
             runs[k].from.index
@@ -1094,6 +1379,9 @@ fn decode_run<K: Keep>(
         };
         if let Some((_, new)) = changes.next_if(|(p, _)| p.as_slice() == prev.as_slice()) {
             shadowed.extend(blob);
+            if let Some(k) = keep.as_mut() {
+                k.shadowed(kind, &stat);
+            }
             if let Some(e) = new.as_ref().filter(|e| wants(e, &mut keep)) {
                 entries.push(e.clone());
             }
@@ -1121,7 +1409,29 @@ fn decode_run<K: Keep>(
         shadowed,
         keep,
         last: prev,
+        read: true,
     })
+}
+
+/// The part of a run not read: the entries of its `changes` its keeper
+/// keeps.
+fn changes_only<K: Keep>(changes: &[Change], mut keep: Option<K>) -> Part<K> {
+    let entries = changes
+        .iter()
+        .filter_map(|(_, new)| new.as_ref())
+        .filter(|e| {
+            keep.as_mut()
+                .is_none_or(|k| k.keep(&e.path, e.kind_code(), &e.stat, e.is_unreadable()))
+        })
+        .cloned()
+        .collect();
+    Part {
+        entries,
+        shadowed: Vec::new(),
+        keep,
+        last: Vec::new(),
+        read: false,
+    }
 }
 
 /// Reads the tree of the store whose directory is `store`: the tree file
@@ -1141,30 +1451,39 @@ pub(crate) struct Layers {
     /// The changes of the delta in place (none without one).
     pub(crate) changes: Vec<Change>,
     /// The blobs of the tree file's entries the delta replaced or removed:
-    /// gc keeps them too, as the tree file names them.
+    /// gc keeps them too, as the tree file names them. (Read in part, of
+    /// the runs read only.)
     pub(crate) shadowed: Vec<BlobId>,
+    /// Whether the tree file is of a format before the current one: the
+    /// next snapshot writes the tree whole, not a delta of it.
+    pub(crate) stale: bool,
 }
+
+/// A tree file's bytes, shared with what keeps a part of them (a partial
+/// read's tables of inodes).
+pub(super) type FileBytes = std::sync::Arc<crate::sys::FileBytes>;
 
 /// [`load`], and how the tree is stored (`None` when there is no tree or it
 /// is damaged).
 pub(crate) fn load_layers(store: &OwnedFd, store_path: &Path) -> Result<(Loaded, Option<Layers>)> {
-    load_using(store, store_path, |bytes, changes, shadowed| {
-        let (t, count) = decode_with(bytes, changes, shadowed)?;
+    load_using(store, store_path, |bytes, delta, shadowed| {
+        let changes = delta.map_or(&[][..], |d| d.changes.as_slice());
+        let (t, count) = decode_with(bytes.as_ref(), changes, shadowed)?;
         let made = t.entries.len() as u64;
         Ok((t, count, made))
     })
 }
 
 /// Reads the tree file of `store` and its delta, when one belongs to it,
-/// with `decode` (the tree file's bytes and the delta's changes give the
-/// tree, how many entries the file holds and how many the tree has; see
+/// with `decode` (the tree file's bytes and the delta give the tree, how
+/// many entries the file holds and how many the tree has; see
 /// [`decode_with`]), then applies the delta's header and the head.
 fn load_using(
     store: &OwnedFd,
     store_path: &Path,
     decode: impl FnOnce(
-        &[u8],
-        &[Change],
+        &FileBytes,
+        Option<&Delta>,
         &mut Vec<BlobId>,
     ) -> std::result::Result<(Tree, usize, u64), String>,
 ) -> Result<(Loaded, Option<Layers>)> {
@@ -1172,6 +1491,7 @@ fn load_using(
     let Some(bytes) = fsx::map_store_file(store, TREE_FILE).ctx("read", &path)? else {
         return Ok((Loaded::Missing, None));
     };
+    let bytes: FileBytes = std::sync::Arc::new(bytes);
     let base = file_id(&bytes);
     // The delta, when one belongs to this tree file (a delta of another
     // one, which a crash left behind, is not this tree's).
@@ -1190,12 +1510,10 @@ fn load_using(
     };
     let mut layers = Layers {
         base,
+        stale: !bytes.starts_with(MAGIC),
         ..Layers::default()
     };
-    let changes = delta
-        .as_ref()
-        .map_or(&[][..], |(d, _)| d.changes.as_slice());
-    let (mut t, made) = match decode(&bytes, changes, &mut layers.shadowed) {
+    let (mut t, made) = match decode(&bytes, delta.as_ref().map(|(d, _)| d), &mut layers.shadowed) {
         Ok((t, count, made)) => {
             layers.base_count = count as u64;
             (t, made)
@@ -1308,7 +1626,10 @@ fn current(store: &OwnedFd, store_path: &Path) -> Result<Option<(Tree, u64, File
     let Some((file, len, header, path)) = read_header(store, store_path, 8)? else {
         return Ok(None);
     };
-    if &header[..8] != MAGIC && &header[..8] != MAGIC_1 {
+    if ![MAGIC, MAGIC_2, MAGIC_1]
+        .iter()
+        .any(|m| header[..8] == m[..])
+    {
         return Ok(None);
     }
     let turn_len = usize::from(u16::from_le_bytes([header[25], header[26]]));
@@ -1674,7 +1995,7 @@ pub(crate) fn sweep_temps(store: &OwnedFd, store_path: &Path) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn sample() -> Tree {
@@ -1793,20 +2114,43 @@ mod tests {
         with_crc(out)
     }
 
+    /// `bytes` (version 3) as version 2 wrote it (no counts, no index) or
+    /// version 1 (no starts either).
+    pub(crate) fn older(bytes: &[u8], version: u8) -> Vec<u8> {
+        let turn_len = usize::from(u16::from_le_bytes([bytes[25], bytes[26]]));
+        let counts_at = 27 + turn_len + 4;
+        let entries_at = counts_at + 48;
+        let body = &bytes[..bytes.len() - 4];
+        let (table, starts) = starts_of(bytes);
+        let (_, index_at) = Index::before(body, table, entries_at).expect("an index");
+        let mut out = bytes[..counts_at].to_vec();
+        out[6] = b'0' + version;
+        out.extend_from_slice(&body[entries_at..index_at]);
+        if version == 2 {
+            for (index, offset) in &starts {
+                out.extend_from_slice(&index.to_le_bytes());
+                out.extend_from_slice(&(offset - 48).to_le_bytes());
+            }
+            out.extend_from_slice(&(starts.len() as u32).to_le_bytes());
+        }
+        out.extend_from_slice(&[0; 4]);
+        with_crc(out)
+    }
+
     /// `decode`, but by the decoder of parts (every entry asked about).
     fn decode_by_parts(bytes: &[u8]) -> std::result::Result<Tree, String> {
         decode_keeping(bytes, &[], &mut Vec::new(), Some(|| KeepAll)).map(|(t, _, _)| t)
     }
 
-    /// Keeps the entries of `d041/`, counting those it is asked about.
-    struct Folder41 {
+    /// Keeps the entries of `d004/`, counting those it is asked about.
+    struct Folder4 {
         asked: usize,
     }
 
-    impl Keep for Folder41 {
+    impl Keep for Folder4 {
         fn keep(&mut self, path: &[u8], _: u8, _: &Stat, _: bool) -> bool {
             self.asked += 1;
-            path.starts_with(b"d041/")
+            path.starts_with(b"d004/")
         }
     }
 
@@ -1818,7 +2162,7 @@ mod tests {
     fn a_tree_of_many_runs_reads_back_by_every_decoder() {
         let t = files_tree(3 * STRIDE as u64 + 17);
         let bytes = encode(&t);
-        let (table, starts) = starts_of(&bytes);
+        let (_, starts) = starts_of(&bytes);
         let want: Vec<(u32, u64)> = (1..=3).map(|k| (k * STRIDE as u32, 0)).collect();
         assert_eq!(
             starts.iter().map(|s| (s.0, 0)).collect::<Vec<_>>(),
@@ -1827,20 +2171,20 @@ mod tests {
         );
         assert!(decode(&bytes) == Ok(t.clone()), "runs on the pool");
         assert!(decode_by_parts(&bytes) == Ok(t.clone()), "in parts");
-        let fresh = || Folder41 { asked: 0 };
+        let fresh = || Folder4 { asked: 0 };
         let (kept, count, runs) =
             decode_keeping(&bytes, &[], &mut Vec::new(), Some(fresh)).expect("kept some");
         assert_eq!(count, t.entries.len());
         assert_eq!(runs.len(), 4, "a keeper a run");
         let asked: usize = runs.iter().map(|k| k.asked).sum();
         assert_eq!(asked, count, "each entry asked about once");
-        let d041: Vec<Entry> = t
+        let d004: Vec<Entry> = t
             .entries
             .iter()
-            .filter(|e| e.path.starts_with(b"d041/"))
+            .filter(|e| e.path.starts_with(b"d004/"))
             .cloned()
             .collect();
-        assert!(d041.len() == 100 && kept.entries == d041);
+        assert!(d004.len() == 100 && kept.entries == d004);
         // A delta's changes: an entry replaced, the first of a run gone,
         // entries put in before the first, at the end of a run, after the
         // first of the next and after the last.
@@ -1853,8 +2197,8 @@ mod tests {
         };
         let fresh = [
             put_in(b"a"),
-            put_in(b"d040/f04095a"),
-            put_in(b"d040/f04096a"),
+            put_in(&[&t.entries[STRIDE - 1].path[..], b"a"].concat()),
+            put_in(&[&t.entries[STRIDE].path[..], b"a"].concat()),
             put_in(b"z"),
         ];
         let mut changes: Vec<Change> = vec![
@@ -1886,11 +2230,11 @@ mod tests {
             got == changed,
             "with a delta's changes, every entry asked about"
         );
-        // Version 1: the same entries, neither starts nor their number.
-        let mut v1 = bytes[..table].to_vec();
-        v1[6] = b'1';
-        v1.extend_from_slice(&[0; 4]);
-        assert!(decode(&with_crc(v1)) == Ok(t), "version 1");
+        // Versions 2 (no counts, no index) and 1 (no starts either).
+        let v2 = older(&bytes, 2);
+        assert!(decode(&v2) == Ok(t.clone()), "version 2");
+        assert!(decode_by_parts(&v2) == Ok(t.clone()), "version 2 in parts");
+        assert!(decode(&older(&bytes, 1)) == Ok(t), "version 1");
     }
 
     /// Starts that do not name where runs begin are damage to both
@@ -1898,7 +2242,9 @@ mod tests {
     #[test]
     fn starts_out_of_place_are_damage_to_every_decoder() {
         let t = files_tree(3 * STRIDE as u64 + 17);
-        let bytes = encode(&t);
+        // Version 2, whose starts no index checksum covers.
+        let v3 = encode(&t);
+        let bytes = older(&v3, 2);
         let (_, starts) = starts_of(&bytes);
         let moved = |k: usize, by: (i64, i64)| {
             let mut s = starts.clone();
@@ -1928,8 +2274,21 @@ mod tests {
             let bad = with_starts(&bytes, &s);
             assert!(decode(&bad).is_err(), "{what}: runs on the pool");
             assert!(decode_by_parts(&bad).is_err(), "{what}: in parts");
+            // In version 3, the index's checksum covers the starts.
+            let (_, s3) = starts_of(&v3);
+            let s: Vec<(u32, u64)> = s.iter().map(|&(i, o)| (i, o + 48)).collect();
+            assert_ne!(s, s3);
+            let bad = with_starts(&v3, &s);
+            for got in [decode(&bad), decode_by_parts(&bad)] {
+                assert!(got.is_err_and(|e| e.contains("index checksum")), "{what}");
+            }
         }
-        // Fewer starts than written is not damage: a run is longer.
+        // In version 3 fewer starts than the index's runs are damage.
+        let (_, s3) = starts_of(&v3);
+        let fewer = with_starts(&v3, &s3[..1]);
+        assert!(decode(&fewer).is_err() && decode_by_parts(&fewer).is_err());
+        // In version 2 fewer starts than written is not damage: a run is
+        // longer.
         let fewer = with_starts(&bytes, &starts[..1]);
         assert!(decode(&fewer) == Ok(t.clone()), "fewer starts, on the pool");
         assert!(
@@ -1985,17 +2344,24 @@ mod tests {
             ..sample()
         };
         let bytes = encode(&t);
+        let len = bytes.len();
         let hex = hex::encode(&bytes);
         assert_eq!(
             hex,
             concat!(
-                "544254524545320a", // magic
+                "544254524545330a", // magic
                 "00cac471fe9c9717", // stamp
                 "0700000000000000", // log_seq
                 "01",
                 "0200",
-                "7431",     // pending, turn "t1"
-                "02000000", // count
+                "7431",             // pending, turn "t1"
+                "02000000",         // count
+                "0100000000000000", // files
+                "0c00000000000000", // their bytes
+                "0000000000000000", // directories
+                "0100000000000000", // symlinks
+                "0000000000000000", // excluded
+                "0000000000000000", // unreadable
                 "0000",
                 "0400",
                 "2e656e76",
@@ -2017,6 +2383,14 @@ mod tests {
                 "a4810000",
                 "0500",
                 "7372632f61",
+                "RUNCRC",
+                "00000000",         // the run: its checksum, none unreadable
+                "f403000000000000", // the files' inodes
+                "ed03000000000000", // the others'
+                "01000000",
+                "01000000",
+                "01000000", // runs, files, others
+                "TABLECRC",
                 "00000000", // no starts
                 "CRC"
             )
@@ -2025,8 +2399,26 @@ mod tests {
                 &crate::pack::hash_bytes(b"API_URL=x\n").to_hex()
             )
             .replace(
+                "RUNCRC",
+                &hex::encode(crc32fast::hash(&bytes[81..len - 48]).to_le_bytes())
+            )
+            .replace(
+                "TABLECRC",
+                &hex::encode(
+                    crc32fast::hash(
+                        &[
+                            &bytes[..81],
+                            &bytes[len - 48..len - 12],
+                            &bytes[len - 8..len - 4]
+                        ]
+                        .concat()
+                    )
+                    .to_le_bytes()
+                )
+            )
+            .replace(
                 "CRC",
-                &hex::encode(crc32fast::hash(&bytes[..bytes.len() - 4]).to_le_bytes())
+                &hex::encode(crc32fast::hash(&bytes[..len - 4]).to_le_bytes())
             )
         );
     }
@@ -2179,6 +2571,8 @@ mod tests {
             pending: true,
             turn: turn.clone(),
             count: base.entries.len() as u64,
+            // Format 1, still read.
+            totals: None,
             changes,
         };
         let w = TreeWriter::begin(&store, dir.path())?;

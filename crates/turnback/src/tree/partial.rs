@@ -1,54 +1,183 @@
 //! The tree read in part: for a snapshot half that Watchman told which
-//! paths changed, only the entries that half can look at are decoded; of
-//! the rest, one pass over the file keeps the counts and the inodes (see
-//! [`load_partial`]).
+//! paths changed, only the runs of the tree file that may hold an entry
+//! that half can look at are read (see [`load_partial`]); of the rest,
+//! the file's index and the delta's header give the counts and the
+//! inodes. A tree file of a format before its index, or a delta before its
+//! counts, is read whole.
 
 use std::path::Path;
 
 use super::{
-    Entry, KIND_DIR, KIND_FILE, KIND_SYMLINK, Keep, Layers, Loaded, Stat, decode_keeping,
-    load_using,
+    Decoded, Entry, KIND_DIR, KIND_FILE, KIND_SYMLINK, Keep, Layers, Loaded, Stat, decode_entries,
+    decode_with, load_using, tree_reader,
 };
 use crate::error::Result;
 use crate::sys::OwnedFd;
 
-/// What a partial read keeps of the entries it leaves out.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What a partial read knows of the whole tree beyond the entries it
+/// kept.
+#[derive(Debug)]
 pub(crate) struct Partial {
     /// The paths whose subtrees were read whole (sorted, none below
     /// another); see [`Wanted`].
     pub(crate) roots: Vec<Vec<u8>>,
     /// Counts of the whole tree.
     pub(crate) totals: Totals,
-    /// The inode of every file entry of the whole tree, in path order,
-    /// a list per run of the tree file as it was read (not joined: at
-    /// 100,000 files, joining them cost 1.6 MB of fresh pages per half).
-    file_inodes: Vec<Vec<u64>>,
-    /// The inodes of the entries left out that are not directories, in
-    /// path order, a list per run.
-    outside_inodes: Vec<Vec<u64>>,
+    /// How many entries of the whole tree have each inode.
+    inodes: Box<Inodes>,
+}
+
+/// How many entries of the whole tree (the tree file's, less those of
+/// them a change replaced, plus the changes') have an inode, for the
+/// files and for the others that are not directories: a count that may be
+/// too high (an entry a change replaced in a run not read is still
+/// counted), never too low. All sorted.
+#[derive(Debug)]
+struct Inodes {
+    /// The tree file's (from its index).
+    files: Table,
+    others: Table,
+    /// The delta's entries.
+    plus_files: Vec<u64>,
+    plus_others: Vec<u64>,
+    /// The tree file's entries a change replaced or removed, in the runs
+    /// read.
+    minus_files: Vec<u64>,
+    minus_others: Vec<u64>,
+    /// The entries kept that are not directories.
+    kept: Vec<u64>,
+}
+
+/// How many times `sorted` holds `ino`.
+fn count_in(sorted: &[u64], ino: u64) -> usize {
+    let lo = sorted.partition_point(|&x| x < ino);
+    sorted[lo..].partition_point(|&x| x == ino)
+}
+
+/// A large sorted list of inodes (a tree file's, u64 little-endian each)
+/// read in place, with every [`Table::STEP`]th of them apart: a search
+/// goes through the small list first (in the cache after a few), then
+/// one stretch of the large one, instead of some 17 reads of memory far
+/// apart per search.
+struct Table {
+    bytes: Bytes,
+    at: std::ops::Range<usize>,
+    fences: Vec<u64>,
+}
+
+/// Bytes a [`Table`] reads: a tree file's, or a test's.
+type Bytes = std::sync::Arc<dyn std::ops::Deref<Target = [u8]> + Send + Sync>;
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Table({} inodes)", self.len())
+    }
+}
+
+impl Table {
+    const STEP: usize = 64;
+
+    /// The inodes at `at` of `bytes` (whole u64s: the caller checked
+    /// the range lies in them, see [`super::Index`]).
+    fn new(bytes: Bytes, at: std::ops::Range<usize>) -> Table {
+        let mut t = Table {
+            bytes,
+            at,
+            fences: Vec::new(),
+        };
+        t.fences = (0..t.len())
+            .step_by(Table::STEP)
+            .map(|i| t.get(i))
+            .collect();
+        t
+    }
+
+    fn len(&self) -> usize {
+        self.at.len() / 8
+    }
+
+    fn get(&self, i: usize) -> u64 {
+        let at = self.at.start + 8 * i;
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.bytes[at..at + 8]);
+        u64::from_le_bytes(b)
+    }
+
+    /// The first of the entries `from..to` for which `before` is false
+    /// (it is true of a first stretch of them), or `to`.
+    fn first_not(&self, mut from: usize, mut to: usize, before: impl Fn(u64) -> bool) -> usize {
+        while from < to {
+            let mid = from + (to - from) / 2;
+            if before(self.get(mid)) {
+                from = mid + 1;
+            } else {
+                to = mid;
+            }
+        }
+        from
+    }
+
+    /// How many times it holds `ino`.
+    fn count(&self, ino: u64) -> usize {
+        // `fences[k - 1] < ino <= fences[k]`: the first `ino` is after
+        // entry `(k - 1) * STEP` and at or before entry `k * STEP`.
+        let k = self.fences.partition_point(|&f| f < ino);
+        let from = k.saturating_sub(1) * Table::STEP;
+        let lo = self.first_not(from, self.len().min(from + Table::STEP + 1), |x| x < ino);
+        let near = self.len().min(lo + Table::STEP);
+        let hi = self.first_not(lo, near, |x| x == ino);
+        if hi == near && near < self.len() && self.get(near) == ino {
+            // Many entries of one inode: a plain search past them.
+            return self.first_not(lo, self.len(), |x| x == ino) - lo;
+        }
+        hi - lo
+    }
+}
+
+impl Inodes {
+    /// File entries of the whole tree with inode `ino` (may be too many).
+    fn files(&self, ino: u64) -> usize {
+        (self.files.count(ino) + count_in(&self.plus_files, ino))
+            .saturating_sub(count_in(&self.minus_files, ino))
+    }
+
+    /// Entries of the whole tree not kept, and not directories, with
+    /// inode `ino` (may be too many).
+    fn left_out(&self, ino: u64) -> usize {
+        let others = (self.others.count(ino) + count_in(&self.plus_others, ino))
+            .saturating_sub(count_in(&self.minus_others, ino));
+        (self.files(ino) + others).saturating_sub(count_in(&self.kept, ino))
+    }
 }
 
 impl Partial {
-    /// Whether a file among `kept` (the entries read) shares its inode
+    /// Whether a file among `kept` (the entries read) may share its inode
     /// with another file entry of the tree, which may be one left out.
     pub(crate) fn links_kept(&self, kept: &[Entry]) -> bool {
-        let files = kept
-            .iter()
+        kept.iter()
             .filter(|e| matches!(e.kind, super::Kind::File { .. }))
-            .map(|e| e.stat.ino);
-        !crate::links::shared_inodes_of(files, self.file_inodes()).is_empty()
+            .any(|e| self.inodes.files(e.stat.ino) >= 2)
     }
 
-    /// The inode of every file entry of the whole tree, in path order.
-    pub(crate) fn file_inodes(&self) -> impl Iterator<Item = u64> + '_ {
-        self.file_inodes.iter().flatten().copied()
+    /// The inodes of `files` (of entries kept) that two or more file
+    /// entries of the whole tree may have.
+    pub(crate) fn shared_files(
+        &self,
+        files: impl Iterator<Item = u64>,
+    ) -> crate::links::SharedInodes {
+        crate::links::SharedInodes::of(files.filter(|&ino| self.inodes.files(ino) >= 2).collect())
     }
 
-    /// The inodes of the entries left out that are not directories, in
-    /// path order.
-    pub(crate) fn outside_inodes(&self) -> impl Iterator<Item = u64> + '_ {
-        self.outside_inodes.iter().flatten().copied()
+    /// Whether an entry left out that is not a directory may have inode
+    /// `ino`.
+    pub(crate) fn left_out_has(&self, ino: u64) -> bool {
+        self.inodes.left_out(ino) > 0
+    }
+
+    /// Whether a file entry of the whole tree, or an entry left out that
+    /// is not a directory, may have inode `ino`.
+    pub(crate) fn file_or_left_out_has(&self, ino: u64) -> bool {
+        self.inodes.files(ino) > 0 || self.left_out_has(ino)
     }
 }
 
@@ -65,6 +194,48 @@ pub(crate) struct Totals {
 }
 
 impl Totals {
+    /// Writes the counts after the number of entries, as the tree file's
+    /// header and the delta's hold them: files, bytes, directories,
+    /// symlinks, excluded, unreadable (u64 each).
+    pub(crate) fn put_counts(&self, out: &mut Vec<u8>) {
+        for n in [
+            self.files,
+            self.bytes,
+            self.dirs,
+            self.symlinks,
+            self.excluded,
+            self.unreadable,
+        ] {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+    }
+
+    /// Reads what [`Totals::put_counts`] wrote, of `entries` entries;
+    /// counts that do not add up to them are damage.
+    pub(crate) fn read_counts(
+        r: &mut super::Reader<'_>,
+        entries: u64,
+    ) -> std::result::Result<Totals, String> {
+        let t = Totals {
+            entries,
+            files: r.u64()?,
+            bytes: r.u64()?,
+            dirs: r.u64()?,
+            symlinks: r.u64()?,
+            excluded: r.u64()?,
+            unreadable: r.u64()?,
+        };
+        let kinds = [t.files, t.dirs, t.symlinks, t.excluded]
+            .into_iter()
+            .try_fold(0u64, u64::checked_add);
+        if kinds != Some(entries) || t.unreadable > t.excluded {
+            return Err(format!(
+                "counts that do not add up to its {entries} entries"
+            ));
+        }
+        Ok(t)
+    }
+
     /// The counts of `entries`.
     pub(crate) fn of(entries: &[Entry]) -> Totals {
         let mut t = Totals::default();
@@ -198,6 +369,21 @@ impl Wanted {
         }
     }
 
+    /// Whether a path from `lo` (inclusive) to `hi` (exclusive; none: no
+    /// end) may be wanted.
+    fn meets(&self, lo: &[u8], hi: Option<&[u8]>) -> bool {
+        let before_hi = |p: &[u8]| hi.is_none_or(|h| p < h);
+        let k = self.exact.partition_point(|e| e.as_slice() < lo);
+        if self.exact.get(k).is_some_and(|e| before_hi(e)) {
+            return true;
+        }
+        // Disjoint and sorted by where they start, so by where they end.
+        let k = self.ranges.partition_point(|(_, end)| end.as_slice() <= lo);
+        self.ranges
+            .get(k)
+            .is_some_and(|(start, _)| before_hi(start))
+    }
+
     /// Whether the old subtree of `path` was read whole (it is a root or
     /// lies below one).
     pub(crate) fn covers(roots: &[Vec<u8>], path: &[u8]) -> bool {
@@ -243,62 +429,115 @@ fn ancestors(path: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 /// Reads the tree of `store` (with its delta and head, as [`super::load`])
-/// keeping only the entries `wanted` says, and the unreadable ones; of the
-/// others only their counts and inodes.
+/// keeping only the entries `wanted` says, and the unreadable ones: only
+/// the runs of the tree file that may hold them are read. The tree is
+/// read whole (no [`Partial`]) when its files are of a format before the
+/// tree file's index or the delta's counts.
 pub(crate) fn load_partial(
     store: &OwnedFd,
     store_path: &Path,
     wanted: Wanted,
-) -> Result<(Loaded, Option<(Layers, Partial)>)> {
-    let mut partial = Partial::default();
-    let (loaded, layers) = load_using(store, store_path, |bytes, changes, shadowed| {
-        let fresh = || RunKeep::new(&wanted);
-        let (t, count, runs) = decode_keeping(bytes, changes, shadowed, Some(fresh))?;
-        partial.file_inodes = Vec::with_capacity(runs.len());
-        partial.outside_inodes = Vec::with_capacity(runs.len());
-        for run in runs {
-            partial.totals.add(&run.totals);
-            partial.file_inodes.push(run.file_inodes);
-            partial.outside_inodes.push(run.outside_inodes);
+) -> Result<(Loaded, Option<Layers>, Option<Partial>)> {
+    let mut partial = None;
+    let (loaded, layers) = load_using(store, store_path, |file, delta, shadowed| {
+        let bytes: Bytes = file.clone();
+        let changes = delta.map_or(&[][..], |d| d.changes.as_slice());
+        let framed = tree_reader(file.as_ref(), false)?;
+        let delta_totals = delta.map(|d| d.totals);
+        if framed.2.is_none() || delta_totals.is_some_and(|t| t.is_none()) {
+            let (t, count) = decode_with(file.as_ref(), changes, shadowed)?;
+            let made = t.entries.len() as u64;
+            return Ok((t, count, made));
         }
-        Ok((t, count, partial.totals.entries))
+        let meets = |lo: &[u8], hi: Option<&[u8]>| wanted.meets(lo, hi);
+        let fresh = || RunKeep::new(&wanted);
+        let Decoded {
+            tree,
+            count,
+            kept,
+            index,
+        } = decode_entries(framed, changes, shadowed, Some(fresh), Some(&meets))?;
+        let (file_totals, index) = index.expect("a tree file with an index was read with it");
+        let totals = delta_totals.flatten().unwrap_or(file_totals);
+        let mut inodes = Box::new(Inodes {
+            files: Table::new(bytes.clone(), index.files()),
+            others: Table::new(bytes, index.others()),
+            plus_files: Vec::new(),
+            plus_others: Vec::new(),
+            minus_files: Vec::new(),
+            minus_others: Vec::new(),
+            kept: Vec::new(),
+        });
+        for e in changes.iter().filter_map(|(_, e)| e.as_ref()) {
+            match e.kind_code() {
+                KIND_FILE => inodes.plus_files.push(e.stat.ino),
+                KIND_DIR => {}
+                _ => inodes.plus_others.push(e.stat.ino),
+            }
+        }
+        for k in kept {
+            inodes.minus_files.extend(k.minus_files);
+            inodes.minus_others.extend(k.minus_others);
+        }
+        inodes.kept = tree
+            .entries
+            .iter()
+            .filter(|e| e.kind_code() != KIND_DIR)
+            .map(|e| e.stat.ino)
+            .collect();
+        for list in [
+            &mut inodes.plus_files,
+            &mut inodes.plus_others,
+            &mut inodes.minus_files,
+            &mut inodes.minus_others,
+            &mut inodes.kept,
+        ] {
+            list.sort_unstable();
+        }
+        partial = Some(Partial {
+            roots: Vec::new(),
+            totals,
+            inodes,
+        });
+        Ok((tree, count, totals.entries))
     })?;
-    partial.roots = wanted.roots;
-    Ok((loaded, layers.map(|l| (l, partial))))
+    let partial = partial.filter(|_| layers.is_some()).map(|p| Partial {
+        roots: wanted.roots,
+        ..p
+    });
+    Ok((loaded, layers, partial))
 }
 
-/// What a partial read keeps of one run of the tree's entries: every
-/// entry is counted; only those wanted, and the unreadable ones (always
-/// looked at again), are kept.
+/// What a partial read keeps of one run of the tree's entries: those
+/// wanted, and the unreadable ones (always looked at again); and the
+/// inodes of the tree file's entries a change replaced.
 struct RunKeep<'w> {
     wanted: Cursor<'w>,
-    totals: Totals,
-    file_inodes: Vec<u64>,
-    outside_inodes: Vec<u64>,
+    minus_files: Vec<u64>,
+    minus_others: Vec<u64>,
 }
 
 impl<'w> RunKeep<'w> {
     fn new(wanted: &'w Wanted) -> RunKeep<'w> {
         RunKeep {
             wanted: wanted.cursor(),
-            totals: Totals::default(),
-            file_inodes: Vec::new(),
-            outside_inodes: Vec::new(),
+            minus_files: Vec::new(),
+            minus_others: Vec::new(),
         }
     }
 }
 
 impl Keep for RunKeep<'_> {
-    fn keep(&mut self, path: &[u8], kind: u8, stat: &Stat, unreadable: bool) -> bool {
-        self.totals.add_entry(kind, stat.size, unreadable, 1);
-        if kind == KIND_FILE {
-            self.file_inodes.push(stat.ino);
+    fn keep(&mut self, path: &[u8], _: u8, _: &Stat, unreadable: bool) -> bool {
+        self.wanted.wants(path) || unreadable
+    }
+
+    fn shadowed(&mut self, kind: u8, stat: &Stat) {
+        match kind {
+            KIND_FILE => self.minus_files.push(stat.ino),
+            KIND_DIR => {}
+            _ => self.minus_others.push(stat.ino),
         }
-        let kept = self.wanted.wants(path) || unreadable;
-        if !kept && kind != KIND_DIR {
-            self.outside_inodes.push(stat.ino);
-        }
-        kept
     }
 }
 
@@ -491,6 +730,7 @@ mod tests {
                 panic!("round {round}: the tree loads");
             };
             let changes = crate::tree::compose(Vec::new(), gone, other);
+            let changes_at: Vec<Vec<u8>> = changes.iter().map(|(p, _)| p.clone()).collect();
             let (whole, _) =
                 crate::tree::decode_with(&crate::tree::encode(&tree), &changes, &mut Vec::new())
                     .expect("a tree encoded here");
@@ -501,6 +741,7 @@ mod tests {
                 pending: false,
                 turn: TurnId::new("t").expect("valid"),
                 count: whole.entries.len() as u64,
+                totals: Some(Totals::of(&whole.entries)),
                 changes,
             };
             TreeWriter::begin(&store, dir.path())?.commit_delta(&store, dir.path(), &delta)?;
@@ -516,7 +757,7 @@ mod tests {
             if padded {
                 changed.push(b"a-b/p04097".to_vec());
             }
-            let (loaded, Some((_, partial))) =
+            let (loaded, _, Some(partial)) =
                 load_partial(&store, dir.path(), Wanted::new(&changed))?
             else {
                 panic!("round {round}: the tree loads in part");
@@ -532,30 +773,167 @@ mod tests {
                 .collect();
             assert_eq!(part.entries, expected, "round {round}: {changed:?}");
             assert_eq!(partial.totals, Totals::of(&whole.entries), "round {round}");
-            let files: Vec<u64> = whole
+            // The inode counts: never too low, and too high only by the
+            // tree file's entries the delta replaced.
+            let count = |list: &[Entry], file: bool, ino: u64| {
+                list.iter()
+                    .filter(|e| e.stat.ino == ino && !matches!(e.kind, Kind::Dir))
+                    .filter(|e| !file || matches!(e.kind, Kind::File { .. }))
+                    .count()
+            };
+            let left_out: Vec<Entry> = whole
                 .entries
                 .iter()
-                .filter(|e| matches!(e.kind, Kind::File { .. }))
-                .map(|e| e.stat.ino)
+                .filter(|e| !wanted(e, &changed))
+                .cloned()
                 .collect();
-            assert_eq!(
-                partial.file_inodes().collect::<Vec<_>>(),
-                files,
-                "round {round}"
-            );
-            let outside: Vec<u64> = whole
-                .entries
+            let replaced: Vec<Entry> = base
                 .iter()
-                .filter(|e| !wanted(e, &changed) && !matches!(e.kind, Kind::Dir))
-                .map(|e| e.stat.ino)
+                .filter(|e| changes_at.binary_search(&e.path).is_ok())
+                .cloned()
                 .collect();
-            assert_eq!(
-                partial.outside_inodes().collect::<Vec<_>>(),
-                outside,
-                "round {round}"
+            for ino in (0..70).chain(100..9_100) {
+                let (files, out) = (
+                    count(&whole.entries, true, ino),
+                    count(&left_out, false, ino),
+                );
+                let said = (partial.inodes.files(ino), partial.inodes.left_out(ino));
+                let slack = (count(&replaced, true, ino), count(&replaced, false, ino));
+                assert!(
+                    (files..=files + slack.0).contains(&said.0)
+                        && (out..=out + slack.1 + slack.0).contains(&said.1),
+                    "round {round}, inode {ino}: {said:?} for {files} files, {out} left out"
+                );
+            }
+            let kept_files = || {
+                part.entries
+                    .iter()
+                    .filter(|e| matches!(e.kind, Kind::File { .. }))
+            };
+            let shared = kept_files().any(|e| count(&whole.entries, true, e.stat.ino) >= 2);
+            let maybe = kept_files().any(|e| count(&replaced, true, e.stat.ino) > 0);
+            let said = partial.links_kept(&part.entries);
+            assert!(
+                if shared { said } else { !said || maybe },
+                "round {round}: links kept {said}, shared {shared}"
             );
             assert_eq!(part.stamp_ns, 2, "the delta's header");
         }
         Ok(())
+    }
+
+    /// A partial read reads only the runs of the tree file that may hold
+    /// what it wants, each verified by its own checksum: damage in another
+    /// run goes unread (a whole read finds it), damage in one it reads is
+    /// found. A tree file of version 2, or a delta of version 1, is read
+    /// whole, and the next tree is then written whole.
+    #[test]
+    fn a_partial_read_reads_only_the_runs_it_needs() -> Result<()> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = fsx::open_dir_path(dir.path()).ctx("open", dir.path())?;
+        let entries: Vec<Entry> = (0..3 * 4096 + 17_u64)
+            .map(|i| Entry {
+                path: format!("d{:03}/f{i:05}", i / 100).into_bytes(),
+                stat: Stat {
+                    size: i,
+                    ino: 10 + i,
+                    mode: 0o100644,
+                    ..Stat::default()
+                },
+                kind: Kind::File {
+                    blob: BlobId([i as u8; 32]),
+                },
+            })
+            .collect();
+        let tree = Tree {
+            stamp_ns: 1,
+            log_seq: 1,
+            turn: TurnId::new("t").expect("valid"),
+            pending: false,
+            entries: entries.clone(),
+        };
+        TreeWriter::begin(&store, dir.path())?.commit(&store, dir.path(), &tree)?;
+        let file = dir.path().join(crate::tree::TREE_FILE);
+        let good = std::fs::read(&file).ctx("read", &file)?;
+        // A byte of an entry of the third run (entries 8192 to 12287).
+        let at = good
+            .windows(6)
+            .position(|w| w == b"f10000")
+            .expect("the entry is in the file");
+        let mut bad = good.clone();
+        bad[at + 5] = b'9';
+        std::fs::write(&file, &bad).ctx("write", &file)?;
+        let read = |named: &str| load_partial(&store, dir.path(), Wanted::new(&[named.into()]));
+        let (Loaded::Tree(t), Some(_), Some(p)) = read("d010/f01000")? else {
+            panic!("a run not damaged reads");
+        };
+        assert_eq!(t.entries, [entries[1000].clone()]);
+        assert_eq!(p.totals, Totals::of(&entries));
+        let (Loaded::Damaged(why), None, None) = read("d100/f10001")? else {
+            panic!("the damaged run is read");
+        };
+        assert!(why.contains("checksum mismatch"), "{why}");
+        assert!(matches!(
+            crate::tree::load(&store, dir.path())?,
+            Loaded::Damaged(_)
+        ));
+        // Version 2: read whole, and marked stale.
+        std::fs::write(&file, &good).ctx("write", &file)?;
+        let v2 = crate::tree::tests::older(&good, 2);
+        std::fs::write(&file, &v2).ctx("write", &file)?;
+        let (Loaded::Tree(t), Some(layers), None) = read("d010/f01000")? else {
+            panic!("version 2 reads whole");
+        };
+        assert!(t.entries == entries && layers.stale);
+        // A delta of version 1 on a tree file of version 3: read whole.
+        std::fs::write(&file, &good).ctx("write", &file)?;
+        let (_, Some(layers), Some(_)) = read("d010/f01000")? else {
+            panic!("version 3 reads in part");
+        };
+        assert!(!layers.stale);
+        let delta = crate::tree::Delta {
+            base: layers.base,
+            stamp_ns: 2,
+            log_seq: 2,
+            pending: false,
+            turn: TurnId::new("t").expect("valid"),
+            count: entries.len() as u64 - 1,
+            totals: None,
+            changes: vec![(entries[5].path.clone(), None)],
+        };
+        TreeWriter::begin(&store, dir.path())?.commit_delta(&store, dir.path(), &delta)?;
+        let (Loaded::Tree(t), Some(_), None) = read("d010/f01000")? else {
+            panic!("a delta of version 1 makes the tree read whole");
+        };
+        assert_eq!(t.entries.len(), entries.len() - 1);
+        Ok(())
+    }
+
+    /// A table's count of an inode is a plain count of the list, for
+    /// inodes held once, many times (across several stretches), not at
+    /// all, below and above every one.
+    #[test]
+    fn a_table_counts_each_inode_as_the_list_holds_it() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        for len in [0, 1, 63, 64, 65, 200, 1_000] {
+            let mut list: Vec<u64> = (0..len)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    // Few distinct values in some lists: long stretches
+                    // of one inode.
+                    if len % 2 == 0 { seed % 7 } else { seed % 5_000 }
+                })
+                .collect();
+            list.sort_unstable();
+            let bytes: Vec<u8> = list.iter().flat_map(|i| i.to_le_bytes()).collect();
+            let at = 0..bytes.len();
+            let table = Table::new(std::sync::Arc::new(bytes), at);
+            for ino in (0..5_010).chain([u64::MAX]) {
+                let plain = list.iter().filter(|&&x| x == ino).count();
+                assert_eq!(table.count(ino), plain, "{len} inodes, inode {ino}");
+            }
+        }
     }
 }
