@@ -357,6 +357,21 @@ fn seed_project(w: &World) -> Res<()> {
     Ok(())
 }
 
+/// Enough files in `m/` that the tree file holds several runs of entries
+/// (a run is 256 entries) only of `m/`, which no change script names: a
+/// half that Watchman told of other paths does not read them. Two of
+/// their files are other names (hard links) of files the scripts change.
+fn seed_runs(w: &World) -> Res<()> {
+    let m = w.root.join("m");
+    std::fs::create_dir_all(&m)?;
+    for i in 0..1_000 {
+        std::fs::write(m.join(format!("p{i:04}")), format!("{i}\n"))?;
+    }
+    std::fs::hard_link(w.root.join("d2/f3.txt"), m.join("p0600-link"))?;
+    std::fs::hard_link(w.root.join("d1/sub/g.txt"), m.join("p0601-link"))?;
+    Ok(())
+}
+
 /// A random change script over a small set of names, so changes meet:
 /// create, modify in place with the same size and mtime restored, delete,
 /// rename, chmod, hard links and writes through them, type changes,
@@ -446,8 +461,10 @@ fn random_changes_record_and_rewind_the_same_with_watchman_and_with_the_scan() -
     let mut with = World::new(tmp.path(), "watchman", &as_refs(&wenv))?;
     let off = [("TURNBACK_FSMONITOR", std::ffi::OsStr::new("off"))];
     let mut without = World::new(tmp.path(), "scan", &off)?;
-    seed_project(&with)?;
-    seed_project(&without)?;
+    for w in [&with, &without] {
+        seed_project(w)?;
+        seed_runs(w)?;
+    }
     let mut rng = rng::Rng::from_env("watchman differential");
     let steps: usize = 24;
     let mut by_watchman = 0;
