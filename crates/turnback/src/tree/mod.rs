@@ -1080,9 +1080,9 @@ fn decode_entries<'a, K: Keep, F: Fn() -> K + Sync + Send>(
         ));
     }
     let (entries, kept) = if fresh.is_none() && changes.is_empty() {
-        let entries = decode_in_place(r.buf, count, &runs)?;
+        let (entries, found) = decode_in_place(r.buf, count, &runs)?;
         if let Some((totals, _)) = &index
-            && Totals::of(&entries) != *totals
+            && found != *totals
         {
             return Err("its header's counts are not those of its entries".into());
         }
@@ -1106,14 +1106,19 @@ fn decode_entries<'a, K: Keep, F: Fn() -> K + Sync + Send>(
     })
 }
 
-/// Every entry of the `runs` of `buf` (`count` of them), each run decoded
-/// on the pool into its own part of the entries.
+/// Every entry of the `runs` of `buf` (`count` of them), and their
+/// counts: the runs decoded on the pool, a few thousand entries to a task,
+/// each into its own part of the entries (and counted there, while they
+/// are in the cache).
 fn decode_in_place(
     buf: &[u8],
     count: usize,
     runs: &[Run],
-) -> std::result::Result<Vec<Entry>, String> {
+) -> std::result::Result<(Vec<Entry>, Totals), String> {
     use rayon::prelude::*;
+    /// Entries a pool task decodes at least (the runs are smaller, so
+    /// that a partial read reads little; see [`STRIDE`]).
+    const TASK: usize = 4096;
     let mut entries: Vec<Entry> = Vec::with_capacity(count);
     crate::sys::huge_pages(&mut entries);
     // One run (a small tree, or version 1): on this thread, the pool not
@@ -1125,7 +1130,8 @@ fn decode_in_place(
             entries.push(next_entry(&mut r, i, &mut prev, i == 0)?);
         }
         run.ended(&r)?;
-        return Ok(entries);
+        let totals = Totals::of(&entries);
+        return Ok((entries, totals));
     }
     // Placeholders first, written on every core: the memory's first touch
     // is shared out too.
@@ -1134,21 +1140,33 @@ fn decode_in_place(
         stat: Stat::default(),
         kind: Kind::Dir,
     }));
-    let mut parts = Vec::with_capacity(runs.len());
+    let mut tasks: Vec<(&mut [Entry], &[Run])> = Vec::new();
     let mut rest = entries.as_mut_slice();
-    for run in runs {
-        let (part, tail) = rest.split_at_mut(run.to.index - run.from.index);
-        parts.push((part, run));
+    let mut from = 0;
+    while from < runs.len() {
+        let first = runs[from].from.index;
+        let to = from + runs[from..].partition_point(|run| run.to.index - first < TASK) + 1;
+        let to = to.min(runs.len());
+        let (part, tail) = rest.split_at_mut(runs[to - 1].to.index - first);
+        tasks.push((part, &runs[from..to]));
         rest = tail;
+        from = to;
     }
-    parts.into_par_iter().try_for_each(|(part, run)| {
-        let mut r = run.reader(buf);
-        let mut prev = Vec::new();
-        for (k, slot) in part.iter_mut().enumerate() {
-            *slot = next_entry(&mut r, run.from.index + k, &mut prev, k == 0)?;
-        }
-        run.ended(&r)
-    })?;
+    let totals = tasks
+        .into_par_iter()
+        .map(|(part, runs)| {
+            let mut slots = part.iter_mut();
+            for run in runs {
+                let mut r = run.reader(buf);
+                let mut prev = Vec::new();
+                for (k, slot) in (&mut slots).take(run.to.index - run.from.index).enumerate() {
+                    *slot = next_entry(&mut r, run.from.index + k, &mut prev, k == 0)?;
+                }
+                run.ended(&r)?;
+            }
+            Ok(Totals::of(part))
+        })
+        .collect::<std::result::Result<Vec<Totals>, String>>()?;
     // Each run's first path comes after the last of the run before it.
     if let Some(run) = runs[1..]
         .iter()
@@ -1156,7 +1174,9 @@ fn decode_in_place(
     {
         return Err(format!("entry {}: paths are not sorted", run.from.index));
     }
-    Ok(entries)
+    let mut all = Totals::default();
+    totals.iter().for_each(|t| all.add(t));
+    Ok((entries, all))
 }
 
 impl Run {
