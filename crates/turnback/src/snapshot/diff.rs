@@ -175,8 +175,8 @@ struct Differ<'a, F> {
     /// `crate::tree::partial`), which holds every entry whose path is an
     /// ancestor of one compared.
     whole: &'a [Entry],
-    /// With a part, what it keeps of the whole tree: the inodes of every
-    /// file.
+    /// With a part, what it knows of the whole tree: how many of its files
+    /// have each inode.
     all_files: Option<&'a crate::tree::Partial>,
     /// Its entries compared (all of them, or those at the paths looked at).
     old: &'a [Entry],
@@ -195,8 +195,9 @@ impl<F: Fn(&BlobId) -> Option<u64>> Differ<'_, F> {
                     .filter(|e| matches!(e.kind, Kind::File { .. }))
                     .map(|e| e.stat.ino)
             }
-            // A few paths of a large tree: their inodes are looked for in
-            // one pass instead of sorting every inode.
+            // Read in part: their inodes are looked up in the tree file's
+            // index. A few paths of a large tree: their inodes are looked
+            // for in one pass instead of sorting every inode.
             if let Some(all) = self.all_files {
                 all.shared_files(files(self.old))
             } else if self.old.len() < self.whole.len() / 8 {
