@@ -783,9 +783,8 @@ struct Run {
     to: Start,
 }
 
-/// A tree file's fields after its magic up to its last entry, its starts
-/// (none in version 1) and its index (version 3); its checksum verified
-/// when `checked`.
+/// What [`tree_reader`] gives: a reader of a tree file's fields, its
+/// starts and its index.
 type Framed<'a> = (Reader<'a>, Vec<Start>, Option<Index<'a>>);
 
 /// A tree file's fields after its magic up to its last entry, its starts
