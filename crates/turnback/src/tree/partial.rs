@@ -602,6 +602,44 @@ mod tests {
         entries
     }
 
+    /// Writes the tree of `entries` (stamp and log sequence 1) to the
+    /// store in `dir`.
+    fn commit_tree(store: &OwnedFd, dir: &Path, entries: Vec<Entry>) -> Result<Tree> {
+        let tree = Tree {
+            stamp_ns: 1,
+            log_seq: 1,
+            turn: TurnId::new("t").expect("valid"),
+            pending: false,
+            entries,
+        };
+        TreeWriter::begin(store, dir)?.commit(store, dir, &tree)?;
+        Ok(tree)
+    }
+
+    /// Writes a delta of `changes` (stamp and log sequence 2), making a
+    /// tree of `count` entries with `totals` (none: format 1), for the
+    /// tree file `base`.
+    fn commit_delta(
+        store: &OwnedFd,
+        dir: &Path,
+        base: (u64, u32),
+        (count, totals): (usize, Option<Totals>),
+        changes: Vec<crate::tree::Change>,
+    ) -> Result<()> {
+        let delta = crate::tree::Delta {
+            base,
+            stamp_ns: 2,
+            log_seq: 2,
+            pending: false,
+            turn: TurnId::new("t").expect("valid"),
+            count: count as u64,
+            totals,
+            changes,
+        };
+        TreeWriter::begin(store, dir)?.commit_delta(store, dir, &delta)?;
+        Ok(())
+    }
+
     /// What a partial read must keep of `e` for the paths `changed`.
     fn wanted(e: &Entry, changed: &[Vec<u8>]) -> bool {
         let under =
@@ -708,14 +746,7 @@ mod tests {
                 base.extend((0..9_000).map(pad));
                 base.sort_by(|a, b| a.path.cmp(&b.path));
             }
-            let tree = Tree {
-                stamp_ns: 1,
-                log_seq: 1,
-                turn: TurnId::new("t").expect("valid"),
-                pending: false,
-                entries: base.clone(),
-            };
-            TreeWriter::begin(&store, dir.path())?.commit(&store, dir.path(), &tree)?;
+            let tree = commit_tree(&store, dir.path(), base.clone())?;
             // A delta: some entries gone, some changed, some added.
             let mut other = random_tree(&mut seed);
             other.retain(|e| e.stat.size % 4 == 0);
@@ -734,17 +765,8 @@ mod tests {
             let (whole, _) =
                 crate::tree::decode_with(&crate::tree::encode(&tree), &changes, &mut Vec::new())
                     .expect("a tree encoded here");
-            let delta = crate::tree::Delta {
-                base: layers.base,
-                stamp_ns: 2,
-                log_seq: 2,
-                pending: false,
-                turn: TurnId::new("t").expect("valid"),
-                count: whole.entries.len() as u64,
-                totals: Some(Totals::of(&whole.entries)),
-                changes,
-            };
-            TreeWriter::begin(&store, dir.path())?.commit_delta(&store, dir.path(), &delta)?;
+            let (count, totals) = (whole.entries.len(), Some(Totals::of(&whole.entries)));
+            commit_delta(&store, dir.path(), layers.base, (count, totals), changes)?;
             let all: Vec<Vec<u8>> = whole.entries.iter().map(|e| e.path.clone()).collect();
             let mut changed: Vec<Vec<u8>> = (0..3)
                 .map(
@@ -845,17 +867,11 @@ mod tests {
                 },
             })
             .collect();
-        let tree = Tree {
-            stamp_ns: 1,
-            log_seq: 1,
-            turn: TurnId::new("t").expect("valid"),
-            pending: false,
-            entries: entries.clone(),
-        };
-        TreeWriter::begin(&store, dir.path())?.commit(&store, dir.path(), &tree)?;
+        commit_tree(&store, dir.path(), entries.clone())?;
         let file = dir.path().join(crate::tree::TREE_FILE);
         let good = std::fs::read(&file).ctx("read", &file)?;
-        // A byte of an entry of the third run (entries 8192 to 12287).
+        // A byte of entry 10000's path, in the run of entries 9984 to
+        // 10239.
         let at = good
             .windows(6)
             .position(|w| w == b"f10000")
@@ -891,17 +907,14 @@ mod tests {
             panic!("version 3 reads in part");
         };
         assert!(!layers.stale);
-        let delta = crate::tree::Delta {
-            base: layers.base,
-            stamp_ns: 2,
-            log_seq: 2,
-            pending: false,
-            turn: TurnId::new("t").expect("valid"),
-            count: entries.len() as u64 - 1,
-            totals: None,
-            changes: vec![(entries[5].path.clone(), None)],
-        };
-        TreeWriter::begin(&store, dir.path())?.commit_delta(&store, dir.path(), &delta)?;
+        let gone = vec![(entries[5].path.clone(), None)];
+        commit_delta(
+            &store,
+            dir.path(),
+            layers.base,
+            (entries.len() - 1, None),
+            gone,
+        )?;
         let (Loaded::Tree(t), Some(_), None) = read("d010/f01000")? else {
             panic!("a delta of version 1 makes the tree read whole");
         };
